@@ -1,0 +1,141 @@
+"""dralab's one configuration schema, shared by ``dralab convert``, the webhook, the driver and the chart.
+
+A YAML file with three sections; every key is optional and has the default shown in
+``DEFAULT_CONFIG_YAML``. Unknown keys are errors (a typo must not silently change nothing).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from dralab.errors import UserError
+from dralab.model.vendors import VendorTable, load_vendor_table
+
+DEFAULT_CONFIG_YAML = """\
+vendors:
+  enabled: [ascend, nvidia, hygon]   # vendors whose HAMi syntax is converted / whose devices are published
+  overrides: {}                      # partial vendor-table entries merged over the shipped table
+webhook:
+  lifecycle: claim                   # claim: named ResourceClaims + janitor; template: shared ResourceClaimTemplates
+  claimGracePeriodSeconds: 30        # how long a managed claim may wait for its pod before the janitor deletes it
+  excludeNamespaces: [kube-system]   # never converted (the webhook's own namespace is added at run time)
+  optOutLabel: dralab.io/convert     # label "false" on a namespace or pod: leave it alone
+  failurePolicy: Fail                # mutate: Fail keeps HAMi pods from slipping through unconverted
+driver:
+  backend: fake                      # fake | ascend | nvidia
+  cdiDir: /var/run/cdi
+  pluginDir: /var/lib/kubelet/plugins
+  registryDir: /var/lib/kubelet/plugins_registry
+  stateDir: /var/lib/dralab
+  enforcementLibrary: ""             # host path of the enforcement library; empty: dralab's vcore
+  injectDeviceNodes: true            # add device nodes to CDI specs (no vendor runtime class injects them)
+"""
+
+
+@dataclass(frozen=True)
+class WebhookConfig:
+    lifecycle: str = "claim"
+    claim_grace_period_seconds: int = 30
+    exclude_namespaces: tuple[str, ...] = ("kube-system",)
+    opt_out_label: str = "dralab.io/convert"
+    failure_policy: str = "Fail"
+
+
+@dataclass(frozen=True)
+class DriverConfig:
+    backend: str = "fake"
+    cdi_dir: str = "/var/run/cdi"
+    plugin_dir: str = "/var/lib/kubelet/plugins"
+    registry_dir: str = "/var/lib/kubelet/plugins_registry"
+    state_dir: str = "/var/lib/dralab"
+    enforcement_library: str = ""
+    inject_device_nodes: bool = True
+
+
+@dataclass(frozen=True)
+class Config:
+    """The whole configuration, with the vendor table it implies."""
+
+    vendors: VendorTable
+    webhook: WebhookConfig = field(default_factory=WebhookConfig)
+    driver: DriverConfig = field(default_factory=DriverConfig)
+    source: str = "<defaults>"
+
+
+_WEBHOOK_KEYS = {
+    "lifecycle": "lifecycle",
+    "claimGracePeriodSeconds": "claim_grace_period_seconds",
+    "excludeNamespaces": "exclude_namespaces",
+    "optOutLabel": "opt_out_label",
+    "failurePolicy": "failure_policy",
+}
+_DRIVER_KEYS = {
+    "backend": "backend",
+    "cdiDir": "cdi_dir",
+    "pluginDir": "plugin_dir",
+    "registryDir": "registry_dir",
+    "stateDir": "state_dir",
+    "enforcementLibrary": "enforcement_library",
+    "injectDeviceNodes": "inject_device_nodes",
+}
+
+
+def _section(raw: dict[str, Any], name: str, keys: dict[str, str], source: str) -> dict[str, Any]:
+    section = raw.get(name) or {}
+    if not isinstance(section, dict):
+        raise UserError(f"{source}: '{name}' must be a mapping")
+    unknown = sorted(set(section) - set(keys))
+    if unknown:
+        raise UserError(f"{source}: unknown key(s) {name}.{', '.join(unknown)}; valid keys: {', '.join(keys)}")
+    out = {}
+    for yaml_key, attr in keys.items():
+        if yaml_key in section:
+            value = section[yaml_key]
+            out[attr] = tuple(value) if isinstance(value, list) else value
+    return out
+
+
+def parse_config(raw: dict[str, Any] | None, source: str = "<memory>") -> Config:
+    """Validate a config document and build the typed config."""
+    raw = raw or {}
+    if not isinstance(raw, dict):
+        raise UserError(f"{source}: the config must be a YAML mapping")
+    unknown = sorted(set(raw) - {"vendors", "webhook", "driver"})
+    if unknown:
+        raise UserError(f"{source}: unknown section(s) {', '.join(unknown)}; valid: vendors, webhook, driver")
+    vendors_raw = raw.get("vendors") or {}
+    bad = sorted(set(vendors_raw) - {"enabled", "overrides"})
+    if bad:
+        raise UserError(f"{source}: unknown key(s) vendors.{', '.join(bad)}; valid keys: enabled, overrides")
+    table = load_vendor_table(vendors_raw.get("overrides"), vendors_raw.get("enabled"))
+    webhook = WebhookConfig(**_section(raw, "webhook", _WEBHOOK_KEYS, source))
+    if webhook.lifecycle not in ("claim", "template"):
+        raise UserError(f"{source}: webhook.lifecycle must be 'claim' or 'template', got {webhook.lifecycle!r}")
+    if webhook.failure_policy not in ("Fail", "Ignore"):
+        raise UserError(f"{source}: webhook.failurePolicy must be 'Fail' or 'Ignore'")
+    driver = DriverConfig(**_section(raw, "driver", _DRIVER_KEYS, source))
+    if driver.backend not in ("fake", "ascend", "nvidia"):
+        raise UserError(f"{source}: driver.backend must be fake, ascend or nvidia, got {driver.backend!r}")
+    return Config(vendors=table, webhook=webhook, driver=driver, source=source)
+
+
+def default_config() -> Config:
+    return parse_config(yaml.safe_load(DEFAULT_CONFIG_YAML), "<defaults>")
+
+
+def load_config(path: str | Path | None) -> Config:
+    """Load the config file at ``path`` (None: the defaults)."""
+    if path is None:
+        return default_config()
+    p = Path(path)
+    if not p.is_file():
+        raise UserError(f"config file {p} not found")
+    try:
+        raw = yaml.safe_load(p.read_text())
+    except yaml.YAMLError as exc:
+        raise UserError(f"{p}: not valid YAML ({exc})") from None
+    return parse_config(raw, str(p))

@@ -1,0 +1,102 @@
+"""Kubernetes resource quantities: parsing and formatting, exactly (no floats).
+
+A quantity is ``<signed number><suffix>`` where the suffix is binary (Ki..Ei), decimal
+(n, u, m, "", k, M, G, T, P, E) or a decimal exponent (e3, E6). Values are kept as
+``Fraction`` so "0.5Gi" and "512Mi" compare equal without rounding.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from fractions import Fraction
+
+from dralab.errors import UserError
+
+BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
+DECIMAL = {
+    "n": Fraction(1, 10**9),
+    "u": Fraction(1, 10**6),
+    "m": Fraction(1, 10**3),
+    "": Fraction(1),
+    "k": Fraction(10**3),
+    "M": Fraction(10**6),
+    "G": Fraction(10**9),
+    "T": Fraction(10**12),
+    "P": Fraction(10**15),
+    "E": Fraction(10**18),
+}
+MIB = 2**20
+
+_QUANTITY = re.compile(r"^(?P<num>[+-]?(?:\d+\.?\d*|\.\d+))(?P<suffix>Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]|[eE][+-]?\d+)?$")
+
+
+@dataclass(frozen=True)
+class Quantity:
+    """A parsed quantity: the number as written, its suffix, and its exact value."""
+
+    text: str
+    number: Fraction
+    suffix: str
+    value: Fraction
+
+    @property
+    def is_binary(self) -> bool:
+        return self.suffix in BINARY
+
+    @property
+    def is_integer(self) -> bool:
+        return self.value.denominator == 1
+
+
+def parse_quantity(text: str | int, what: str = "quantity") -> Quantity:
+    """Parse ``text`` as a Kubernetes quantity; ``what`` names it in the error message."""
+    raw = str(text).strip()
+    match = _QUANTITY.match(raw)
+    if not match:
+        raise UserError(
+            f"{what}: {raw!r} is not a valid quantity (expected a number with an optional suffix "
+            "such as 8192, 14k, 16Gi)"
+        )
+    number = Fraction(match["num"])
+    suffix = match["suffix"] or ""
+    if suffix in BINARY:
+        scale = Fraction(BINARY[suffix])
+    elif suffix in DECIMAL:
+        scale = DECIMAL[suffix]
+    else:  # exponent form
+        scale = Fraction(10) ** int(suffix[1:])
+    return Quantity(text=raw, number=number, suffix=suffix, value=number * scale)
+
+
+def quantity_value(text: str | int, what: str = "quantity") -> Fraction:
+    """The exact numeric value of a quantity."""
+    return parse_quantity(text, what).value
+
+
+def to_int(text: str | int, what: str = "quantity") -> int:
+    """The value of a quantity that must be a whole number (e.g. bytes or cores)."""
+    q = parse_quantity(text, what)
+    if not q.is_integer:
+        raise UserError(f"{what}: {q.text!r} must be a whole number")
+    return int(q.value)
+
+
+def format_binary(value: int) -> str:
+    """The canonical text the apiserver uses for an integer byte count: the largest exact binary suffix.
+
+    ``8589934592`` -> ``8Gi``; ``22571646976`` -> ``21525Mi``; values that are not a multiple of 1024
+    stay plain.
+    """
+    if value == 0:
+        return "0"
+    for suffix, scale in sorted(BINARY.items(), key=lambda kv: -kv[1]):
+        if value % scale == 0:
+            return f"{value // scale}{suffix}"
+    return str(value)
+
+
+def mib(value_bytes: int | Fraction) -> int:
+    """Bytes to whole MiB, rounding up (a quota never shrinks below what was granted)."""
+    whole = Fraction(value_bytes)
+    return int(-(-whole // MIB))
