@@ -1,0 +1,41 @@
+# dralab: the two things a newcomer runs are `make lab` (the main job) and `make test` (the tests).
+VENV ?= .venv
+PYTHON ?= python3
+BIN := $(VENV)/bin
+
+.PHONY: lab test env vcore binaries lint unit clean-cluster
+
+## env: a virtual environment with dralab and its test tools installed
+env: $(VENV)/.installed
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[test]'
+	touch $@
+
+## vcore: the in-container enforcement library, its fake runtimes and probe
+vcore:
+	$(MAKE) -s -C vcore
+
+## binaries: Kubernetes v1.35, etcd and kwok built from Go modules into the cache (once per machine)
+binaries: env
+	$(BIN)/dralab cluster build
+
+## lab: bring up the local cluster and replay Lab 20 as assertions; prints the report path
+lab: env vcore binaries
+	$(BIN)/dralab lab run lab20-ascend-hami-dra
+
+## lint: ruff over the whole tree
+lint: env
+	$(BIN)/ruff check .
+
+## unit: the fast tier only (no cluster)
+unit: env vcore
+	$(BIN)/pytest -n 2 tests/unit
+
+## test: lint, then every test (unit, integration and the lab replays on the local profile)
+test: env vcore binaries lint
+	$(BIN)/pytest -n 2
+
+clean-cluster: env
+	-$(BIN)/dralab cluster down
