@@ -25,6 +25,8 @@ webhook:
   excludeNamespaces: [kube-system]   # never converted (the webhook's own namespace is added at run time)
   optOutLabel: dralab.io/convert     # label "false" on a namespace or pod: leave it alone
   failurePolicy: Fail                # mutate: Fail keeps HAMi pods from slipping through unconverted
+  namespaceSelector: {}              # extra label selector (matchLabels/matchExpressions) on namespaces
+  objectSelector: {}                 # extra label selector on pods
 driver:
   backend: fake                      # fake | ascend | nvidia
   cdiDir: /var/run/cdi
@@ -43,6 +45,8 @@ class WebhookConfig:
     exclude_namespaces: tuple[str, ...] = ("kube-system",)
     opt_out_label: str = "dralab.io/convert"
     failure_policy: str = "Fail"
+    namespace_selector: dict[str, Any] = field(default_factory=dict)
+    object_selector: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -72,6 +76,8 @@ _WEBHOOK_KEYS = {
     "excludeNamespaces": "exclude_namespaces",
     "optOutLabel": "opt_out_label",
     "failurePolicy": "failure_policy",
+    "namespaceSelector": "namespace_selector",
+    "objectSelector": "object_selector",
 }
 _DRIVER_KEYS = {
     "backend": "backend",
@@ -117,6 +123,11 @@ def parse_config(raw: dict[str, Any] | None, source: str = "<memory>") -> Config
         raise UserError(f"{source}: webhook.lifecycle must be 'claim' or 'template', got {webhook.lifecycle!r}")
     if webhook.failure_policy not in ("Fail", "Ignore"):
         raise UserError(f"{source}: webhook.failurePolicy must be 'Fail' or 'Ignore'")
+    for key, value in (("namespaceSelector", webhook.namespace_selector), ("objectSelector", webhook.object_selector)):
+        if not isinstance(value, dict) or set(value) - {"matchLabels", "matchExpressions"}:
+            raise UserError(
+                f"{source}: webhook.{key} must be a label selector with matchLabels and/or matchExpressions"
+            )
     driver = DriverConfig(**_section(raw, "driver", _DRIVER_KEYS, source))
     if driver.backend not in ("fake", "ascend", "nvidia"):
         raise UserError(f"{source}: driver.backend must be fake, ascend or nvidia, got {driver.backend!r}")

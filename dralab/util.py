@@ -17,11 +17,12 @@ from typing import TypeVar
 T = TypeVar("T")
 
 
-def atomic_write(path: str | os.PathLike[str], data: str | bytes, mode: int = 0o644) -> None:
+def atomic_write(path: str | os.PathLike[str], data: str | bytes, mode: int = 0o644, durable: bool = True) -> None:
     """Write ``data`` to ``path`` so readers see the old file or the new one, never a torn one.
 
     Temp file in the same directory, fsync, rename, fsync of the directory: survives a crash
-    or power loss at any point.
+    or power loss at any point. ``durable=False`` skips both fsyncs (still atomic for readers) for
+    files that are rebuilt from other state after a crash, where the fsyncs dominate the cost.
     """
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -31,13 +32,16 @@ def atomic_write(path: str | os.PathLike[str], data: str | bytes, mode: int = 0o
         with os.fdopen(fd, "wb") as fh:
             fh.write(raw)
             fh.flush()
-            os.fsync(fh.fileno())
+            if durable:
+                os.fsync(fh.fileno())
         os.chmod(tmp, mode)
         os.replace(tmp, target)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
+    if not durable:
+        return
     dir_fd = os.open(target.parent, os.O_RDONLY)
     try:
         os.fsync(dir_fd)

@@ -1,11 +1,336 @@
-"""pytest plugin entry point of the harness."""
+"""pytest plugin of the harness: cluster profiles, fixtures, and labs as ordered test items.
+
+Loaded by the root ``conftest.py`` (and by ``dralab lab run`` with ``-p harness.plugin``).
+
+- ``--profile`` picks the cluster profile (``local`` by default), ``--kubeconfig`` an existing cluster.
+- A ``lab.yaml`` (or a suite file ``labs.yaml`` with ``kind: LabSuite``) collects into one item per
+  step, in order, marked ``e2e`` and grouped for pytest-xdist so a lab runs on one worker
+  (``--dist load`` is turned into ``loadgroup``, which keeps ungrouped tests spread as before).
+- After a failed step the remaining steps of that lab are skipped with the reason.
+- Each lab writes its result into ``<reports-dir>/<run-id>/labs/``; the controlling process renders
+  ``report.md``, ``report.html`` and ``junit.xml`` there at the end and prints the path.
+- Fixtures for Python tests: ``dralab_profile``, ``dralab_env`` (the cluster, brought up or reused;
+  shared by workers through the cluster's file lock) and ``lab_namespace`` (ephemeral namespace).
+"""
 
 from __future__ import annotations
 
+import os
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
 import pytest
+
+RUN_ID_KEY = "dralab_run_id"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("dralab", "dralab lab harness")
     group.addoption("--profile", default="local", help="cluster profile: local, kind, ascend-310p, nvidia, or a file")
     group.addoption("--kubeconfig", default=None, help="use an existing cluster instead of bringing one up")
+    group.addoption("--reports-dir", default=None, help="where lab reports go (default: <rootdir>/reports)")
+    group.addoption("--run-id", default=None, help="name of the report folder of this run (default: time stamp)")
+    group.addoption("--keep-namespace", action="store_true", help="keep each lab's namespace for inspection")
+    group.addoption(
+        "--lab-var", action="append", default=[], metavar="NAME=VALUE", help="override a lab variable (repeatable)"
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    for line in (
+        "e2e: end-to-end lab replay on a cluster profile",
+        "hardware: needs a real accelerator (Ascend 310P or NVIDIA)",
+    ):
+        config.addinivalue_line("markers", line)
+    if getattr(config.option, "dist", "no") == "load":
+        config.option.dist = "loadgroup"
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput is not None and workerinput.get(RUN_ID_KEY):
+        run_id = workerinput[RUN_ID_KEY]
+    else:
+        from harness.report import new_run_id
+
+        run_id = config.getoption("--run-id") or new_run_id("labs")
+    config._dralab_run_id = run_id  # type: ignore[attr-defined]
+    config._dralab_envs = {}  # type: ignore[attr-defined]
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
+    """pytest-xdist: every worker writes into the controller's run folder."""
+    node.workerinput[RUN_ID_KEY] = node.config._dralab_run_id
+
+
+def run_id(config: pytest.Config) -> str:
+    return config._dralab_run_id  # type: ignore[attr-defined]
+
+
+def reports_dir(config: pytest.Config) -> Path:
+    value = config.getoption("--reports-dir") or os.environ.get("DRALAB_REPORTS")
+    return Path(value).expanduser().resolve() if value else config.rootpath / "reports"
+
+
+def run_dir(config: pytest.Config) -> Path:
+    return reports_dir(config) / run_id(config)
+
+
+def _say(config: pytest.Config) -> Callable[[str], None]:
+    for plugin in config.pluginmanager.get_plugins():
+        say = getattr(plugin, "dralab_say", None)
+        if callable(say):
+            return say
+    from dralab.util import get_logger
+
+    log = get_logger("dralab.harness")
+    return lambda msg: log.info(msg)
+
+
+def environment(config: pytest.Config, inventory: str | None) -> Any:
+    """The profile's cluster for ``inventory``, opened once per session and reused by every lab."""
+    from harness.environment import open_environment
+    from harness.profile import load_profile
+
+    profile_ref = str(config.getoption("--profile"))
+    kubeconfig = config.getoption("--kubeconfig")
+    envs: dict[tuple[str, str | None, str | None], Any] = config._dralab_envs  # type: ignore[attr-defined]
+    key = (profile_ref, inventory, kubeconfig)
+    if key not in envs:
+        profile = load_profile(profile_ref)
+        envs[key] = open_environment(profile, inventory=inventory, kubeconfig=kubeconfig, progress=_say(config))
+    return envs[key]
+
+
+def _lab_vars(config: pytest.Config) -> dict[str, str]:
+    from dralab.errors import UserError
+
+    out = {}
+    for item in config.getoption("--lab-var") or []:
+        name, sep, value = item.partition("=")
+        if not sep or not name:
+            raise UserError(f"--lab-var {item!r}: write NAME=VALUE")
+        out[name] = value
+    return out
+
+
+# collection ----------------------------------------------------------------------------------
+def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
+    if file_path.name == "lab.yaml":
+        return LabFile.from_parent(parent, path=file_path)
+    if file_path.name == "labs.yaml":
+        import yaml
+
+        from harness.loader import is_suite
+
+        try:
+            data = yaml.safe_load(file_path.read_text())
+        except yaml.YAMLError:
+            return None
+        if is_suite(data):
+            return LabSuiteFile.from_parent(parent, path=file_path)
+    return None
+
+
+class LabFile(pytest.File):
+    """A ``lab.yaml``: one lab."""
+
+    def collect(self) -> Iterator[pytest.Item | pytest.Collector]:
+        from harness.schema import load_lab
+
+        lab = load_lab(self.path)
+        yield LabCollector.from_parent(self, name=lab.name, lab=lab)
+
+
+class LabSuiteFile(pytest.File):
+    """A suite file listing labs (``kind: LabSuite``)."""
+
+    def collect(self) -> Iterator[pytest.Item | pytest.Collector]:
+        from harness.loader import load_suite
+        from harness.schema import load_lab
+
+        for path in load_suite(self.path):
+            lab = load_lab(path)
+            yield LabCollector.from_parent(self, name=lab.name, lab=lab)
+
+
+class LabCollector(pytest.Collector):
+    """One lab: sets up the environment and namespace before its first step, cleans up after its last."""
+
+    def __init__(self, *, lab: Any, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.lab = lab
+        self.runner: Any = None
+        self.setup_error: str | None = None
+
+    def collect(self) -> Iterator[pytest.Item]:
+        for index, step in enumerate(self.lab.steps, 1):
+            yield LabStep.from_parent(self, name=f"{index:02d}-{step.id}", step=step)
+
+    def reportinfo(self) -> tuple[Path, int | None, str]:
+        return self.lab.path, None, self.lab.name
+
+    def setup(self) -> None:
+        from dralab.errors import UserError
+        from harness.runner import LabRunner
+
+        config = self.config
+        try:
+            env = environment(config, self.lab.inventory)
+            self.runner = LabRunner(
+                self.lab,
+                env,
+                run_id(config),
+                extra_vars=_lab_vars(config),
+                keep_namespace=bool(config.getoption("--keep-namespace")),
+                say=_say(config),
+            )
+            self.runner.start()
+        except UserError as exc:
+            self.setup_error = str(exc)
+        except Exception as exc:  # bring-up failures become the first step's failure, not a crash
+            self.setup_error = f"{type(exc).__name__}: {exc}"
+
+    def teardown(self) -> None:
+        from harness.report import write_lab_result
+        from harness.results import LabResult
+
+        if self.runner is not None:
+            result = self.runner.finish()
+        else:
+            result = LabResult(lab=self.lab.name, title=self.lab.title, profile=str(self.config.getoption("--profile")),
+                               run_id=run_id(self.config), source=self.lab.source)  # fmt: skip
+        if self.setup_error:
+            result.error = self.setup_error
+            if not result.steps:
+                from harness.results import ERROR, SKIPPED, StepResult
+
+                for i, step in enumerate(self.lab.steps):
+                    status, reason = (ERROR, self.setup_error) if i == 0 else (SKIPPED, "the lab could not start")
+                    result.steps.append(StepResult(id=step.id, title=step.title, status=status, reason=reason))
+        write_lab_result(run_dir(self.config), result)
+
+
+class LabStepFailed(Exception):
+    """A lab step failed; its result carries the reason and the diagnostics."""
+
+    def __init__(self, result: Any) -> None:
+        super().__init__(result.reason)
+        self.result = result
+
+
+class LabStep(pytest.Item):
+    """One step of a lab."""
+
+    def __init__(self, *, step: Any, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.step = step
+        lab = self.parent.lab
+        self.add_marker(pytest.mark.e2e)
+        self.add_marker(pytest.mark.xdist_group(lab.name))
+        needs = set(step.requires) | {c for op in step.ops for c in op.requires}
+        if "hardware" in needs:
+            self.add_marker(pytest.mark.hardware)
+
+    def runtest(self) -> None:
+        from harness.results import ERROR, FAILED, SKIPPED
+
+        collector: LabCollector = self.parent  # type: ignore[assignment]
+        if collector.setup_error:
+            if self.step is collector.lab.steps[0]:
+                raise LabStepFailed(_Reason(f"the lab could not start: {collector.setup_error}"))
+            pytest.skip(f"the lab could not start: {collector.setup_error.splitlines()[0]}")
+        result = collector.runner.run_step(self.step)
+        self.user_properties.append(("step", self.step.id))
+        for outcome in result.ops:
+            if outcome.evidence:
+                self.user_properties.append((f"evidence:{outcome.evidence}", outcome.summary))
+        if result.status == SKIPPED:
+            pytest.skip(result.reason or "skipped")
+        if result.status in (FAILED, ERROR):
+            raise LabStepFailed(result)
+
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str:
+        if isinstance(excinfo.value, LabStepFailed):
+            return _failure_text(self.parent.lab.name, self.step, excinfo.value.result)
+        return str(super().repr_failure(excinfo, style))
+
+    def reportinfo(self) -> tuple[Path, int | None, str]:
+        return self.parent.lab.path, None, f"{self.parent.lab.name}: {self.step.title}"
+
+
+class _Reason:
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+        self.ops: list[Any] = []
+        self.diagnostics: list[Any] = []
+
+
+def _failure_text(lab: str, step: Any, result: Any) -> str:
+    lines = [f"lab {lab}, step {step.id} ({step.title}) failed:", "", str(result.reason), ""]
+    for outcome in result.ops:
+        mark = {"passed": "ok", "failed": "FAILED", "skipped": "skip", "error": "ERROR"}.get(outcome.status, "?")
+        lines.append(f"  [{mark}] {outcome.where}: {outcome.summary or outcome.error or ''}")
+    for diag in result.diagnostics:
+        lines += ["", f"--- {diag.kind}: {diag.summary or diag.error}"]
+        if diag.kind != "describe":  # object dumps are long: they are in the report
+            text = (diag.text or diag.error or "").strip().splitlines()
+            lines += [f"    {t}" for t in text[-15:]]
+    if result.diagnostics:
+        lines += ["", "(full diagnostics, object dumps included, are in the lab report)"]
+    return "\n".join(lines)
+
+
+# reports -------------------------------------------------------------------------------------
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    config = session.config
+    envs = getattr(config, "_dralab_envs", {})
+    for env in envs.values():
+        env.close()
+    envs.clear()
+    if hasattr(config, "workerinput"):
+        return
+    folder = run_dir(config)
+    if not (folder / "labs").is_dir():
+        return
+    from harness.report import write_run_reports
+
+    write_run_reports(folder, run_id(config))
+    config._dralab_report = folder  # type: ignore[attr-defined]
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    folder = getattr(config, "_dralab_report", None)
+    if folder is not None:
+        terminalreporter.write_sep("-", "dralab lab report")
+        terminalreporter.write_line(f"report: {folder / 'report.md'}")
+        terminalreporter.write_line(f"html:   {folder / 'report.html'}")
+        terminalreporter.write_line(f"junit:  {folder / 'junit.xml'}")
+
+
+# fixtures for Python tests -------------------------------------------------------------------
+@pytest.fixture(scope="session")
+def dralab_profile(pytestconfig: pytest.Config) -> Any:
+    """The cluster profile chosen with --profile."""
+    from harness.profile import load_profile
+
+    return load_profile(str(pytestconfig.getoption("--profile")))
+
+
+@pytest.fixture(scope="session")
+def dralab_env(pytestconfig: pytest.Config) -> Any:
+    """The profile's cluster with dralab deployed (the local cluster is brought up or reused)."""
+    return environment(pytestconfig, None)
+
+
+@pytest.fixture
+def lab_namespace(dralab_env: Any) -> Iterator[str]:
+    """An ephemeral namespace, deleted after the test."""
+    from harness.resources import Ref
+    from harness.runner import namespace_name
+
+    name = namespace_name("test")
+    dralab_env.client.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+    try:
+        yield name
+    finally:
+        dralab_env.client.delete(Ref("v1", "Namespace", name=name))

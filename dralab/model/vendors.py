@@ -77,6 +77,8 @@ class Vendor:
     ignored: tuple[str, ...]
     chips: dict[str, str] = field(default_factory=dict)
     _raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    type_match: str = "exact"
+    chip_selector: bool = False
 
     @property
     def attribute_domain(self) -> str:
@@ -110,6 +112,11 @@ class Vendor:
             no_use_type=fill(ann["noUseType"]),
             product_name=self.chips.get(chip) if chip else None,
         )
+
+    def resource_templates(self) -> dict[str, str]:
+        """The count/memory/cores name templates as written in the table (``{chip}`` unfilled)."""
+        res = self._raw["resources"]
+        return {"count": res["count"], "memory": res["memory"], "cores": res["cores"]}
 
     def class_selector(self) -> str:
         """The CEL expression that matches this vendor's shareable devices (DeviceClass and claim entry 1)."""
@@ -148,7 +155,9 @@ class VendorTable:
 def _parse_vendor(key: str, raw: dict[str, Any]) -> Vendor:
     missing = [name for name in _REQUIRED if name not in raw]
     if missing:
-        raise UserError(f"vendor table entry {key!r} lacks {', '.join(missing)}: add them (see dralab/model/vendors.yaml)")
+        raise UserError(
+            f"vendor table entry {key!r} lacks {', '.join(missing)}: add them (see dralab/model/vendors.yaml)"
+        )
     dev = raw.get("device") or {}
     defaults = raw.get("defaults") or {}
     compute = raw.get("computeUnits") or {}
@@ -177,7 +186,15 @@ def _parse_vendor(key: str, raw: dict[str, Any]) -> Vendor:
         ignored=tuple(res.get("ignored") or ()),
         chips=dict(raw.get("chips") or {}),
         _raw=raw,
+        type_match=_type_match(key, raw.get("typeMatch", "exact")),
+        chip_selector=bool(raw.get("chipSelector", False)),
     )
+
+
+def _type_match(key: str, value: str) -> str:
+    if value not in ("exact", "contains"):
+        raise UserError(f"vendor table entry {key!r}: typeMatch must be 'exact' or 'contains', got {value!r}")
+    return value
 
 
 def _merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:

@@ -1,0 +1,118 @@
+"""``dralab bench cluster``: how fast the local cluster comes up and goes down, and what it costs in memory.
+
+Brings up a throw-away cluster of its own name (the developer's cluster is not touched), times
+``up`` from an empty state directory to ready, ``up`` of the running cluster (the baseline: the
+fixed cost of the command itself), ``down``, and samples the control plane's resident memory
+once it is idle. The cold build time is not re-measured (it needs an empty Go build cache and
+takes minutes): the recorded figure is reported with where it came from.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import time
+
+import click
+
+from dralab.bench import DEFAULT_OUT
+from dralab.bench.common import write_result
+
+# One cold `go build` of kube-apiserver, kube-controller-manager, kube-scheduler and kubectl
+# (empty build cache, modules already downloaded) on the 2-core reference machine: `real 5m33.8s`.
+COLD_BUILD_SECONDS = 333.8
+COLD_BUILD_SOURCE = "go build of the 4 Kubernetes binaries, empty build cache, 2 cores (time: real 5m33.8s)"
+UP_TARGET_SECONDS = 20.0
+
+
+def _summary(values: list[float]) -> dict[str, float]:
+    return {
+        "median": round(statistics.median(values), 3),
+        "min": round(min(values), 3),
+        "max": round(max(values), 3),
+        "runs": len(values),
+    }
+
+
+def _sample_memory(name: str, seconds: float) -> dict[str, float]:
+    """Mean resident memory (MiB) per control-plane component over ``seconds`` of idling."""
+    from dralab.cluster.api import control_plane_rss
+
+    samples: list[dict[str, int]] = []
+    deadline = time.monotonic() + seconds
+    while True:
+        samples.append(control_plane_rss(name))
+        if time.monotonic() >= deadline:
+            break
+        time.sleep(1.0)  # a measurement interval, not a synchronization
+    comps = samples[0].keys()
+    out = {comp: round(statistics.mean(s[comp] for s in samples) / 2**20, 1) for comp in comps}
+    out["total"] = round(sum(out[c] for c in comps), 1)
+    return out
+
+
+@click.command()
+@click.option("--out", default=DEFAULT_OUT, show_default=True, help="folder for cluster.json")
+@click.option("--quick", is_flag=True, help="one run and a short memory sample")
+@click.option("--runs", type=int, default=3, show_default=True, help="up/down cycles (ignored with --quick)")
+def cluster(out: str, quick: bool, runs: int) -> None:
+    """Time `cluster up` (empty state to ready), `up` of a running cluster, `down`; sample memory.
+
+    \b
+    Example:
+      dralab bench cluster --quick --out /tmp/results
+    """
+    from dralab.cluster import build
+    from dralab.cluster.api import down, ensure_cluster, list_clusters, status
+
+    console_echo = click.echo
+    name = f"bench{os.getpid() % 100000}"
+    cycles = 1 if quick else max(1, runs)
+    others = [c for c in list_clusters() if c != name]
+
+    started = time.monotonic()
+    build.build(progress=False)
+    build_check = time.monotonic() - started
+
+    ups: list[float] = []
+    reuses: list[float] = []
+    downs: list[float] = []
+    memory: dict[str, float] = {}
+    components: dict[str, float] = {}
+    try:
+        for cycle in range(cycles):
+            t0 = time.monotonic()
+            ensure_cluster(name)
+            ups.append(time.monotonic() - t0)
+            t1 = time.monotonic()
+            ensure_cluster(name)
+            reuses.append(time.monotonic() - t1)
+            console_echo(f"cycle {cycle + 1}/{cycles}: up {ups[-1]:.1f}s, reuse {reuses[-1]:.2f}s")
+            if cycle == cycles - 1:
+                memory = _sample_memory(name, 5.0 if quick else 20.0)
+                components = {r.name: round(r.rss / 2**20, 1) for r in status(name) if r.state == "running"}
+            t2 = time.monotonic()
+            down(name, keep_logs=False)
+            downs.append(time.monotonic() - t2)
+    finally:
+        down(name, keep_logs=False)
+
+    result = {
+        "cold_build_s": COLD_BUILD_SECONDS,
+        "cold_build_source": COLD_BUILD_SOURCE,
+        "build_check_s": round(build_check, 3),
+        "up_s": _summary(ups),
+        "up_target_s": UP_TARGET_SECONDS,
+        "up_within_target": statistics.median(ups) <= UP_TARGET_SECONDS,
+        "down_s": _summary(downs),
+        "control_plane_rss_mib": memory,
+        "all_components_rss_mib": components,
+        "baseline": {"what": "up of the already running cluster (fixed cost of the command)", **_summary(reuses)},
+        "reference": {"kind_create_cluster_s": "30-60 (published figures, not measured here)"},
+        "other_clusters_running": others,
+    }
+    path = write_result(out, "cluster", result)
+    console_echo(
+        f"up {result['up_s']['median']}s (target {UP_TARGET_SECONDS}s), reuse {result['baseline']['median']}s, "
+        f"down {result['down_s']['median']}s, control plane {memory.get('total')} MiB -> {path}"
+    )

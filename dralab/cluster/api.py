@@ -1,0 +1,691 @@
+"""The local cluster's Python API: bring it up, find it, operate it, take it down.
+
+``ensure_cluster`` is idempotent and guarded by a file lock, so several pytest-xdist workers
+(or several ``dralab cluster up``) share one cluster: the first brings it up, the others find
+it running and reuse it. Every change of the state file happens under that lock.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import json
+import shutil
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import filelock
+import httpx
+
+from dralab.cluster import build, components, kwok
+from dralab.cluster.components import CONTROL_PLANE, WEBHOOK_NAMESPACE, ComponentSpec, Health
+from dralab.cluster.kubeapi import ApiError, Kube
+from dralab.cluster.kubeconfig import render_kubeconfig
+from dralab.cluster.layout import DEFAULT_NAME, Layout, check_socket_paths, dralab_home
+from dralab.cluster.objects import object_path
+from dralab.cluster.pki import Pki, ensure_pki
+from dralab.cluster.supervisor import (
+    ProcRecord,
+    is_alive,
+    log_tail,
+    rss_bytes,
+    signal_process,
+    start_process,
+    stop_process,
+)
+from dralab.config import load_config
+from dralab.errors import UserError
+from dralab.model.inventory import load_inventory
+from dralab.model.objects import device_classes, runtime_class
+from dralab.util import WaitTimeout, atomic_write, free_port, get_logger, wait_for
+
+log = get_logger("dralab.cluster")
+
+Say = Callable[[str], None]
+LOCK_TIMEOUT = 600.0
+APISERVER_TIMEOUT = 90.0
+COMPONENT_TIMEOUT = 60.0
+
+
+def _quiet(_: str) -> None:
+    pass
+
+
+def webhook_available() -> bool:
+    """True when dralab's webhook (server and registration) is installed."""
+    return _has_module("dralab.webhook.cli") and _has_module("dralab.webhook.registration")
+
+
+def driver_available() -> bool:
+    """True when dralab's node driver is installed."""
+    return _has_module("dralab.driver.cli")
+
+
+def _has_module(name: str) -> bool:
+    try:
+        return importlib.util.find_spec(name) is not None
+    except ModuleNotFoundError:
+        return False
+
+
+@dataclass(frozen=True)
+class ComponentStatus:
+    """One component as ``status`` reports it."""
+
+    name: str
+    state: str  # running | crashed | stopped | skipped
+    pid: int | None = None
+    healthy: bool | None = None
+    detail: str = ""
+    rss: int = 0
+
+
+@dataclass
+class ClusterHandle:
+    """A local cluster that has been brought up (its processes may since have died: see ``status``)."""
+
+    name: str
+    layout: Layout
+    state: dict[str, Any] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def kubeconfig(self) -> Path:
+        return self.layout.kubeconfig
+
+    @property
+    def state_dir(self) -> Path:
+        return self.layout.root
+
+    @property
+    def logs_dir(self) -> Path:
+        return self.layout.logs_dir
+
+    @property
+    def nodes(self) -> list[str]:
+        return list(self.state.get("nodes", []))
+
+    @property
+    def server(self) -> str:
+        return f"https://127.0.0.1:{self.state['ports']['apiserver']}"
+
+    @property
+    def ports(self) -> dict[str, Any]:
+        return dict(self.state.get("ports", {}))
+
+    @property
+    def devices(self) -> Path:
+        """The device inventory file the cluster was brought up with."""
+        return self.layout.config_dir / "inventory.yaml"
+
+    def node_dir(self, node: str) -> Path:
+        return self.layout.node_dir(node)
+
+    def cdi_dir(self, node: str) -> Path:
+        return self.layout.cdi_dir(node)
+
+    def records_path(self, node: str) -> Path:
+        return self.layout.records_path(node)
+
+    def log_path(self, component: str) -> Path:
+        return self.layout.log_path(component)
+
+    def components(self) -> list[str]:
+        return list(self.state.get("order", []))
+
+    def kube(self) -> Kube:
+        """A REST client with the admin identity."""
+        pki = Pki(self.layout.pki_dir)
+        return Kube(self.server, str(pki.ca_cert), str(pki.cert("admin")), str(pki.key("admin")))
+
+
+# ---------------------------------------------------------------- state and lock
+
+
+@contextlib.contextmanager
+def _locked(layout: Layout, timeout: float = LOCK_TIMEOUT) -> Iterator[None]:
+    layout.lock_file.parent.mkdir(parents=True, exist_ok=True)
+    lock = filelock.FileLock(str(layout.lock_file))
+    try:
+        lock.acquire(timeout=timeout)
+    except filelock.Timeout:
+        raise UserError(
+            f"cluster {layout.name} is busy (lock {layout.lock_file} held for {timeout:.0f}s); "
+            "wait for the other `dralab cluster` command to finish"
+        ) from None
+    try:
+        yield
+    finally:
+        lock.release()
+
+
+def _read_state(layout: Layout) -> dict[str, Any] | None:
+    try:
+        return json.loads(layout.state_file.read_text())
+    except FileNotFoundError:
+        return None
+    except ValueError:
+        hint = f"run `dralab cluster down --name {layout.name}`"
+        raise UserError(f"state file {layout.state_file} is corrupt; {hint}") from None
+
+
+def _write_state(layout: Layout, state: dict[str, Any]) -> None:
+    atomic_write(layout.state_file, json.dumps(state, indent=2, sort_keys=True) + "\n")
+
+
+def _record(state: dict[str, Any], component: str) -> ProcRecord | None:
+    raw = state.get("components", {}).get(component)
+    return ProcRecord.from_json(raw) if raw else None
+
+
+def get_cluster(name: str = DEFAULT_NAME) -> ClusterHandle | None:
+    """The cluster ``name`` if it has been brought up (and not taken down), else None."""
+    layout = Layout.of(name)
+    state = _read_state(layout)
+    if state is None:
+        return None
+    return ClusterHandle(name=name, layout=layout, state=state)
+
+
+def list_clusters() -> list[str]:
+    """Names of clusters with a state file under DRALAB_HOME."""
+    root = dralab_home() / "clusters"
+    if not root.is_dir():
+        return []
+    return sorted(p.name for p in root.iterdir() if (p / "state.json").is_file())
+
+
+# ---------------------------------------------------------------- component specs and health
+
+
+def _binaries() -> dict[str, str]:
+    return {name: str(build.binary_path(name)) for name in build.BINARIES}
+
+
+def _specs(handle: ClusterHandle) -> dict[str, ComponentSpec]:
+    layout, ports, state = handle.layout, handle.state["ports"], handle.state
+    bins = _binaries()
+    specs = {
+        "etcd": components.etcd_spec(layout, ports, bins),
+        "apiserver": components.apiserver_spec(layout, ports, bins),
+        "controller-manager": components.controller_manager_spec(layout, ports, bins),
+        "scheduler": components.scheduler_spec(layout, ports, bins),
+        "kwok": components.kwok_spec(layout, ports, bins),
+    }
+    config = state.get("config")
+    if "webhook" in state["order"]:
+        specs["webhook"] = components.webhook_spec(layout, ports, config)
+    for node in state["nodes"]:
+        if f"driver/{node}" in state["order"]:
+            specs[f"driver/{node}"] = components.driver_spec(layout, ports, node, str(handle.devices), config)
+        specs[f"kubelet/{node}"] = components.standin_spec(layout, ports, node)
+    return specs
+
+
+def probe(health: Health, layout: Layout, timeout: float = 2.0) -> tuple[bool, str]:
+    """(healthy, detail) of one health endpoint."""
+    pki = Pki(layout.pki_dir)
+    verify: Any = str(pki.ca_cert) if health.verify_ca else False
+    cert = (str(pki.cert("admin")), str(pki.key("admin"))) if health.client_cert else None
+    try:
+        if health.url.startswith("https"):
+            import ssl
+
+            ctx = ssl.create_default_context(cafile=verify) if verify else ssl._create_unverified_context()
+            if cert:
+                ctx.load_cert_chain(*cert)
+            resp = httpx.get(health.url, verify=ctx, timeout=timeout)
+        else:
+            resp = httpx.get(health.url, timeout=timeout)
+    except (httpx.HTTPError, OSError) as exc:
+        return False, type(exc).__name__
+    ok = resp.status_code == 200
+    return ok, "ok" if ok else f"HTTP {resp.status_code}: {resp.text.strip()[:200]}"
+
+
+def _wait_healthy(handle: ClusterHandle, spec: ComponentSpec, timeout: float) -> None:
+    """Wait for ``spec``'s health endpoint; a process that dies meanwhile fails at once, with its log."""
+    if spec.health is None:
+        return
+    rec = _record(handle.state, spec.name)
+
+    def ready() -> bool:
+        if rec is not None and not is_alive(rec):
+            raise UserError(_crash_message(handle, spec.name))
+        return probe(spec.health, handle.layout)[0]  # type: ignore[arg-type]
+
+    try:
+        wait_for(ready, timeout, f"{spec.name} to become healthy", interval=0.1, max_interval=0.5)
+    except WaitTimeout:
+        detail = probe(spec.health, handle.layout)[1]
+        raise UserError(
+            f"{spec.name} did not become healthy within {timeout:.0f}s ({detail}); "
+            f"see {handle.log_path(spec.name)}:\n{log_tail(handle.log_path(spec.name))}"
+        ) from None
+
+
+def _crash_message(handle: ClusterHandle, component: str) -> str:
+    path = handle.log_path(component)
+    return f"{component} exited; last lines of {path}:\n{log_tail(path)}"
+
+
+def _start(handle: ClusterHandle, spec: ComponentSpec) -> None:
+    rec = start_process(spec.argv, handle.log_path(spec.name), spec.env)
+    handle.state.setdefault("components", {})[spec.name] = rec.to_json()
+    _write_state(handle.layout, handle.state)
+
+
+# ---------------------------------------------------------------- up
+
+
+def _allocate_ports(nodes: list[str], previous: dict[str, Any] | None) -> dict[str, Any]:
+    """Free ports for every component; ports already recorded are kept (kubeconfigs point at them)."""
+    ports: dict[str, Any] = dict(previous or {})
+    taken = {p for p in ports.values() if isinstance(p, int)}
+    taken |= {p for v in ports.values() if isinstance(v, dict) for p in v.values()}
+
+    def fresh() -> int:
+        while True:
+            port = free_port()
+            if port not in taken:
+                taken.add(port)
+                return port
+
+    for key in ("etcd", "etcd-peer", "apiserver", "controller-manager", "scheduler", "kwok", "webhook"):
+        ports.setdefault(key, fresh())
+    for group in ("driver", "kubelet"):
+        per_node = dict(ports.get(group) or {})
+        for node in nodes:
+            per_node.setdefault(node, fresh())
+        ports[group] = per_node
+    return ports
+
+
+def _prepare_files(handle: ClusterHandle, inventory_text: str) -> None:
+    layout = handle.layout
+    for folder in (layout.root, layout.logs_dir, layout.config_dir, layout.run_dir, layout.etcd_dir):
+        folder.mkdir(parents=True, exist_ok=True)
+    layout.etcd_dir.chmod(0o700)
+    pki = ensure_pki(layout.pki_dir)
+    kubeconfig = render_kubeconfig(
+        f"dralab-{handle.name}",
+        handle.server,
+        pki.ca_cert.read_bytes(),
+        pki.cert("admin").read_bytes(),
+        pki.key("admin").read_bytes(),
+    )
+    atomic_write(layout.kubeconfig, kubeconfig, mode=0o600)
+    atomic_write(components.scheduler_config_path(layout), components.scheduler_config(layout))
+    atomic_write(components.kwok_config_path(layout), kwok.kwok_config())
+    atomic_write(handle.devices, inventory_text)
+    for node in handle.nodes:
+        for folder in (
+            layout.cdi_dir(node),
+            layout.plugins_dir(node),
+            layout.registry_dir(node),
+            layout.driver_state_dir(node),
+        ):
+            folder.mkdir(parents=True, exist_ok=True)
+
+
+def _inventory_text(devices: str | None) -> tuple[str, Any]:
+    inventory = load_inventory(devices)
+    ref = str(devices or "lab20")
+    path = Path(ref)
+    if path.is_file():
+        text = path.read_text()
+    else:
+        from importlib import resources
+
+        text = resources.files("dralab.model").joinpath("inventories", f"{ref}.yaml").read_text()
+    return text, inventory
+
+
+def _bootstrap_objects(handle: ClusterHandle, inventory: Any, config: str | None) -> None:
+    """Nodes, DeviceClasses, RuntimeClass ``ascend`` and the webhook's namespace (idempotent)."""
+    kube = handle.kube()
+    try:
+        for node in kwok.node_manifests(inventory, build.K8S_VERSION):
+            kube.create("/api/v1/nodes", node, exist_ok=True)
+        cfg = load_config(config)
+        for obj in [*device_classes(cfg.vendors), runtime_class()]:
+            kube.apply(object_path(obj), obj)
+        ns = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": WEBHOOK_NAMESPACE}}
+        kube.create("/api/v1/namespaces", ns, exist_ok=True)
+    finally:
+        kube.close()
+
+
+def _nodes_ready(handle: ClusterHandle) -> bool:
+    kube = handle.kube()
+    try:
+        for name in handle.nodes:
+            node = kube.get(f"/api/v1/nodes/{name}")
+            conditions = (node or {}).get("status", {}).get("conditions") or []
+            if not any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions):
+                return False
+        return True
+    finally:
+        kube.close()
+
+
+def _register_webhook(handle: ClusterHandle, config: str | None) -> None:
+    from dralab.webhook.registration import webhook_configurations
+
+    pki = Pki(handle.layout.pki_dir)
+    objs = webhook_configurations(
+        load_config(config),
+        url=f"https://127.0.0.1:{handle.ports['webhook']}",
+        service=None,
+        ca_bundle=pki.ca_cert.read_bytes(),
+        own_namespace=WEBHOOK_NAMESPACE,
+    )
+    kube = handle.kube()
+    try:
+        for obj in objs:
+            kube.apply(object_path(obj), obj)
+    finally:
+        kube.close()
+
+
+def _ensure_running(handle: ClusterHandle, spec: ComponentSpec, say: Say) -> bool:
+    """Start ``spec`` unless it runs; True when it was (re)started."""
+    rec = _record(handle.state, spec.name)
+    if rec is not None and is_alive(rec):
+        return False
+    if rec is not None and spec.name not in handle.state.get("stopped", []):
+        say(f"{spec.name} was not running (crashed?); restarting it. Log: {handle.log_path(spec.name)}")
+    _start(handle, spec)
+    stopped = handle.state.get("stopped", [])
+    if spec.name in stopped:
+        stopped.remove(spec.name)
+    return True
+
+
+def ensure_cluster(
+    name: str = DEFAULT_NAME,
+    devices: str | None = None,
+    config: str | None = None,
+    say: Say | None = None,
+) -> ClusterHandle:
+    """Bring cluster ``name`` up, or reuse it if it runs; restart any component that is down.
+
+    Idempotent and file-locked. ``devices`` is a device inventory (file or shipped name, default
+    Lab 20's host); a running cluster keeps the inventory it was created with.
+    """
+    say = say or _quiet
+    build.require_binaries()
+    layout = Layout.of(name)
+    with _locked(layout):
+        return _up_locked(layout, devices, config, say)
+
+
+def _up_locked(layout: Layout, devices: str | None, config: str | None, say: Say) -> ClusterHandle:
+    started = time.monotonic()
+    previous = _read_state(layout)
+    if previous and devices and previous.get("devicesRef") != str(devices):
+        raise UserError(
+            f"cluster {layout.name} runs with devices {previous.get('devicesRef')!r}, not {devices!r}; "
+            f"run `dralab cluster down --name {layout.name}` first or use another --name"
+        )
+    if previous:
+        devices = previous.get("devicesRef")
+        config = config or previous.get("config")
+    text, inventory = _inventory_text(devices)
+    cfg = load_config(config)
+    nodes = [n.name for n in inventory.nodes]
+    check_socket_paths(layout, nodes, [v.driver for v in cfg.vendors.enabled_vendors()])
+    order = list(CONTROL_PLANE)
+    notes: list[str] = []
+    with_webhook, with_driver = webhook_available(), driver_available()
+    if with_webhook:
+        order.append("webhook")
+    else:
+        notes.append("webhook not installed (dralab.webhook missing): not started")
+    for node in nodes:
+        if with_driver:
+            order.append(f"driver/{node}")
+        order.append(f"kubelet/{node}")
+    if not with_driver:
+        notes.append("node driver not installed (dralab.driver missing): no driver started")
+    state: dict[str, Any] = dict(previous or {})
+    state.update(
+        {
+            "name": layout.name,
+            "version": build.K8S_VERSION,
+            "devicesRef": str(devices or "lab20"),
+            "config": str(Path(config).resolve()) if config else None,
+            "nodes": nodes,
+            "order": order,
+            "ports": _allocate_ports(nodes, (previous or {}).get("ports")),
+        }
+    )
+    state.setdefault("components", {})
+    handle = ClusterHandle(name=layout.name, layout=layout, state=state, notes=notes)
+    say(f"cluster {layout.name}: state in {layout.root}")
+    _prepare_files(handle, text)
+    _write_state(layout, state)
+    specs = _specs(handle)
+
+    if _ensure_running(handle, specs["etcd"], say):
+        say("started etcd")
+    _wait_healthy(handle, specs["etcd"], COMPONENT_TIMEOUT)
+    if _ensure_running(handle, specs["apiserver"], say):
+        say("started kube-apiserver")
+    # The others retry until the API server answers, so they start while it initializes.
+    for comp in ("controller-manager", "scheduler", "kwok"):
+        if _ensure_running(handle, specs[comp], say):
+            say(f"started {comp}")
+    _wait_healthy(handle, specs["apiserver"], APISERVER_TIMEOUT)
+    say("kube-apiserver ready")
+    _bootstrap_objects(handle, inventory, config)
+    for comp in ("controller-manager", "scheduler", "kwok"):
+        _wait_healthy(handle, specs[comp], COMPONENT_TIMEOUT)
+    try:
+        wait_for(lambda: _nodes_ready(handle), COMPONENT_TIMEOUT, "KWOK nodes to become Ready", interval=0.1)
+    except WaitTimeout as exc:
+        raise UserError(f"{exc}; see {handle.log_path('kwok')}") from None
+    say(f"control plane ready; nodes: {', '.join(nodes)}")
+
+    if with_webhook:
+        if _ensure_running(handle, specs["webhook"], say):
+            say("started webhook")
+        _wait_optional(handle, specs["webhook"], notes, say)
+        if "webhook" not in handle.state.get("failed", []):
+            _register_webhook(handle, config)
+    for node in nodes:
+        for comp in (f"driver/{node}", f"kubelet/{node}"):
+            if comp in specs and _ensure_running(handle, specs[comp], say):
+                say(f"started {comp}")
+    for node in nodes:
+        for comp in (f"driver/{node}", f"kubelet/{node}"):
+            if comp in specs:
+                _wait_optional(handle, specs[comp], notes, say)
+    state["ready"] = time.time()
+    state["notes"] = notes
+    _write_state(layout, state)
+    for note in notes:
+        say(note)
+    say(f"cluster {layout.name} ready in {time.monotonic() - started:.1f}s; kubeconfig: {layout.kubeconfig}")
+    return handle
+
+
+def _wait_optional(handle: ClusterHandle, spec: ComponentSpec, notes: list[str], say: Say) -> None:
+    """Wait for a dralab component; a failure is reported (note + status), not fatal to the cluster."""
+    failed = handle.state.setdefault("failed", [])
+    try:
+        _wait_healthy(handle, spec, COMPONENT_TIMEOUT)
+        if spec.name in failed:
+            failed.remove(spec.name)
+    except UserError as exc:
+        if spec.name not in failed:
+            failed.append(spec.name)
+        notes.append(f"WARNING: {spec.name} failed: {exc}")
+        log.warning("component failed", extra={"fields": {"component": spec.name, "error": str(exc)}})
+
+
+# ---------------------------------------------------------------- operate
+
+
+def _require(name: str) -> tuple[Layout, dict[str, Any]]:
+    layout = Layout.of(name)
+    state = _read_state(layout)
+    if state is None:
+        raise UserError(f"cluster {name} is not up; run `dralab cluster up --name {name}`")
+    return layout, state
+
+
+def _check_component(state: dict[str, Any], component: str) -> None:
+    if component not in state.get("order", []):
+        known = ", ".join(state.get("order", []))
+        raise UserError(f"unknown component {component!r}; components of this cluster: {known}")
+
+
+def stop(name: str, component: str) -> bool:
+    """Stop one component (fault hook); it stays stopped until ``start``, ``restart`` or ``up``."""
+    layout, state = _require(name)
+    _check_component(state, component)
+    with _locked(layout):
+        state = _read_state(layout) or state
+        rec = _record(state, component)
+        timeout = _specs(ClusterHandle(name=name, layout=layout, state=state))[component].stop_timeout
+        was_running = bool(rec and stop_process(rec, timeout=timeout))
+        stopped = state.setdefault("stopped", [])
+        if component not in stopped:
+            stopped.append(component)
+        _write_state(layout, state)
+        return was_running
+
+
+def start(name: str, component: str, wait: bool = True) -> None:
+    """Start one component if it is not running and wait until it is healthy."""
+    layout, state = _require(name)
+    _check_component(state, component)
+    with _locked(layout):
+        handle = ClusterHandle(name=name, layout=layout, state=_read_state(layout) or state)
+        spec = _specs(handle)[component]
+        _ensure_running(handle, spec, _quiet)
+        _write_state(layout, handle.state)
+        if wait:
+            _wait_healthy(handle, spec, APISERVER_TIMEOUT if component == "apiserver" else COMPONENT_TIMEOUT)
+
+
+def restart(name: str, component: str, wait: bool = True) -> None:
+    """Stop then start one component."""
+    stop(name, component)
+    start(name, component, wait=wait)
+
+
+def wipe_cdi(name: str, node: str) -> int:
+    """Delete every file in the node's CDI directory (what a reboot does to /var/run/cdi); returns the count."""
+    layout, state = _require(name)
+    if node not in state.get("nodes", []):
+        raise UserError(f"node {node!r} is not in cluster {name} (nodes: {', '.join(state.get('nodes', []))})")
+    count = 0
+    folder = layout.cdi_dir(node)
+    for entry in folder.iterdir() if folder.is_dir() else []:
+        if entry.is_file() or entry.is_symlink():
+            entry.unlink()
+            count += 1
+    return count
+
+
+def status(name: str = DEFAULT_NAME) -> list[ComponentStatus]:
+    """Each component's process state and health."""
+    layout, state = _require(name)
+    handle = ClusterHandle(name=name, layout=layout, state=state)
+    specs = _specs(handle)
+    out = []
+    for comp in state.get("order", []):
+        rec = _record(state, comp)
+        if rec is None:
+            out.append(ComponentStatus(comp, "not started", detail="never started"))
+            continue
+        if not is_alive(rec):
+            if comp in state.get("stopped", []):
+                out.append(ComponentStatus(comp, "stopped", rec.pid, None, "stopped on request"))
+            else:
+                tail = log_tail(handle.log_path(comp), 1)
+                out.append(ComponentStatus(comp, "crashed", rec.pid, False, f"exited; log: {tail[:160]}"))
+            continue
+        spec = specs.get(comp)
+        healthy, detail = probe(spec.health, layout) if spec and spec.health else (None, "")
+        out.append(ComponentStatus(comp, "running", rec.pid, healthy, detail, rss_bytes(rec)))
+    return out
+
+
+def control_plane_rss(name: str = DEFAULT_NAME) -> dict[str, int]:
+    """Resident memory per control-plane component (bytes)."""
+    _, state = _require(name)
+    out = {}
+    for comp in CONTROL_PLANE:
+        rec = _record(state, comp)
+        out[comp] = rss_bytes(rec) if rec else 0
+    return out
+
+
+def down(name: str = DEFAULT_NAME, keep_logs: bool = True) -> int:
+    """Stop every process the cluster started and delete its state; returns how many were running."""
+    layout = Layout.of(name)
+    if not layout.root.exists():
+        return 0
+    with _locked(layout):
+        state = _read_state(layout) or {}
+        records = [ProcRecord.from_json(raw) for raw in (state.get("components") or {}).values()]
+        running = [rec for rec in records if is_alive(rec)]
+        _stop_all(running)
+        for entry in layout.root.iterdir():
+            if keep_logs and entry == layout.logs_dir:
+                continue
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.rmtree(entry, ignore_errors=True)
+            else:
+                entry.unlink(missing_ok=True)
+        if not layout.nodes_root.is_relative_to(layout.root):
+            shutil.rmtree(layout.nodes_root, ignore_errors=True)
+        if not keep_logs:
+            shutil.rmtree(layout.root, ignore_errors=True)
+    return len(running)
+
+
+def _stop_all(records: list[ProcRecord]) -> None:
+    """SIGTERM everything at once (teardown order does not matter: all state is deleted)."""
+    import signal
+
+    for rec in records:
+        signal_process(rec, signal.SIGTERM)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and any(is_alive(r) for r in records):
+        time.sleep(0.05)
+    for rec in records:
+        if is_alive(rec):
+            stop_process(rec, timeout=0)
+
+
+def apiserver_metrics(handle: ClusterHandle) -> str:
+    """The API server's /metrics text."""
+    kube = handle.kube()
+    try:
+        return kube.raw("/metrics")
+    finally:
+        kube.close()
+
+
+__all__ = [
+    "ApiError",
+    "ClusterHandle",
+    "ComponentStatus",
+    "control_plane_rss",
+    "down",
+    "ensure_cluster",
+    "get_cluster",
+    "list_clusters",
+    "restart",
+    "start",
+    "status",
+    "stop",
+    "wipe_cdi",
+]

@@ -1,0 +1,202 @@
+"""``dralab cluster``: build, start and operate the local Kubernetes 1.35 cluster."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from dralab.cluster.layout import DEFAULT_NAME
+
+_name_option = click.option("--name", default=DEFAULT_NAME, show_default=True, help="cluster name")
+
+
+def _console():  # rich is imported lazily: `dralab cluster --help` stays fast
+    from rich.console import Console
+
+    return Console(stderr=True)
+
+
+@click.group()
+def cluster() -> None:
+    """Build, start and operate the local Kubernetes 1.35 cluster (KWOK nodes, DRAConsumableCapacity on).
+
+    \b
+    Example:
+      dralab cluster build          # once per machine: Go >= 1.25 and the Go module proxy
+      dralab cluster up             # Lab 20's host: aio-node74-arm with two 310P3
+      kubectl --kubeconfig "$(dralab cluster kubeconfig)" get nodes
+      dralab cluster down
+    """
+
+
+@cluster.command()
+@click.option("--force", is_flag=True, help="rebuild binaries that are already built")
+def build(force: bool) -> None:
+    """Build kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, etcd and kwok.
+
+    Binaries land in ${DRALAB_CACHE:-~/.cache/dralab}/bin/<version>/; built ones are skipped.
+
+    \b
+    Example:
+      dralab cluster build
+    """
+    from dralab.cluster import build as b
+
+    console = _console()
+    for result in b.build(force=force):
+        if result.built:
+            console.print(f"built {', '.join(result.built)} in {result.seconds:.1f}s")
+        if result.skipped:
+            console.print(f"already built: {', '.join(result.skipped)}")
+    console.print(f"binaries in {b.bin_dir()}")
+
+
+@cluster.command()
+@_name_option
+@click.option("--devices", default=None, help="device inventory: a YAML file or a shipped name (default lab20)")
+@click.option("--config", "config", default=None, type=click.Path(dir_okay=False), help="dralab config file")
+def up(name: str, devices: str | None, config: str | None) -> None:
+    """Bring the cluster up (or reuse it when it runs) and wait until it is ready.
+
+    \b
+    Example:
+      dralab cluster up
+      dralab cluster up --name big --devices dralab/model/inventories/nvidia-gpus.yaml
+    """
+    from dralab.cluster.api import ensure_cluster
+
+    console = _console()
+    with console.status("bringing the cluster up") as spinner:
+
+        def say(msg: str) -> None:
+            spinner.update(msg)
+            console.print(msg)
+
+        handle = ensure_cluster(name, devices=devices, config=config, say=say)
+    click.echo(str(handle.kubeconfig))
+
+
+@cluster.command()
+@_name_option
+@click.option("--all", "all_", is_flag=True, help="take down every cluster under DRALAB_HOME")
+@click.option("--purge-logs", is_flag=True, help="delete the logs too")
+def down(name: str, all_: bool, purge_logs: bool) -> None:
+    """Stop every process the cluster started and delete its state (logs are kept).
+
+    \b
+    Example:
+      dralab cluster down
+      dralab cluster down --all
+    """
+    from dralab.cluster.api import down as do_down
+    from dralab.cluster.api import list_clusters
+
+    names = list_clusters() if all_ else [name]
+    for cluster_name in names:
+        count = do_down(cluster_name, keep_logs=not purge_logs)
+        click.echo(f"cluster {cluster_name}: stopped {count} processes")
+
+
+@cluster.command()
+@_name_option
+@click.option("--json", "as_json", is_flag=True, help="machine-readable output")
+def status(name: str, as_json: bool) -> None:
+    """Show each component's process and health; exits 1 when one is unhealthy or crashed.
+
+    \b
+    Example:
+      dralab cluster status
+    """
+    import json
+    from dataclasses import asdict
+
+    from dralab.cluster.api import status as get_status
+
+    rows = get_status(name)
+    bad = [r for r in rows if r.state == "crashed" or r.healthy is False]
+    if as_json:
+        click.echo(json.dumps([asdict(r) for r in rows], indent=2))
+    else:
+        from rich.table import Table
+
+        table = Table(title=f"cluster {name}")
+        for col in ("component", "state", "pid", "healthy", "rss MiB", "detail"):
+            table.add_column(col)
+        for r in rows:
+            healthy = {True: "yes", False: "NO", None: "-"}[r.healthy]
+            table.add_row(r.name, r.state, str(r.pid or "-"), healthy, f"{r.rss / 2**20:.0f}", r.detail)
+        from rich.console import Console
+
+        Console().print(table)
+    if bad:
+        sys.exit(1)
+
+
+@cluster.command()
+@_name_option
+def kubeconfig(name: str) -> None:
+    """Print the path of the cluster's admin kubeconfig.
+
+    \b
+    Example:
+      export KUBECONFIG=$(dralab cluster kubeconfig)
+    """
+    from dralab.cluster.api import get_cluster
+    from dralab.errors import UserError
+
+    handle = get_cluster(name)
+    if handle is None:
+        raise UserError(f"cluster {name} is not up; run `dralab cluster up --name {name}`")
+    click.echo(str(handle.kubeconfig))
+
+
+def _component_command(verb: str, helptext: str):
+    @cluster.command(name=verb, help=helptext)
+    @_name_option
+    @click.argument("component")
+    def command(name: str, component: str) -> None:
+        from dralab.cluster import api
+
+        if verb == "stop":
+            was = api.stop(name, component)
+            click.echo(f"{component} stopped" if was else f"{component} was not running")
+        elif verb == "start":
+            api.start(name, component)
+            click.echo(f"{component} running")
+        else:
+            api.restart(name, component)
+            click.echo(f"{component} restarted")
+
+    return command
+
+
+_COMPONENTS_HELP = (
+    "COMPONENT: etcd, apiserver, controller-manager, scheduler, kwok, webhook, driver/NODE, kubelet/NODE."
+)
+stop_cmd = _component_command(
+    "stop", f"Stop one component (fault injection). {_COMPONENTS_HELP}\n\n\b\nExample:\n  dralab cluster stop scheduler"
+)
+start_cmd = _component_command(
+    "start",
+    f"Start a stopped component and wait until healthy. {_COMPONENTS_HELP}\n\n\b\nExample:\n"
+    "  dralab cluster start driver/aio-node74-arm",
+)
+restart_cmd = _component_command(
+    "restart", f"Restart one component. {_COMPONENTS_HELP}\n\n\b\nExample:\n  dralab cluster restart apiserver"
+)
+
+
+@cluster.command(name="wipe-cdi")
+@_name_option
+@click.argument("node")
+def wipe_cdi(name: str, node: str) -> None:
+    """Delete the node's CDI specs, as a reboot empties /var/run/cdi.
+
+    \b
+    Example:
+      dralab cluster wipe-cdi aio-node74-arm
+    """
+    from dralab.cluster.api import wipe_cdi as do_wipe
+
+    click.echo(f"removed {do_wipe(name, node)} CDI spec files")

@@ -1,0 +1,262 @@
+"""Command lines of every local-cluster component (pure: paths and ports in, argv out).
+
+Why the flags are what they are:
+
+- ``DRAConsumableCapacity=true`` on kube-apiserver, kube-controller-manager and kube-scheduler
+  (alpha and off by default in 1.35; without it capacity requests are rejected or not accounted).
+- kube-scheduler's client runs at ``SCHEDULER_QPS``/``SCHEDULER_BURST`` (KubeSchedulerConfiguration
+  ``clientConnection.qps/burst``) instead of the default 50/100: every DRA pod costs several API
+  writes (claim status, binding), so the default client throttling would cap the DRA scheduling
+  rate long before the scheduler itself does.
+- Leader election is off for the controller-manager and the scheduler: there is one of each, and
+  acquiring a lease costs seconds at every start.
+- The ``ServiceAccount`` admission plugin is off: KWOK pods never run, and with it a pod created
+  right after its namespace can be refused until the controller-manager creates ``default``.
+- etcd runs with ``--unsafe-no-fsync``: the data is disposable and fsync dominates on slow disks.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+
+from dralab.cluster.layout import Layout
+from dralab.cluster.pki import Pki
+
+FEATURE_GATES = "DRAConsumableCapacity=true"
+SCHEDULER_QPS = 500
+SCHEDULER_BURST = 1000
+CONTROLLER_MANAGER_QPS = 200
+CONTROLLER_MANAGER_BURST = 400
+SERVICE_CIDR = "10.96.0.0/16"
+POD_CIDR = "10.0.0.1/16"
+SA_ISSUER = "https://kubernetes.default.svc.cluster.local"
+WEBHOOK_NAMESPACE = "dralab-system"
+KWOK_NODE_ANNOTATION = "kwok.x-k8s.io/node"
+CONTROL_PLANE = ("etcd", "apiserver", "controller-manager", "scheduler", "kwok")
+
+
+@dataclass(frozen=True)
+class Health:
+    """How to probe a component: ``url`` over http(s); ``client_cert`` uses the admin cert."""
+
+    url: str
+    client_cert: bool = False
+    verify_ca: bool = False
+
+
+@dataclass(frozen=True)
+class ComponentSpec:
+    """What it takes to start one component."""
+
+    name: str
+    argv: list[str]
+    health: Health | None = None
+    env: dict[str, str] = field(default_factory=dict)
+    stop_timeout: float = 10.0  # seconds between SIGTERM and SIGKILL
+
+
+def _bin(binaries: dict[str, str], name: str) -> str:
+    return binaries[name]
+
+
+def etcd_spec(layout: Layout, ports: dict[str, Any], binaries: dict[str, str]) -> ComponentSpec:
+    client = f"http://127.0.0.1:{ports['etcd']}"
+    peer = f"http://127.0.0.1:{ports['etcd-peer']}"
+    argv = [
+        _bin(binaries, "etcd"),
+        "--name=dralab",
+        f"--data-dir={layout.etcd_dir}",
+        f"--listen-client-urls={client}",
+        f"--advertise-client-urls={client}",
+        f"--listen-peer-urls={peer}",
+        f"--initial-advertise-peer-urls={peer}",
+        f"--initial-cluster=dralab={peer}",
+        "--initial-cluster-state=new",
+        "--unsafe-no-fsync=true",
+        "--snapshot-count=10000",
+        "--quota-backend-bytes=4294967296",
+        "--log-level=warn",
+    ]
+    return ComponentSpec("etcd", argv, Health(f"{client}/health"))
+
+
+def apiserver_spec(layout: Layout, ports: dict[str, Any], binaries: dict[str, str]) -> ComponentSpec:
+    pki = Pki(layout.pki_dir)
+    argv = [
+        _bin(binaries, "kube-apiserver"),
+        f"--etcd-servers=http://127.0.0.1:{ports['etcd']}",
+        "--bind-address=127.0.0.1",
+        "--advertise-address=127.0.0.1",
+        f"--secure-port={ports['apiserver']}",
+        f"--tls-cert-file={pki.cert('apiserver')}",
+        f"--tls-private-key-file={pki.key('apiserver')}",
+        f"--client-ca-file={pki.ca_cert}",
+        f"--service-account-key-file={pki.sa_pub}",
+        f"--service-account-signing-key-file={pki.sa_key}",
+        f"--service-account-issuer={SA_ISSUER}",
+        f"--api-audiences={SA_ISSUER}",
+        f"--service-cluster-ip-range={SERVICE_CIDR}",
+        "--authorization-mode=RBAC",
+        # the only address is loopback, which the kubernetes Service's endpoints may not hold
+        "--endpoint-reconciler-type=none",
+        "--disable-admission-plugins=ServiceAccount",
+        "--allow-privileged=true",
+        "--profiling=false",
+        f"--feature-gates={FEATURE_GATES}",
+    ]
+    health = Health(f"https://127.0.0.1:{ports['apiserver']}/readyz", client_cert=True, verify_ca=True)
+    # its graceful shutdown waits on long-running requests for a long time; nothing here needs it
+    return ComponentSpec("apiserver", argv, health, stop_timeout=5.0)
+
+
+def controller_manager_spec(layout: Layout, ports: dict[str, Any], binaries: dict[str, str]) -> ComponentSpec:
+    pki = Pki(layout.pki_dir)
+    kubeconfig = str(layout.kubeconfig)
+    argv = [
+        _bin(binaries, "kube-controller-manager"),
+        f"--kubeconfig={kubeconfig}",
+        f"--authentication-kubeconfig={kubeconfig}",
+        f"--authorization-kubeconfig={kubeconfig}",
+        "--bind-address=127.0.0.1",
+        f"--secure-port={ports['controller-manager']}",
+        f"--cert-dir={layout.run_dir / 'controller-manager'}",
+        "--leader-elect=false",
+        f"--feature-gates={FEATURE_GATES}",
+        f"--service-account-private-key-file={pki.sa_key}",
+        f"--root-ca-file={pki.ca_cert}",
+        f"--cluster-signing-cert-file={pki.ca_cert}",
+        f"--cluster-signing-key-file={pki.ca_key}",
+        f"--service-cluster-ip-range={SERVICE_CIDR}",
+        "--use-service-account-credentials=false",
+        f"--kube-api-qps={CONTROLLER_MANAGER_QPS}",
+        f"--kube-api-burst={CONTROLLER_MANAGER_BURST}",
+        "--profiling=false",
+    ]
+    return ComponentSpec("controller-manager", argv, Health(f"https://127.0.0.1:{ports['controller-manager']}/healthz"))
+
+
+def scheduler_config(layout: Layout) -> str:
+    """KubeSchedulerConfiguration: raised client QPS/burst (see module docstring), no leader election."""
+    doc = {
+        "apiVersion": "kubescheduler.config.k8s.io/v1",
+        "kind": "KubeSchedulerConfiguration",
+        "clientConnection": {"kubeconfig": str(layout.kubeconfig), "qps": SCHEDULER_QPS, "burst": SCHEDULER_BURST},
+        "leaderElection": {"leaderElect": False},
+    }
+    return yaml.safe_dump(doc, sort_keys=False)
+
+
+def scheduler_config_path(layout: Layout) -> str:
+    return str(layout.config_dir / "scheduler.yaml")
+
+
+def scheduler_spec(layout: Layout, ports: dict[str, Any], binaries: dict[str, str]) -> ComponentSpec:
+    kubeconfig = str(layout.kubeconfig)
+    argv = [
+        _bin(binaries, "kube-scheduler"),
+        f"--config={scheduler_config_path(layout)}",
+        f"--authentication-kubeconfig={kubeconfig}",
+        f"--authorization-kubeconfig={kubeconfig}",
+        "--bind-address=127.0.0.1",
+        f"--secure-port={ports['scheduler']}",
+        f"--cert-dir={layout.run_dir / 'scheduler'}",
+        f"--feature-gates={FEATURE_GATES}",
+        "--profiling=false",
+    ]
+    return ComponentSpec("scheduler", argv, Health(f"https://127.0.0.1:{ports['scheduler']}/healthz"))
+
+
+def kwok_config_path(layout: Layout) -> str:
+    return str(layout.config_dir / "kwok.yaml")
+
+
+def kwok_spec(layout: Layout, ports: dict[str, Any], binaries: dict[str, str]) -> ComponentSpec:
+    argv = [
+        _bin(binaries, "kwok"),
+        f"--config={kwok_config_path(layout)}",
+        f"--kubeconfig={layout.kubeconfig}",
+        "--manage-all-nodes=false",
+        f"--manage-nodes-with-annotation-selector={KWOK_NODE_ANNOTATION}=fake",
+        f"--cidr={POD_CIDR}",
+        "--node-ip=10.240.0.1",
+        f"--server-address=127.0.0.1:{ports['kwok']}",
+    ]
+    return ComponentSpec("kwok", argv, Health(f"http://127.0.0.1:{ports['kwok']}/healthz"))
+
+
+def _dralab(*args: str) -> list[str]:
+    return [sys.executable, "-m", "dralab.cli", *args]
+
+
+def webhook_spec(layout: Layout, ports: dict[str, Any], config: str | None) -> ComponentSpec:
+    pki = Pki(layout.pki_dir)
+    argv = _dralab(
+        "webhook",
+        "serve",
+        "--cert",
+        str(pki.cert("webhook")),
+        "--key",
+        str(pki.key("webhook")),
+        "--port",
+        str(ports["webhook"]),
+        "--host",
+        "127.0.0.1",
+        "--kubeconfig",
+        str(layout.kubeconfig),
+        "--namespace",
+        WEBHOOK_NAMESPACE,
+    )
+    if config:
+        argv += ["--config", config]
+    return ComponentSpec("webhook", argv, Health(f"https://127.0.0.1:{ports['webhook']}/readyz", verify_ca=True))
+
+
+def driver_spec(layout: Layout, ports: dict[str, Any], node: str, devices: str, config: str | None) -> ComponentSpec:
+    port = ports["driver"][node]
+    argv = _dralab(
+        "driver",
+        "run",
+        "--backend",
+        "fake",
+        "--node",
+        node,
+        "--devices",
+        devices,
+        "--kubeconfig",
+        str(layout.kubeconfig),
+        "--plugin-dir",
+        str(layout.plugins_dir(node)),
+        "--registry-dir",
+        str(layout.registry_dir(node)),
+        "--cdi-dir",
+        str(layout.cdi_dir(node)),
+        "--state-dir",
+        str(layout.driver_state_dir(node)),
+        "--metrics-port",
+        str(port),
+    )
+    if config:
+        argv += ["--config", config]
+    return ComponentSpec(f"driver/{node}", argv, Health(f"http://127.0.0.1:{port}/healthz"))
+
+
+def standin_spec(layout: Layout, ports: dict[str, Any], node: str) -> ComponentSpec:
+    port = ports["kubelet"][node]
+    argv = [
+        sys.executable,
+        "-m",
+        "dralab.cluster.standin",
+        "--node",
+        node,
+        "--kubeconfig",
+        str(layout.kubeconfig),
+        "--node-dir",
+        str(layout.node_dir(node)),
+        "--port",
+        str(port),
+    ]
+    return ComponentSpec(f"kubelet/{node}", argv, Health(f"http://127.0.0.1:{port}/healthz"))

@@ -1,0 +1,154 @@
+"""The kubelet's DRA decisions, as pure functions over API objects (dicts).
+
+Which claims a pod needs, whether a claim may be prepared for it, which drivers serve a claim,
+how long to back off after a failure, and what a call record looks like.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+TERMINAL_PHASES = ("Succeeded", "Failed")
+BACKOFF_START = 1.0
+BACKOFF_MAX = 30.0
+
+
+class NotReady(Exception):
+    """The pod cannot be prepared yet for a reason that resolves by itself (no event, quick retry)."""
+
+
+class PrepareError(Exception):
+    """Preparing the pod failed: reported as a FailedPrepareDynamicResources event, retried with backoff."""
+
+
+@dataclass(frozen=True)
+class ClaimRef:
+    """A claim a pod uses: the pod-level entry name and the ResourceClaim's name."""
+
+    pod_claim: str
+    claim_name: str
+
+
+def pod_claims(pod: dict[str, Any]) -> list[ClaimRef]:
+    """The ResourceClaims ``pod`` needs, resolving template claims through ``status.resourceClaimStatuses``.
+
+    Raises NotReady while a template claim has not been created yet; a status entry without a
+    claim name means no claim is needed for that entry (as the kubelet reads it).
+    """
+    statuses = {s.get("name"): s for s in (pod.get("status") or {}).get("resourceClaimStatuses") or []}
+    out = []
+    for entry in (pod.get("spec") or {}).get("resourceClaims") or []:
+        name = entry.get("name")
+        if entry.get("resourceClaimName"):
+            out.append(ClaimRef(name, entry["resourceClaimName"]))
+            continue
+        if entry.get("resourceClaimTemplateName"):
+            if name not in statuses:
+                raise NotReady(f"waiting for the ResourceClaim of pod claim {name!r} to be created")
+            generated = statuses[name].get("resourceClaimName")
+            if generated:
+                out.append(ClaimRef(name, generated))
+    return out
+
+
+def claim_drivers(claim: dict[str, Any]) -> list[str]:
+    """Drivers of the claim's allocation results, sorted (one prepare call per driver)."""
+    results = (((claim.get("status") or {}).get("allocation") or {}).get("devices") or {}).get("results") or []
+    return sorted({r["driver"] for r in results if r.get("driver")})
+
+
+def check_claim_for_pod(claim: dict[str, Any], pod: dict[str, Any]) -> None:
+    """Raise unless the claim is allocated and reserved for this pod (kubelet's precondition)."""
+    meta, pod_meta = claim.get("metadata") or {}, pod.get("metadata") or {}
+    status = claim.get("status") or {}
+    name = f"{meta.get('namespace')}/{meta.get('name')}"
+    if not status.get("allocation"):
+        raise NotReady(f"resource claim {name} is not allocated yet")
+    reserved = {r.get("uid") for r in status.get("reservedFor") or []}
+    if pod_meta.get("uid") not in reserved:
+        raise PrepareError(
+            f"pod {pod_meta.get('name')} is not allowed to use resource claim {name}: not reserved for it"
+        )
+
+
+def is_gone_or_done(pod: dict[str, Any] | None) -> bool:
+    """True when the pod no longer needs its claims prepared (deleted or terminal)."""
+    if pod is None:
+        return True
+    return (pod.get("status") or {}).get("phase") in TERMINAL_PHASES
+
+
+def backoff(failures: int, start: float = BACKOFF_START, cap: float = BACKOFF_MAX) -> float:
+    """Seconds to wait after ``failures`` consecutive failures (1, 2, 4, ... capped)."""
+    if failures <= 0:
+        return 0.0
+    return min(cap, start * (2 ** (failures - 1)))
+
+
+def cdi_ids(response_claim: dict[str, Any]) -> list[str]:
+    """All CDI device ids of one claim's prepare result, in order."""
+    out: list[str] = []
+    for dev in response_claim.get("devices") or []:
+        out.extend(dev.get("cdiDeviceIds") or dev.get("cdi_device_ids") or [])
+    return out
+
+
+def make_record(
+    *,
+    node: str,
+    pod: str,
+    namespace: str,
+    pod_uid: str,
+    claims: list[dict[str, str]],
+    driver: str,
+    call: str,
+    request: dict[str, Any],
+    response: dict[str, Any],
+    cdi_device_ids: list[str],
+    error: str | None,
+    now: float | None = None,
+) -> dict[str, Any]:
+    """One line of kubelet-records.jsonl (the format every reader of the file relies on)."""
+    stamp = now if now is not None else time.time()
+    return {
+        "time": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(stamp)) + f".{int(stamp * 1000) % 1000:03d}Z",
+        "node": node,
+        "pod": pod,
+        "namespace": namespace,
+        "podUID": pod_uid,
+        "claims": claims,
+        "driver": driver,
+        "call": call,
+        "request": request,
+        "response": response,
+        "cdiDeviceIDs": cdi_device_ids,
+        "error": error,
+    }
+
+
+def event_body(pod: dict[str, Any], node: str, reason: str, message: str, now_iso: str) -> dict[str, Any]:
+    """A core/v1 Warning event about ``pod``, from the kubelet of ``node``."""
+    meta = pod.get("metadata") or {}
+    return {
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {"generateName": f"{meta.get('name')}.", "namespace": meta.get("namespace")},
+        "involvedObject": {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "name": meta.get("name"),
+            "namespace": meta.get("namespace"),
+            "uid": meta.get("uid"),
+        },
+        "reason": reason,
+        "message": message,
+        "type": "Warning",
+        "source": {"component": "kubelet", "host": node},
+        "reportingComponent": "kubelet",
+        "reportingInstance": node,
+        "firstTimestamp": now_iso,
+        "lastTimestamp": now_iso,
+        "count": 1,
+    }

@@ -1,0 +1,127 @@
+"""The ``fake`` backend: devices from a device inventory, device nodes that really exist on the host.
+
+Each device node a vendor's containers expect (``/dev/davinci0``, ``/dev/davinci_manager``, ...) is
+created under ``<state-dir>/dev/`` as a character device with ``/dev/null``'s major/minor, so a real
+container runtime (kind) can inject it and the container sees ``/dev/davinci0`` as Lab 20 shows.
+Where ``mknod`` is not permitted (no CAP_MKNOD), the CDI spec points at ``/dev/null`` itself and
+says so in a note.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import stat
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from dralab.driver.devices import BackendEdits, BackendOptions, Device, DeviceNode, device_node_paths
+from dralab.model.inventory import InventoryDevice, load_inventory
+from dralab.model.vendors import VendorTable, load_vendor_table
+from dralab.util import get_logger
+
+log = get_logger("dralab.driver.fake")
+
+NULL_DEVICE = "/dev/null"
+
+
+def make_char_device(target: Path, like: str = NULL_DEVICE) -> str | None:
+    """Create ``target`` as a character device with the major/minor of ``like``.
+
+    Returns None on success, else the reason it could not be created (the caller falls back).
+    """
+    info = os.stat(like)
+    if target.exists():
+        st = os.lstat(target)
+        if stat.S_ISCHR(st.st_mode) and st.st_rdev == info.st_rdev:
+            return None
+        target.unlink()
+    target.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        os.mknod(target, 0o666 | stat.S_IFCHR, info.st_rdev)
+        os.chmod(target, 0o666)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            target.unlink()
+        return f"mknod {target} not permitted ({exc.strerror}); host path {like} is used instead"
+    return None
+
+
+@dataclass
+class FakeBackend:
+    """Devices of one inventory node; device nodes are real char devices under ``dev_root``."""
+
+    node: str
+    devices: list[Device]
+    table: VendorTable
+    dev_root: Path
+    inject_device_nodes: bool = True
+    dry_run: bool = False
+    name: str = "fake"
+    _host_nodes: dict[str, DeviceNode] = field(default_factory=dict)
+    _fallback: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def from_options(cls, options: BackendOptions) -> FakeBackend:
+        table = options.table or load_vendor_table()
+        inventory = load_inventory(options.devices_file, table)
+        node = inventory.node(options.node)
+        return cls(
+            node=options.node,
+            devices=[from_inventory(d) for d in node.devices],
+            table=table,
+            dev_root=Path(options.state_dir) / "dev",
+            inject_device_nodes=options.inject_device_nodes,
+            dry_run=options.dry_run,
+        )
+
+    def enumerate(self) -> list[Device]:
+        return list(self.devices)
+
+    def _host_node(self, path: str) -> DeviceNode:
+        """The host side of container device node ``path``, created on first use."""
+        if path not in self._host_nodes:
+            target = self.dev_root / path.removeprefix("/dev/")
+            reason = None if self.dry_run else make_char_device(target)
+            if reason is None:
+                self._host_nodes[path] = DeviceNode(path=path, host_path=str(target))
+            else:
+                log.warning("fake device node fallback", extra={"fields": {"path": path, "reason": reason}})
+                self._fallback[path] = reason
+                self._host_nodes[path] = DeviceNode(path=path, host_path=NULL_DEVICE)
+        return self._host_nodes[path]
+
+    def edits(self, devices: Sequence[Device]) -> BackendEdits:
+        if not self.inject_device_nodes:
+            return BackendEdits()
+        nodes: dict[str, DeviceNode] = {}
+        for dev in devices:
+            patterns = self.table.get(dev.vendor).device.device_nodes
+            for path in device_node_paths(patterns, dev):
+                nodes.setdefault(path, self._host_node(path))
+        notes = tuple(self._fallback[p] for p in nodes if p in self._fallback)
+        return BackendEdits(device_nodes=tuple(nodes.values()), notes=notes)
+
+    def common_edits(self) -> BackendEdits:
+        return BackendEdits()
+
+
+def from_inventory(dev: InventoryDevice) -> Device:
+    """An inventory device as a driver device.
+
+    The inventory's free-form ``attributes`` (npu-smi NPU id, PCIe bus id) describe the host for
+    humans and fixtures; they are not published, so the slice matches Lab 20's exactly.
+    """
+    return Device(
+        vendor=dev.vendor,
+        name=dev.name,
+        uuid=dev.uuid,
+        product_name=dev.product_name,
+        model=dev.model,
+        memory_bytes=dev.memory_bytes,
+        cores=dev.cores,
+        physical_id=dev.physical_id,
+        index=dev.index,
+        chip_index=dev.chip_index,
+    )

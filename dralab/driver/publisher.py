@@ -1,0 +1,181 @@
+"""ResourceSlice publication: keep the node's pool on the apiserver equal to what the backend enumerates.
+
+A publish compares the highest-generation slices of the pool with the desired ones (only the fields
+dralab sets, so server-side defaults never cause churn). On a difference it creates the new slices
+with ``generation + 1`` first, then deletes every older slice, so consumers always see a complete
+pool. A watch on the node's slices triggers a republish when someone else deletes or edits them
+(the kubelet deletes a driver's slices at its start).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from dralab.driver.devices import Device
+from dralab.driver.kube import SLICES_PATH, KubeClient, KubeError, node_path
+from dralab.driver.metrics import DriverMetrics
+from dralab.driver.slices import build_slices, comparable
+from dralab.model.vendors import Vendor
+from dralab.util import get_logger
+
+log = get_logger("dralab.driver.publisher")
+
+
+def project(actual: Any, desired: Any) -> Any:
+    """``actual`` reduced to the keys ``desired`` has (recursively): what the server kept of what we sent."""
+    if isinstance(desired, dict) and isinstance(actual, dict):
+        return {k: project(actual[k], v) for k, v in desired.items() if k in actual}
+    if isinstance(desired, list) and isinstance(actual, list) and len(desired) == len(actual):
+        return [project(a, d) for a, d in zip(actual, desired, strict=True)]
+    return actual
+
+
+def _first_device(slice_: dict[str, Any]) -> str:
+    devices = (slice_.get("spec") or {}).get("devices") or []
+    return str(devices[0].get("name", "")) if devices else ""
+
+
+def needs_publish(current: list[dict[str, Any]], desired: list[dict[str, Any]], pool: str) -> tuple[bool, int]:
+    """Whether ``desired`` differs from the pool on the server, and the server's highest generation (pure)."""
+    in_pool = [s for s in current if ((s.get("spec") or {}).get("pool") or {}).get("name") == pool]
+    highest = max((int(s["spec"]["pool"].get("generation", 0)) for s in in_pool), default=0)
+    if len(in_pool) != len(current) or not in_pool:
+        return True, highest
+    top = [s for s in in_pool if int(s["spec"]["pool"].get("generation", 0)) == highest]
+    if len(top) != len(in_pool) or len(top) != len(desired):
+        return True, highest
+    top = sorted(top, key=_first_device)
+    desired = sorted(desired, key=_first_device)
+    want = sorted((comparable(d["spec"]) for d in desired), key=repr)
+    have = sorted((comparable(project(s["spec"], d["spec"])) for s, d in zip(top, desired, strict=True)), key=repr)
+    owners_ok = all(
+        (s.get("metadata") or {}).get("ownerReferences") == d["metadata"].get("ownerReferences")
+        for s, d in zip(top, desired, strict=True)
+    )
+    return (want != have or not owners_ok), highest
+
+
+@dataclass
+class PublishResult:
+    changed: bool
+    generation: int
+    slices: list[str]
+
+
+class SlicePublisher:
+    """Publishes one driver's pool for one node."""
+
+    def __init__(
+        self,
+        client: KubeClient,
+        vendor: Vendor,
+        node: str,
+        devices: Callable[[], list[Device]],
+        metrics: DriverMetrics | None = None,
+        resync_seconds: float = 30.0,
+    ) -> None:
+        self.client = client
+        self.vendor = vendor
+        self.driver = vendor.driver
+        self.node = node
+        self.devices = devices
+        self.metrics = metrics or DriverMetrics()
+        self.resync_seconds = resync_seconds
+        self.published = threading.Event()
+        self._trigger = threading.Event()
+        self._node_uid: str | None = None
+
+    def _selector(self) -> dict[str, str]:
+        return {"fieldSelector": f"spec.nodeName={self.node},spec.driver={self.driver}"}
+
+    def node_uid(self) -> str:
+        if self._node_uid is None:
+            node = self.client.get(node_path(self.node))
+            if node is None:
+                raise KubeError(f"Node {self.node} does not exist: slices need it as their owner", 404)
+            self._node_uid = node["metadata"]["uid"]
+        return self._node_uid
+
+    def current(self) -> list[dict[str, Any]]:
+        return list((self.client.get(SLICES_PATH, params=self._selector()) or {}).get("items") or [])
+
+    def publish_once(self) -> PublishResult:
+        """Make the server's pool match the devices; returns whether anything changed."""
+        uid = self.node_uid()
+        devices = [d for d in self.devices() if d.vendor == self.vendor.key]
+        current = self.current()
+        desired = build_slices(self.vendor, self.node, devices, generation=1, node_uid=uid)
+        changed, highest = needs_publish(current, desired, self.node)
+        if not changed:
+            self.published.set()
+            return PublishResult(False, highest, [s["metadata"]["name"] for s in current])
+        generation = highest + 1
+        created = []
+        for body in build_slices(self.vendor, self.node, devices, generation=generation, node_uid=uid):
+            made = self.client.create(SLICES_PATH, body)
+            created.append(made["metadata"]["name"])
+            if "allowMultipleAllocations" not in str(made.get("spec")):
+                log.error(
+                    "the apiserver dropped allowMultipleAllocations: enable the DRAConsumableCapacity feature gate",
+                    extra={"fields": {"driver": self.driver}},
+                )
+        for old in current:
+            self.client.delete(f"{SLICES_PATH}/{old['metadata']['name']}")
+        self.metrics.publishes.labels(self.driver, "changed").inc()
+        self.metrics.generation.labels(self.driver).set(generation)
+        log.info(
+            "published ResourceSlices",
+            extra={
+                "fields": {"driver": self.driver, "generation": generation, "slices": created, "deleted": len(current)}
+            },
+        )
+        self.published.set()
+        return PublishResult(True, generation, created)
+
+    def trigger(self) -> None:
+        self._trigger.set()
+
+    def run(self, stop: threading.Event) -> None:
+        """Publish now, then on every trigger or resync period, until ``stop``; errors retry with backoff."""
+        backoff = 0.5
+        while not stop.is_set():
+            self._trigger.clear()
+            try:
+                self.publish_once()
+                backoff = 0.5
+                wait = self.resync_seconds
+            except Exception as exc:  # never let the publisher thread die: log, back off, retry
+                self.metrics.publishes.labels(self.driver, "error").inc()
+                log.warning(
+                    "publishing ResourceSlices failed", extra={"fields": {"driver": self.driver, "error": str(exc)}}
+                )
+                wait, backoff = backoff, min(backoff * 2, 10.0)
+            deadline = time.monotonic() + wait
+            while not stop.is_set() and not self._trigger.is_set() and time.monotonic() < deadline:
+                self._trigger.wait(min(0.5, max(0.0, deadline - time.monotonic())))
+
+    def watch(self, stop: threading.Event) -> None:
+        """Trigger a republish whenever a slice of this pool is deleted or changed by someone else."""
+        while not stop.is_set():
+            try:
+                for event in self.client.watch(SLICES_PATH, self._selector(), timeout_seconds=30):
+                    if stop.is_set():
+                        return
+                    if event.get("type") in ("DELETED", "MODIFIED"):
+                        self.trigger()
+            except Exception as exc:  # a closed client at shutdown, a dropped connection: rewatch
+                if stop.is_set():
+                    return
+                log.debug("slice watch ended", extra={"fields": {"error": str(exc)}})
+                stop.wait(1.0)
+
+    def delete_all(self) -> int:
+        """Delete this pool's slices (used by tests and when a driver is removed for good)."""
+        items = self.current()
+        for item in items:
+            self.client.delete(f"{SLICES_PATH}/{item['metadata']['name']}")
+        return len(items)

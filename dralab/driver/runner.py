@@ -1,0 +1,207 @@
+"""One driver process: a backend, and per driver name its state, sockets and slice publisher.
+
+A node with devices of several vendors gets one registration (and one pool) per vendor's driver
+name, all in this process. ``DriverProcess`` is what ``dralab driver run`` starts; tests build it
+with an in-memory claim source and no apiserver.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from filelock import FileLock, Timeout
+
+from dralab.config import Config, load_config
+from dralab.driver.claims import ClaimSource, KubeClaimSource
+from dralab.driver.devices import Backend, BackendOptions, load_backend
+from dralab.driver.kube import KubeClient
+from dralab.driver.metrics import DriverMetrics, StatusServer
+from dralab.driver.publisher import SlicePublisher
+from dralab.driver.server import PluginServer, SocketPaths
+from dralab.driver.state import DriverState
+from dralab.errors import UserError
+from dralab.model.vendors import Vendor
+from dralab.util import get_logger
+
+log = get_logger("dralab.driver.run")
+
+
+@dataclass
+class RunOptions:
+    """Everything ``dralab driver run`` takes; unset paths come from the config's driver section."""
+
+    node: str
+    backend: str | None = None
+    devices_file: str | None = None
+    kubeconfig: str | None = None
+    plugin_dir: str | None = None
+    registry_dir: str | None = None
+    cdi_dir: str | None = None
+    state_dir: str | None = None
+    config: str | None = None
+    metrics_port: int | None = None
+    metrics_host: str = "127.0.0.1"
+    enforcement_library: str | None = None
+    publish: bool = True
+    resync_seconds: float = 30.0
+    reconcile_seconds: float = 60.0
+    npu_smi: str = "npu-smi"
+
+
+@dataclass
+class _Served:
+    vendor: Vendor
+    state: DriverState
+    server: PluginServer
+    publisher: SlicePublisher | None = None
+
+
+@dataclass
+class DriverProcess:
+    """Owns everything the driver runs; ``start`` then ``stop``."""
+
+    options: RunOptions
+    claims: ClaimSource | None = None
+    kube: KubeClient | None = None
+    metrics: DriverMetrics = field(default_factory=DriverMetrics)
+    served: list[_Served] = field(default_factory=list)
+    backend: Backend | None = None
+    status: StatusServer | None = None
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _threads: list[threading.Thread] = field(default_factory=list)
+    _lock: FileLock | None = None
+
+    def _paths(self, cfg: Config) -> tuple[Path, Path, Path, Path]:
+        o, d = self.options, cfg.driver
+        return (
+            Path(o.plugin_dir or d.plugin_dir),
+            Path(o.registry_dir or d.registry_dir),
+            Path(o.cdi_dir or d.cdi_dir),
+            Path(o.state_dir or d.state_dir),
+        )
+
+    def start(self) -> DriverProcess:
+        cfg = load_config(self.options.config)
+        plugin_dir, registry_dir, cdi_dir, state_dir = self._paths(cfg)
+        state_dir.mkdir(parents=True, exist_ok=True)
+        self._lock = FileLock(str(state_dir / "driver.lock"))
+        try:
+            self._lock.acquire(timeout=0)
+        except Timeout:
+            raise UserError(
+                f"another dralab driver holds {state_dir}/driver.lock: stop it or use another --state-dir"
+            ) from None
+        backend_name = self.options.backend or cfg.driver.backend
+        self.backend = load_backend(
+            backend_name,
+            BackendOptions(
+                node=self.options.node,
+                state_dir=state_dir,
+                devices_file=self.options.devices_file,
+                inject_device_nodes=cfg.driver.inject_device_nodes,
+                npu_smi=self.options.npu_smi,
+                table=cfg.vendors,
+            ),
+        )
+        devices = self.backend.enumerate()
+        vendor_keys = list(dict.fromkeys(d.vendor for d in devices))
+        vendors = [cfg.vendors.get(k) for k in vendor_keys if k in cfg.vendors.enabled]
+        if not vendors:
+            raise UserError(
+                f"node {self.options.node} has no devices of an enabled vendor (backend {backend_name}): "
+                "check --devices / --node or vendors.enabled in the config"
+            )
+        if self.options.publish and self.kube is None:
+            self.kube = KubeClient(self.options.kubeconfig)
+        if self.claims is None:
+            if self.kube is None:
+                self.kube = KubeClient(self.options.kubeconfig)
+            self.claims = KubeClaimSource(self.kube)
+        library = self.options.enforcement_library or cfg.driver.enforcement_library or None
+        for vendor in vendors:
+            state = DriverState(
+                vendor=vendor,
+                node=self.options.node,
+                backend=self.backend,
+                claims=self.claims,
+                cdi_dir=cdi_dir,
+                state_dir=state_dir,
+                library=Path(library) if library else None,
+                metrics=self.metrics,
+            ).open()
+            server = PluginServer(state, SocketPaths.for_driver(vendor.driver, plugin_dir, registry_dir))
+            served = _Served(vendor=vendor, state=state, server=server)
+            self.served.append(served)
+            server.start()
+            if self.options.publish and self.kube is not None:
+                served.publisher = SlicePublisher(
+                    self.kube,
+                    vendor,
+                    self.options.node,
+                    self.backend.enumerate,
+                    self.metrics,
+                    self.options.resync_seconds,
+                )
+                self._spawn(f"publish-{vendor.key}", served.publisher.run)
+                self._spawn(f"watch-{vendor.key}", served.publisher.watch)
+            if isinstance(self.claims, KubeClaimSource):
+                self._spawn(f"reconcile-{vendor.key}", self._reconcile_loop(state))
+        if self.options.metrics_port is not None:
+            self.status = StatusServer(
+                self.metrics, self.healthy, self.ready, self.options.metrics_port, self.options.metrics_host
+            )
+            self.status.start()
+            log.info("status endpoint", extra={"fields": {"port": self.status.port}})
+        return self
+
+    def _spawn(self, name: str, target) -> None:
+        thread = threading.Thread(target=target, args=(self._stop,), name=name, daemon=True)
+        thread.start()
+        self._threads.append(thread)
+
+    def _reconcile_loop(self, state: DriverState):
+        def loop(stop: threading.Event) -> None:
+            while not stop.wait(self.options.reconcile_seconds):
+                try:
+                    state.reconcile()
+                except Exception as exc:  # a reconcile failure must never stop the driver
+                    log.warning("reconcile failed", extra={"fields": {"error": str(exc)}})
+
+        return loop
+
+    def healthy(self) -> tuple[bool, str]:
+        """Every driver name's sockets answer."""
+        details = []
+        for s in self.served:
+            ok, detail = s.server.health()
+            if not ok:
+                return False, f"{s.vendor.driver}: {detail}"
+            details.append(f"{s.vendor.driver}: ok")
+        return bool(self.served), "; ".join(details) or "no driver served"
+
+    def ready(self) -> tuple[bool, str]:
+        """Healthy, and every pool published (when publishing)."""
+        ok, detail = self.healthy()
+        if not ok:
+            return ok, detail
+        waiting = [s.vendor.driver for s in self.served if s.publisher and not s.publisher.published.is_set()]
+        if waiting:
+            return False, f"slices not yet published for {', '.join(waiting)}"
+        return True, detail
+
+    def wait(self) -> None:
+        """Block until stop() (signal handlers call it)."""
+        self._stop.wait()
+
+    def stop(self) -> None:
+        self._stop.set()
+        for s in self.served:
+            s.server.stop()
+        if self.status:
+            self.status.stop()
+        if self.kube:
+            self.kube.close()
+        if self._lock is not None:
+            self._lock.release()

@@ -1,0 +1,216 @@
+"""The kubelet-facing gRPC servers of one driver name: registration and DRA (v1 + v1beta1), plus health.
+
+Two unix sockets per driver name: ``<registry-dir>/<driver>-reg.sock`` (Registration) and
+``<plugin-dir>/<driver>/dra.sock`` (DRAPlugin v1 and v1beta1, and grpc.health.v1). The health check
+is a real round trip: it calls GetInfo on the registration socket and an empty NodePrepareResources
+on the DRA socket, so it fails when either socket stops answering.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+import time
+from concurrent import futures
+from dataclasses import dataclass
+from pathlib import Path
+
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from dralab.driver.cdi import ClaimRef
+from dralab.driver.proto import (
+    SUPPORTED_VERSIONS,
+    dra_v1_pb2,
+    dra_v1_pb2_grpc,
+    dra_v1beta1_pb2,
+    dra_v1beta1_pb2_grpc,
+    pluginregistration_pb2,
+    pluginregistration_pb2_grpc,
+)
+from dralab.driver.state import DriverState
+from dralab.errors import UserError
+from dralab.util import get_logger
+
+log = get_logger("dralab.driver.server")
+
+MAX_UNIX_PATH = 107  # sun_path is 108 bytes including the terminating NUL
+PLUGIN_TYPE = "DRAPlugin"
+
+
+@dataclass(frozen=True)
+class SocketPaths:
+    """Where one driver name's sockets live."""
+
+    registration: Path
+    dra: Path
+
+    @classmethod
+    def for_driver(cls, driver: str, plugin_dir: str | Path, registry_dir: str | Path) -> SocketPaths:
+        paths = cls(
+            registration=Path(registry_dir).absolute() / f"{driver}-reg.sock",
+            dra=Path(plugin_dir).absolute() / driver / "dra.sock",
+        )
+        for path in (paths.registration, paths.dra):
+            if len(os.fsencode(path)) > MAX_UNIX_PATH:
+                raise UserError(
+                    f"unix socket path {path} is {len(os.fsencode(path))} bytes, over the limit of {MAX_UNIX_PATH}: "
+                    "use shorter --plugin-dir / --registry-dir"
+                )
+        return paths
+
+
+class RegistrationService(pluginregistration_pb2_grpc.RegistrationServicer):
+    """Answers the kubelet's plugin watcher and records the registration outcome."""
+
+    def __init__(self, driver: str, endpoint: Path) -> None:
+        self.driver = driver
+        self.endpoint = endpoint
+        self.registered = threading.Event()
+        self.error = ""
+
+    def GetInfo(self, request, context):
+        return pluginregistration_pb2.PluginInfo(
+            type=PLUGIN_TYPE, name=self.driver, endpoint=str(self.endpoint), supported_versions=list(SUPPORTED_VERSIONS)
+        )
+
+    def NotifyRegistrationStatus(self, request, context):
+        if request.plugin_registered:
+            self.error = ""
+            self.registered.set()
+            log.info("registered with the kubelet", extra={"fields": {"driver": self.driver}})
+        else:
+            self.error = request.error or "registration refused"
+            self.registered.clear()
+            log.error("kubelet refused registration", extra={"fields": {"driver": self.driver, "error": self.error}})
+        return pluginregistration_pb2.RegistrationStatusResponse()
+
+
+def _refs(claims) -> list[ClaimRef]:
+    return [ClaimRef(namespace=c.namespace, name=c.name, uid=c.uid) for c in claims]
+
+
+class _DRAService:
+    """NodePrepare/NodeUnprepare for one API version (``pb`` is that version's message module)."""
+
+    pb = dra_v1_pb2
+    with_share_id = True
+
+    def __init__(self, state: DriverState) -> None:
+        self.state = state
+
+    def NodePrepareResources(self, request, context):
+        start = time.perf_counter()
+        resp = self.pb.NodePrepareResourcesResponse()
+        if request.claims:
+            for uid, result in self.state.prepare(_refs(request.claims)).items():
+                entry = resp.claims[uid]
+                if result.error:
+                    entry.error = result.error
+                    continue
+                for dev in result.devices:
+                    out = entry.devices.add(
+                        request_names=list(dev.request_names),
+                        pool_name=dev.pool_name,
+                        device_name=dev.device_name,
+                        cdi_device_ids=list(dev.cdi_device_ids),
+                    )
+                    if self.with_share_id and dev.share_id:
+                        out.share_id = dev.share_id
+        self.state.metrics.duration.labels(self.state.driver, "prepare").observe(time.perf_counter() - start)
+        return resp
+
+    def NodeUnprepareResources(self, request, context):
+        start = time.perf_counter()
+        resp = self.pb.NodeUnprepareResourcesResponse()
+        for uid, error in self.state.unprepare(_refs(request.claims)).items():
+            resp.claims[uid].error = error
+        self.state.metrics.duration.labels(self.state.driver, "unprepare").observe(time.perf_counter() - start)
+        return resp
+
+
+class DRAv1Service(_DRAService, dra_v1_pb2_grpc.DRAPluginServicer):
+    pb = dra_v1_pb2
+    with_share_id = True
+
+
+class DRAv1beta1Service(_DRAService, dra_v1beta1_pb2_grpc.DRAPluginServicer):
+    pb = dra_v1beta1_pb2
+    with_share_id = False
+
+
+def probe_sockets(paths: SocketPaths, timeout: float = 5.0) -> tuple[bool, str]:
+    """GetInfo on the registration socket and an empty NodePrepareResources on the DRA socket."""
+    try:
+        with grpc.insecure_channel(f"unix://{paths.registration}") as ch:
+            info = pluginregistration_pb2_grpc.RegistrationStub(ch).GetInfo(
+                pluginregistration_pb2.InfoRequest(), timeout=timeout
+            )
+        with grpc.insecure_channel(f"unix://{paths.dra}") as ch:
+            dra_v1_pb2_grpc.DRAPluginStub(ch).NodePrepareResources(
+                dra_v1_pb2.NodePrepareResourcesRequest(), timeout=timeout
+            )
+    except grpc.RpcError as exc:
+        return False, f"socket check failed: {exc.code().name}: {exc.details()}"
+    return True, f"ok: {info.name} answers on {paths.registration} and {paths.dra}"
+
+
+class HealthService(health_pb2_grpc.HealthServicer):
+    """grpc.health.v1 whose answer is a live round trip over both sockets."""
+
+    def __init__(self, paths: SocketPaths) -> None:
+        self.paths = paths
+
+    def Check(self, request, context):
+        ok, detail = probe_sockets(self.paths)
+        if not ok:
+            log.warning("health check failed", extra={"fields": {"detail": detail}})
+        status = health_pb2.HealthCheckResponse.SERVING if ok else health_pb2.HealthCheckResponse.NOT_SERVING
+        return health_pb2.HealthCheckResponse(status=status)
+
+
+def _remove_stale(path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with contextlib.suppress(FileNotFoundError):
+        path.unlink()
+
+
+class PluginServer:
+    """Both sockets of one driver name; start() binds them (removing stale sockets first)."""
+
+    def __init__(self, state: DriverState, paths: SocketPaths, workers: int = 8) -> None:
+        self.state = state
+        self.paths = paths
+        self.registration = RegistrationService(state.driver, paths.dra)
+        self._dra = grpc.server(futures.ThreadPoolExecutor(max_workers=workers, thread_name_prefix="dra"))
+        self._reg = grpc.server(futures.ThreadPoolExecutor(max_workers=2, thread_name_prefix="reg"))
+        dra_v1_pb2_grpc.add_DRAPluginServicer_to_server(DRAv1Service(state), self._dra)
+        dra_v1beta1_pb2_grpc.add_DRAPluginServicer_to_server(DRAv1beta1Service(state), self._dra)
+        health_pb2_grpc.add_HealthServicer_to_server(HealthService(paths), self._dra)
+        pluginregistration_pb2_grpc.add_RegistrationServicer_to_server(self.registration, self._reg)
+
+    def start(self) -> None:
+        # The DRA socket first: when the registration socket appears the kubelet may connect at once.
+        for server, path in ((self._dra, self.paths.dra), (self._reg, self.paths.registration)):
+            _remove_stale(path)
+            if server.add_insecure_port(f"unix://{path}") == 0:
+                raise UserError(f"cannot listen on {path}: check the directory is writable")
+            server.start()
+        log.info(
+            "serving",
+            extra={
+                "fields": {"driver": self.state.driver, "dra": str(self.paths.dra), "reg": str(self.paths.registration)}
+            },
+        )
+
+    def stop(self, grace: float = 2.0) -> None:
+        """Stop serving; the registration socket goes first so the kubelet sees the plugin leave."""
+        self._reg.stop(grace).wait()
+        self._dra.stop(grace).wait()
+        for path in (self.paths.registration, self.paths.dra):
+            with contextlib.suppress(FileNotFoundError):
+                path.unlink()
+
+    def health(self) -> tuple[bool, str]:
+        return probe_sockets(self.paths)

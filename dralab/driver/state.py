@@ -1,0 +1,464 @@
+"""Driver state: owns the checkpoint and every prepare/unprepare transition of one driver name.
+
+Prepare: GET the claim, check uid and allocation, take this driver's results, build the container
+edits (enforcement env from the vendor's profile, library + ld.so.preload + per-claim and shared
+directories, the backend's device nodes), write one CDI spec per claim atomically, then record the
+call's claims in the checkpoint with one durable write. Files a crash leaves without a checkpoint
+entry are removed at the next start (the kubelet, which got no answer, prepares again). A completed
+claim is answered from the checkpoint (no API call), rewriting its CDI spec if a reboot emptied the
+CDI directory. Unprepare uses the checkpoint only and always succeeds for unknown claims. One lock
+serializes all transitions of a driver.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from dralab.driver import cdi
+from dralab.driver.cdi import ClaimRef, ContainerEdits, PreparedDevice
+from dralab.driver.checkpoint import PREPARE_COMPLETED, Checkpoint, CheckpointStore, ClaimEntry
+from dralab.driver.claims import ClaimSource
+from dralab.driver.devices import Backend, Device, Mount
+from dralab.driver.kube import KubeError
+from dralab.driver.metrics import DriverMetrics
+from dralab.errors import UserError
+from dralab.model import enforcement
+from dralab.model.enforcement import DeviceShare
+from dralab.model.quantity import to_int
+from dralab.model.vendors import Vendor
+from dralab.util import atomic_write, get_logger
+
+log = get_logger("dralab.driver.state")
+
+
+class ClaimError(Exception):
+    """Preparing one claim failed; the message goes back to the kubelet for that claim only."""
+
+    def __init__(self, message: str, reason: str = "invalid") -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+def default_library() -> Path:
+    """dralab's own enforcement library (vcore), wherever dralab.vcore says it is."""
+    try:
+        from dralab.vcore import library_path
+
+        return Path(library_path())
+    except ImportError:
+        return Path(__file__).resolve().parents[2] / "vcore" / "build" / "libvcore.so"
+
+
+@dataclass(frozen=True)
+class PrepareResult:
+    """The answer for one claim: devices, or an error."""
+
+    devices: tuple[PreparedDevice, ...] = ()
+    error: str = ""
+
+
+def shares_of(results: Sequence[dict[str, Any]], devices: dict[str, Device]) -> list[DeviceShare]:
+    """Enforcement shares from allocation results (consumedCapacity as ``8Gi`` / ``50``), in result order."""
+    shares = []
+    for res in results:
+        dev = devices[res["device"]]
+        consumed = res.get("consumedCapacity") or {}
+        try:
+            memory = to_int(consumed["memory"], "consumedCapacity.memory") if "memory" in consumed else None
+            cores = to_int(consumed["cores"], "consumedCapacity.cores") if "cores" in consumed else None
+        except UserError as exc:
+            raise ClaimError(str(exc)) from None
+        shares.append(
+            DeviceShare(
+                index=dev.index,
+                physical_id=dev.physical_id,
+                total_memory_bytes=dev.memory_bytes,
+                memory_bytes=memory,
+                cores=cores,
+            )
+        )
+    return shares
+
+
+class DriverState:
+    """Prepared claims of one driver name on one node."""
+
+    def __init__(
+        self,
+        vendor: Vendor,
+        node: str,
+        backend: Backend,
+        claims: ClaimSource,
+        cdi_dir: Path,
+        state_dir: Path,
+        library: Path | None = None,
+        metrics: DriverMetrics | None = None,
+        boot_id: str | None = None,
+    ) -> None:
+        self.vendor = vendor
+        self.driver = vendor.driver
+        self.node = node
+        self.backend = backend
+        self.claims = claims
+        self.cdi_dir = Path(cdi_dir)
+        self.root = Path(state_dir) / self.driver
+        self.library = Path(library) if library else default_library()
+        self.metrics = metrics or DriverMetrics()
+        self.kind = vendor.device.cdi_kind
+        self.cdi_class = vendor.device.cdi_class
+        self.profile = vendor.enforcement
+        self.layout = enforcement.layout(self.profile)
+        self.devices = {d.name: d for d in backend.enumerate() if d.vendor == vendor.key}
+        self._lock = threading.Lock()
+        self.store = CheckpointStore(self.root / "checkpoint.json", self.driver, self.cdi_dir, self.cdi_class, boot_id)
+        self.checkpoint = Checkpoint(driver=self.driver)
+
+    def open(self) -> DriverState:
+        """Load (or repair) the checkpoint and write the host files; nothing before this touches the disk."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.cdi_dir.mkdir(parents=True, exist_ok=True)
+        with self._lock:
+            self.checkpoint = self.store.load()
+            self._sweep_orphans()
+        if self.store.quarantined:
+            self.metrics.quarantined.labels(self.driver).inc(len(self.store.quarantined))
+        self._write_host_files()
+        self._update_gauge()
+        return self
+
+    # -- host files -------------------------------------------------------------------------------
+
+    @property
+    def preload_file(self) -> Path:
+        return self.root / "ld.so.preload"
+
+    @property
+    def shared_dir(self) -> Path:
+        return self.root / "shared"
+
+    def claim_dir(self, uid: str) -> Path:
+        return self.root / "claims" / uid
+
+    def spec_path(self, uid: str) -> Path:
+        return self.cdi_dir / cdi.spec_file_name(self.driver, self.cdi_class, uid)
+
+    def _sweep_orphans(self) -> None:
+        """Remove claim specs and directories the checkpoint does not know: a Prepare that never answered."""
+        known = set(self.checkpoint.claims)
+        orphans: set[str] = set()
+        for path in self.cdi_dir.iterdir():
+            uid = cdi.claim_uid_from_file_name(path.name, self.driver, self.cdi_class)
+            if uid is not None and uid not in known:
+                orphans.add(uid)
+        claims_root = self.root / "claims"
+        if claims_root.is_dir():
+            orphans |= {p.name for p in claims_root.iterdir() if p.name not in known}
+        for uid in sorted(orphans):
+            self._remove_files(uid)
+        if orphans:
+            log.info(
+                "removed files of unfinished prepares",
+                extra={"fields": {"driver": self.driver, "uids": sorted(orphans)}},
+            )
+
+    def _write_host_files(self) -> None:
+        """The preload file, the shared directory and the common CDI spec (rewritten at every start)."""
+        if self.profile != "none":
+            if not self.library.is_file():
+                log.error(
+                    "enforcement library missing: claims will be prepared without enforcement mounts",
+                    extra={"fields": {"driver": self.driver, "library": str(self.library)}},
+                )
+            atomic_write(self.preload_file, enforcement.preload_entry(self.library.name))
+            self.shared_dir.mkdir(parents=True, exist_ok=True)
+            self.shared_dir.chmod(0o777)
+        common = cdi.render_common_spec(self.kind, _as_cdi_edits(self.backend.common_edits()), self.driver)
+        atomic_write(self.cdi_dir / cdi.spec_file_name(self.driver, self.cdi_class, cdi.COMMON), cdi.dump_spec(common))
+
+    def _update_gauge(self) -> None:
+        done = sum(1 for e in self.checkpoint.claims.values() if e.state == PREPARE_COMPLETED)
+        self.metrics.prepared.labels(self.driver).set(done)
+
+    # -- prepare ----------------------------------------------------------------------------------
+
+    def prepare(self, refs: Sequence[ClaimRef]) -> dict[str, PrepareResult]:
+        """Prepare every claim of one kubelet call; each claim succeeds or fails on its own.
+
+        The CDI specs of the call are written first, then the checkpoint once (the only fsync'd
+        write). A crash in between leaves specs without checkpoint entries: ``open`` removes them,
+        and the kubelet, which got no answer, calls Prepare again.
+        """
+        out: dict[str, PrepareResult] = {}
+        with self._lock:
+            fresh: list[str] = []
+            changed = False
+            for ref in refs:
+                entry = self.checkpoint.claims.get(ref.uid)
+                try:
+                    if entry is not None and entry.state == PREPARE_COMPLETED:
+                        devices, rewritten = self._repeat(entry)
+                        out[ref.uid] = PrepareResult(devices=devices)
+                        self._count("prepare", "repeat")
+                        changed |= rewritten
+                        continue
+                    out[ref.uid] = PrepareResult(devices=self._prepare_new(ref, self._fetch(ref)))
+                    fresh.append(ref.uid)
+                except ClaimError as exc:
+                    out[ref.uid] = self._failed("prepare", exc)
+                except OSError as exc:
+                    self.checkpoint.claims.pop(ref.uid, None)
+                    with contextlib.suppress(OSError):
+                        self._remove_files(ref.uid)
+                    out[ref.uid] = self._failed("prepare", ClaimError(f"writing the claim's files: {exc}", "io"))
+            if fresh or changed:
+                try:
+                    self.store.save(self.checkpoint)
+                except OSError as exc:
+                    for uid in fresh:
+                        self.checkpoint.claims.pop(uid, None)
+                        with contextlib.suppress(OSError):
+                            self._remove_files(uid)
+                        out[uid] = self._failed("prepare", ClaimError(f"writing the checkpoint: {exc}", "io"))
+                    fresh = []
+                for _ in fresh:
+                    self._count("prepare", "ok")
+                self._update_gauge()
+        return out
+
+    def _fetch(self, ref: ClaimRef) -> dict[str, Any]:
+        """GET the claim and check it is the allocated claim the kubelet means."""
+        try:
+            claim = self.claims.get_claim(ref.namespace, ref.name)
+        except KubeError as exc:
+            raise ClaimError(f"reading ResourceClaim {ref.namespace}/{ref.name}: {exc}", "api") from None
+        if claim is None:
+            raise ClaimError(f"ResourceClaim {ref.namespace}/{ref.name} not found", "not_found")
+        uid = (claim.get("metadata") or {}).get("uid")
+        if uid != ref.uid:
+            raise ClaimError(
+                f"ResourceClaim {ref.namespace}/{ref.name} has uid {uid}, not {ref.uid}: it was replaced",
+                "uid_mismatch",
+            )
+        if not ((claim.get("status") or {}).get("allocation")):
+            raise ClaimError(f"ResourceClaim {ref.namespace}/{ref.name} is not allocated", "not_allocated")
+        return claim
+
+    def own_results(self, claim: dict[str, Any]) -> list[dict[str, Any]]:
+        """This driver's allocation results, checked against this node's devices."""
+        results = (((claim.get("status") or {}).get("allocation") or {}).get("devices") or {}).get("results") or []
+        mine = [r for r in results if r.get("driver") == self.driver]
+        for res in mine:
+            if res.get("pool") != self.node:
+                raise ClaimError(
+                    f"result {res.get('device')} is in pool {res.get('pool')!r}, not this node's pool {self.node!r}"
+                )
+            if res.get("device") not in self.devices:
+                raise ClaimError(
+                    f"allocated device {res.get('device')!r} is not a device of node {self.node}", "unknown_device"
+                )
+        return mine
+
+    def render(self, ref: ClaimRef, claim: dict[str, Any]) -> tuple[dict[str, Any], tuple[PreparedDevice, ...]]:
+        """The claim's CDI spec and the devices to report (pure apart from the backend's device nodes)."""
+        results = self.own_results(claim)
+        devices = [self.devices[r["device"]] for r in results]
+        claim_id = cdi.qualified_id(self.kind, ref.uid)
+        prepared = tuple(
+            PreparedDevice(
+                request_names=(str(r.get("request", "")),),
+                pool_name=str(r["pool"]),
+                device_name=str(r["device"]),
+                cdi_device_ids=(claim_id, *self.backend.edits([dev]).extra_cdi_ids),
+                share_id=r.get("shareID"),
+            )
+            for r, dev in zip(results, devices, strict=True)
+        )
+        env = enforcement.enforcement_env(self.profile, shares_of(results, self.devices), ref.uid)
+        backend_edits = self.backend.edits(devices)
+        common = self.backend.common_edits()
+        notes = list(backend_edits.notes)
+        mounts: list[Mount] = []
+        if self.profile != "none" and devices:
+            if self.library.is_file():
+                mounts += [
+                    Mount(str(self.library.parent), enforcement.LIBRARY_DIR, read_only=True),
+                    Mount(str(self.preload_file), enforcement.LD_SO_PRELOAD, read_only=True),
+                ]
+            else:
+                notes.append(f"enforcement library {self.library} missing: no library mounts, quotas not enforced")
+            if self.layout.claim_dir:
+                mounts.append(Mount(str(self.claim_dir(ref.uid)), self.layout.claim_dir, read_only=False))
+            if self.layout.shared_dir:
+                mounts.append(Mount(str(self.shared_dir), self.layout.shared_dir, read_only=False))
+        edits = cdi.merge_edits(
+            [
+                ContainerEdits(env=tuple(env.items())),
+                ContainerEdits(env=backend_edits.env, device_nodes=backend_edits.device_nodes),
+                ContainerEdits(mounts=tuple(mounts) + backend_edits.mounts + common.mounts),
+            ]
+        )
+        spec = cdi.render_claim_spec(
+            cdi.ClaimSpecInput(
+                kind=self.kind,
+                claim=ref,
+                edits=edits,
+                devices=prepared,
+                claim_dir=str(self.claim_dir(ref.uid)),
+                notes=tuple(dict.fromkeys(notes)),
+            )
+        )
+        return spec, prepared
+
+    def _prepare_new(self, ref: ClaimRef, claim: dict[str, Any]) -> tuple[PreparedDevice, ...]:
+        spec, prepared = self.render(ref, claim)
+        claim_dir = self.claim_dir(ref.uid)
+        claim_dir.mkdir(parents=True, exist_ok=True)
+        claim_dir.chmod(0o777)
+        # Not fsynced: the checkpoint is, and a spec lost or emptied by a crash is rewritten on the next Prepare.
+        atomic_write(self.spec_path(ref.uid), cdi.dump_spec(spec), durable=False)
+        self.checkpoint.claims[ref.uid] = ClaimEntry(
+            claim=ref,
+            state=PREPARE_COMPLETED,
+            devices=prepared,
+            cdi_spec=self.spec_path(ref.uid).name,
+            claim_dir=str(claim_dir),
+            boot_id=self.store.boot_id,
+        )
+        log.info(
+            "prepared",
+            extra={"fields": {"driver": self.driver, "claim": f"{ref.namespace}/{ref.name}", "uid": ref.uid}},
+        )
+        return prepared
+
+    def _repeat(self, entry: ClaimEntry) -> tuple[tuple[PreparedDevice, ...], bool]:
+        """A repeated Prepare: the same answer; a spec lost to a reboot or crash is rewritten (one GET).
+
+        Returns the devices and whether the entry was rewritten.
+        """
+        if self._spec_intact(entry.claim.uid):
+            return entry.devices, False
+        prepared = self._prepare_new(entry.claim, self._fetch(entry.claim))
+        log.info("rewrote missing CDI spec", extra={"fields": {"driver": self.driver, "uid": entry.claim.uid}})
+        return prepared, True
+
+    def _spec_intact(self, uid: str) -> bool:
+        """The claim's spec exists and names the claim (a crash may leave an empty file behind)."""
+        try:
+            parsed = cdi.parse_claim_spec(cdi.load_spec(self.spec_path(uid).read_text()))
+        except (OSError, yaml.YAMLError):
+            return False
+        return parsed is not None and parsed.claim.uid == uid
+
+    # -- unprepare --------------------------------------------------------------------------------
+
+    def unprepare(self, refs: Sequence[ClaimRef]) -> dict[str, str]:
+        """Undo Prepare from the checkpoint only; unknown claims succeed. Returns uid -> error ('' = ok)."""
+        out: dict[str, str] = {}
+        with self._lock:
+            changed = False
+            for ref in refs:
+                try:
+                    self._remove_files(ref.uid)
+                except OSError as exc:
+                    out[ref.uid] = f"removing files of claim {ref.uid}: {exc}"
+                    self._count("unprepare", "error")
+                    self.metrics.errors.labels(self.driver, "unprepare", "io").inc()
+                    continue
+                if self.checkpoint.claims.pop(ref.uid, None) is not None:
+                    changed = True
+                    self._count("unprepare", "ok")
+                else:
+                    self._count("unprepare", "unknown")
+                out[ref.uid] = ""
+            if changed:
+                self.store.save(self.checkpoint)
+                self._update_gauge()
+        return out
+
+    def _remove_files(self, uid: str) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            self.spec_path(uid).unlink()
+        with contextlib.suppress(FileNotFoundError):
+            shutil.rmtree(self.claim_dir(uid))
+
+    # -- reconcile --------------------------------------------------------------------------------
+
+    def reconcile(self) -> list[str]:
+        """Unprepare prepared claims whose ResourceClaim is gone or was replaced (the kubelet missed them).
+
+        A claim that is still reserved cannot be deleted (its finalizer), so a missing claim means its
+        pods are gone. Returns the uids released.
+        """
+        with self._lock:
+            entries = list(self.checkpoint.claims.values())
+        stale = []
+        for entry in entries:
+            try:
+                claim = self.claims.get_claim(entry.claim.namespace, entry.claim.name)
+            except KubeError:
+                continue
+            if claim is None or (claim.get("metadata") or {}).get("uid") != entry.claim.uid:
+                stale.append(entry.claim)
+        if stale:
+            log.info(
+                "releasing claims that no longer exist",
+                extra={"fields": {"driver": self.driver, "uids": [c.uid for c in stale]}},
+            )
+            self.unprepare(stale)
+        return [c.uid for c in stale]
+
+    # -- helpers ----------------------------------------------------------------------------------
+
+    def _count(self, call: str, result: str) -> None:
+        self.metrics.calls.labels(self.driver, call, result).inc()
+
+    def _failed(self, call: str, exc: ClaimError) -> PrepareResult:
+        self._count(call, "error")
+        self.metrics.errors.labels(self.driver, call, exc.reason).inc()
+        log.warning(f"{call} failed", extra={"fields": {"driver": self.driver, "error": str(exc)}})
+        return PrepareResult(error=str(exc))
+
+    def prepared_claims(self) -> dict[str, ClaimEntry]:
+        with self._lock:
+            return dict(self.checkpoint.claims)
+
+
+def _as_cdi_edits(edits: Any) -> ContainerEdits:
+    return ContainerEdits(env=edits.env, device_nodes=edits.device_nodes, mounts=edits.mounts)
+
+
+def preview_spec(state: DriverState, claim: dict[str, Any]) -> dict[str, Any]:
+    """The CDI spec ``state`` would write for an allocated ``claim`` (no files written)."""
+    meta = claim.get("metadata") or {}
+    uid = meta.get("uid")
+    if not uid:
+        raise UserError(
+            "the claim has no metadata.uid: use a claim read from the cluster (kubectl get resourceclaim -o yaml)"
+        )
+    if not ((claim.get("status") or {}).get("allocation")):
+        raise UserError("the claim has no status.allocation: preview an allocated claim")
+    ref = ClaimRef(namespace=meta.get("namespace", "default"), name=meta.get("name", ""), uid=uid)
+    try:
+        spec, _ = state.render(ref, claim)
+    except ClaimError as exc:
+        raise UserError(str(exc)) from None
+    return spec
+
+
+def load_yaml_claim(text: str, source: str) -> dict[str, Any]:
+    """A ResourceClaim document from YAML/JSON text."""
+    try:
+        claim = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise UserError(f"{source}: not valid YAML ({exc})") from None
+    if not isinstance(claim, dict) or claim.get("kind") not in (None, "ResourceClaim"):
+        raise UserError(f"{source}: expected a ResourceClaim")
+    return claim

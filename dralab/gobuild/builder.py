@@ -1,0 +1,255 @@
+"""Build Go programs from a wrapper module shipped with dralab.
+
+A wrapper module is a go.mod + go.sum under ``dralab/gobuild/wrappers/<name>/`` that pins the
+program's module (and, for Kubernetes, a replace line for every staging module), so
+``go build <package>`` works where ``go install <package>@<version>`` does not. Each wrapper is
+its own module so one program's dependency graph never moves another's.
+
+``build_go_tools`` builds all missing binaries of one wrapper in a single ``go build`` (the
+compile work is shared), writes them atomically into ``out_dir`` and records a stamp per binary
+(hash of go.mod, go.sum, package, ldflags, Go version) so a second call skips what is built.
+"""
+
+from __future__ import annotations
+
+import collections
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+
+from dralab.errors import UserError
+from dralab.gobuild.toolchain import GoToolchain, explain_failure, find_go, go_env
+from dralab.util import atomic_write
+
+_MAJOR_SUFFIX = re.compile(r"^v[0-9]+$")
+
+
+def cache_root() -> Path:
+    """dralab's cache directory: ``$DRALAB_CACHE`` or ``~/.cache/dralab``."""
+    return Path(os.environ.get("DRALAB_CACHE") or Path.home() / ".cache" / "dralab")
+
+
+def wrapper_names() -> list[str]:
+    """Names of the wrapper modules shipped with dralab."""
+    folder = resources.files("dralab.gobuild").joinpath("wrappers")
+    return sorted(p.name for p in folder.iterdir() if p.is_dir() and p.joinpath("go.mod").is_file())
+
+
+def exec_name(package: str) -> str:
+    """The file name ``go build -o DIR/`` gives a main package (a trailing ``/vN`` is skipped)."""
+    parts = package.rstrip("/").split("/")
+    if len(parts) > 1 and _MAJOR_SUFFIX.match(parts[-1]):
+        return parts[-2]
+    return parts[-1]
+
+
+def normalize_packages(packages: Mapping[str, str] | Sequence[str]) -> dict[str, str]:
+    """``{binary name: package}`` from a mapping or a list of packages (named like ``go build`` names them)."""
+    if isinstance(packages, Mapping):
+        out = dict(packages)
+    else:
+        out = {exec_name(pkg): pkg for pkg in packages}
+        if len(out) != len(packages):
+            raise UserError(f"two packages would build binaries with the same name: {list(packages)}")
+    if not out:
+        raise UserError("no Go packages to build")
+    exec_names = [exec_name(pkg) for pkg in out.values()]
+    if len(set(exec_names)) != len(exec_names):
+        raise UserError(f"packages {list(out.values())} collide in one go build; build them in separate calls")
+    return out
+
+
+def stamp_key(go_mod: bytes, go_sum: bytes, package: str, ldflags: str, go_version: str, env: Mapping[str, str]) -> str:
+    """What a built binary depends on; a change in any part means it is rebuilt."""
+    digest = hashlib.sha256()
+    for part in (go_mod, go_sum, package.encode(), ldflags.encode(), go_version.encode()):
+        digest.update(len(part).to_bytes(8, "big"))
+        digest.update(part)
+    digest.update(json.dumps(sorted(env.items())).encode())
+    return digest.hexdigest()
+
+
+@dataclass
+class BuildResult:
+    """What one call did: binaries built now, binaries already there, their paths, the time taken."""
+
+    wrapper: str
+    paths: dict[str, Path]
+    built: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+    log: Path | None = None
+
+
+def _wrapper_files(wrapper_name: str) -> tuple[bytes, bytes]:
+    folder = resources.files("dralab.gobuild").joinpath("wrappers", wrapper_name)
+    if not folder.joinpath("go.mod").is_file():
+        known = ", ".join(wrapper_names()) or "none"
+        raise UserError(f"no Go wrapper module named {wrapper_name!r} (known: {known})")
+    go_mod = folder.joinpath("go.mod").read_bytes()
+    go_sum = folder.joinpath("go.sum").read_bytes() if folder.joinpath("go.sum").is_file() else b""
+    return go_mod, go_sum
+
+
+def _prepare_workdir(wrapper_name: str, go_mod: bytes, go_sum: bytes) -> Path:
+    """A writable copy of the wrapper module (package data may be read-only or zipped)."""
+    work = cache_root() / "gobuild" / wrapper_name
+    work.mkdir(parents=True, exist_ok=True)
+    for name, data in (("go.mod", go_mod), ("go.sum", go_sum)):
+        target = work / name
+        if not target.is_file() or target.read_bytes() != data:
+            atomic_write(target, data)
+    return work
+
+
+def _stamp_path(out_dir: Path, name: str) -> Path:
+    return out_dir / ".stamps" / f"{name}.json"
+
+
+def is_built(out_dir: Path, name: str, key: str) -> bool:
+    """True when ``out_dir/name`` exists and was built from exactly ``key``."""
+    binary, stamp = out_dir / name, _stamp_path(out_dir, name)
+    if not binary.is_file() or not stamp.is_file():
+        return False
+    try:
+        return json.loads(stamp.read_text()).get("key") == key
+    except (OSError, ValueError):
+        return False
+
+
+class _Progress:
+    """Shows which phase a build is in and how many packages were compiled (rich, on stderr)."""
+
+    def __init__(self, title: str, enabled: bool) -> None:
+        self.title = title
+        self.enabled = enabled
+        self.downloads = 0
+        self.packages = 0
+        self._progress = None
+        self._task = None
+
+    def __enter__(self) -> _Progress:
+        if self.enabled:
+            from rich.console import Console
+            from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+            self._progress = Progress(
+                SpinnerColumn(),
+                TextColumn("{task.description}"),
+                TimeElapsedColumn(),
+                console=Console(stderr=True),
+                transient=False,
+            )
+            self._progress.__enter__()
+            self._task = self._progress.add_task(self.title, total=None)
+        return self
+
+    def line(self, text: str) -> None:
+        if text.startswith("go: downloading"):
+            self.downloads += 1
+        elif text and not text.startswith(("go:", "#", " ")):
+            self.packages += 1
+        if self._progress is not None:
+            detail = f"{self.downloads} modules downloaded, " if self.downloads else ""
+            self._progress.update(self._task, description=f"{self.title} ({detail}{self.packages} packages compiled)")
+
+    def __exit__(self, *exc: object) -> None:
+        if self._progress is not None:
+            self._progress.__exit__(None, None, None)
+
+
+def build_go_tools(
+    wrapper_name: str,
+    packages: Mapping[str, str] | Sequence[str],
+    out_dir: str | os.PathLike[str],
+    ldflags: str = "",
+    env: Mapping[str, str] | None = None,
+    *,
+    force: bool = False,
+    go: str | None = None,
+    progress: bool = True,
+) -> BuildResult:
+    """Build ``packages`` of wrapper module ``wrapper_name`` into ``out_dir``; skip binaries already built.
+
+    ``packages`` is a list of main packages (binaries named as ``go build`` names them) or a
+    mapping ``{binary name: package}``. ``ldflags`` is passed to ``go build -ldflags``
+    (``-s -w`` is always added); ``env`` adds environment variables (``CGO_ENABLED=0`` by
+    default). Raises UserError with one line when Go (>= 1.25) or the module proxy is missing.
+    """
+    start = time.monotonic()
+    wanted = normalize_packages(packages)
+    out = Path(out_dir)
+    go_mod, go_sum = _wrapper_files(wrapper_name)
+    tool = find_go(go)
+    build_env = {"CGO_ENABLED": "0", **(env or {})}
+    keys = {name: stamp_key(go_mod, go_sum, pkg, ldflags, tool.version_text, build_env) for name, pkg in wanted.items()}
+    paths = {name: out / name for name in wanted}
+    todo = [name for name in wanted if force or not is_built(out, name, keys[name])]
+    result = BuildResult(wrapper=wrapper_name, paths=paths, skipped=[n for n in wanted if n not in todo])
+    if not todo:
+        result.seconds = time.monotonic() - start
+        return result
+    work = _prepare_workdir(wrapper_name, go_mod, go_sum)
+    result.log = work / "build.log"
+    _run_go_build(tool, work, {n: wanted[n] for n in todo}, out, ldflags, build_env, result.log, progress)
+    for name in todo:
+        atomic_write(_stamp_path(out, name), json.dumps({"key": keys[name], "package": wanted[name]}) + "\n")
+    result.built = todo
+    result.seconds = time.monotonic() - start
+    return result
+
+
+def _run_go_build(
+    tool: GoToolchain,
+    work: Path,
+    todo: dict[str, str],
+    out: Path,
+    ldflags: str,
+    build_env: Mapping[str, str],
+    log_path: Path,
+    progress: bool,
+) -> None:
+    """One ``go build -v`` for all of ``todo``, into a temp dir, then renamed into ``out``."""
+    out.mkdir(parents=True, exist_ok=True)
+    full_env = {**os.environ, **build_env, "GOTOOLCHAIN": "local"}
+    goflags = full_env.get("GOFLAGS", "")
+    if "-mod=" not in goflags:
+        full_env["GOFLAGS"] = (goflags + " -mod=readonly").strip()
+    flags = ("-s -w " + ldflags).strip()
+    tmp = Path(tempfile.mkdtemp(prefix=".build-", dir=out))
+    cmd = [tool.path, "build", "-v", "-trimpath", "-ldflags", flags, "-o", str(tmp) + os.sep, *todo.values()]
+    tail: collections.deque[str] = collections.deque(maxlen=40)
+    title = f"building {', '.join(todo)} with {tool.version_text}"
+    try:
+        with log_path.open("w") as log, _Progress(title, progress) as bar:
+            log.write(" ".join(cmd) + "\n")
+            proc = subprocess.Popen(
+                cmd, cwd=work, env=full_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+            )
+            assert proc.stdout is not None
+            for raw in proc.stdout:
+                line = raw.rstrip("\n")
+                log.write(raw)
+                tail.append(line)
+                bar.line(line)
+            rc = proc.wait()
+        if rc != 0:
+            goproxy = go_env(tool, "GOPROXY")
+            what = f"go build of {', '.join(todo)} (log: {log_path})"
+            raise UserError(explain_failure("\n".join(tail), what, goproxy))
+        for name, pkg in todo.items():
+            built = tmp / exec_name(pkg)
+            if not built.is_file():
+                raise UserError(f"go build did not produce {exec_name(pkg)} for {pkg} (log: {log_path})")
+            os.replace(built, out / name)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)

@@ -1,0 +1,99 @@
+"""CEL selectors for claims: escaped string literals and the card-selection annotations.
+
+Annotation values are user input. They are checked against what a ResourceSlice attribute can
+hold (a value that can never match is denied, naming the annotation) and are always rendered as
+escaped CEL string literals, so no value can change the expression's structure.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from dralab.model.denials import Denied
+
+# A DRA string attribute holds at most 64 bytes.
+MAX_VALUE_LEN = 64
+MAX_VALUES = 32
+_UUID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]*$")
+_TYPE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9 ._:+()/-]*$")
+_PLAIN = re.compile(r'^[\x20-\x21\x23-\x5b\x5d-\x7e]*$')  # printable ASCII without '"' and '\\'
+_SIMPLE_ESCAPES = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def string_literal(value: str) -> str:
+    """``value`` as a double-quoted CEL string literal that evaluates to exactly ``value``."""
+    if _PLAIN.match(value):
+        return f'"{value}"'
+    out = []
+    for ch in value:
+        if ch in _SIMPLE_ESCAPES:
+            out.append(_SIMPLE_ESCAPES[ch])
+        elif ch.isprintable() and not (0xD800 <= ord(ch) <= 0xDFFF):
+            out.append(ch)
+        elif ord(ch) <= 0xFFFF:
+            out.append(f"\\u{ord(ch):04x}")
+        else:
+            out.append(f"\\U{ord(ch):08x}")
+    return '"' + "".join(out) + '"'
+
+
+def list_literal(values: Iterable[str]) -> str:
+    return "[" + ", ".join(string_literal(v) for v in values) + "]"
+
+
+def attribute(domain: str, name: str) -> str:
+    """``device.attributes["<domain>"].<name>`` (``name`` is a fixed identifier from the vendor table)."""
+    return f"device.attributes[{string_literal(domain)}].{name}"
+
+
+def one_of(domain: str, name: str, values: list[str], negate: bool = False) -> str:
+    """The attribute equals one of ``values`` (or, negated, none of them)."""
+    expr = f"{attribute(domain, name)} in {list_literal(values)}"
+    return f"!({expr})" if negate else expr
+
+
+def contains_any(domain: str, name: str, values: list[str], negate: bool = False) -> str:
+    """The attribute contains one of ``values`` as a substring (HAMi's GPU type matching)."""
+    attr = attribute(domain, name)
+    expr = " || ".join(f"{attr}.contains({string_literal(v)})" for v in values)
+    if negate:
+        return f"!({expr})"
+    return expr if len(values) == 1 else f"({expr})"
+
+
+@dataclass(frozen=True)
+class SelectionKind:
+    """What a selection annotation lists: device uuids or device types."""
+
+    noun: str
+    pattern: re.Pattern[str]
+    allowed: str
+
+
+UUID = SelectionKind("device uuid", _UUID, "letters, digits, '.', '_', ':', '-'")
+TYPE = SelectionKind("device type", _TYPE, "letters, digits, space, '.', '_', ':', '+', '(', ')', '/', '-'")
+
+
+def parse_values(annotation: str, raw: object, kind: SelectionKind) -> list[str]:
+    """The comma-separated list an annotation holds, each entry checked; deny what can never match."""
+    field = f"metadata.annotations[{annotation}]"
+    if not isinstance(raw, str):
+        raise Denied(field, "must be a string of comma-separated values")
+    values = [v.strip() for v in raw.split(",")]
+    values = [v for v in values if v]
+    if not values:
+        raise Denied(field, f"names no {kind.noun}; list one or more, comma-separated, or remove the annotation")
+    if len(values) > MAX_VALUES:
+        raise Denied(field, f"lists {len(values)} values; at most {MAX_VALUES} are allowed")
+    for value in values:
+        if len(value) > MAX_VALUE_LEN or not kind.pattern.match(value):
+            shown = value if len(value) <= 80 else value[:77] + "..."
+            raise Denied(
+                field,
+                f"{shown!r} is not a valid {kind.noun} (1-{MAX_VALUE_LEN} characters: {kind.allowed}); "
+                "copy the value from the ResourceSlice",
+            )
+    # keep order, drop repeats
+    return list(dict.fromkeys(values))

@@ -1,0 +1,389 @@
+"""HAMi-syntax pods to DRA pods plus the objects they need: the conversion, as a pure function.
+
+Driven entirely by the vendor table: each container's ``count``/``memory``/``cores`` resources of
+one vendor (and chip) become one claim with a single device request. The pod keeps everything
+else; already converted pods and pods without these resources come back unchanged.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from dralab.model import cel, naming
+from dralab.model.denials import Denied
+from dralab.model.hami_units import compute_units, cores_percent, device_count, memory_bytes, same_quantity
+from dralab.model.jsonpatch import copy_json, diff
+from dralab.model.objects import MANAGED_BY
+from dralab.model.quantity import MIB
+from dralab.model.vendors import ResourceSet, Vendor, VendorTable
+
+API_VERSION = "resource.k8s.io/v1"
+DRA_LABEL = "hami.io/dra"
+POD_LABEL = "dralab.io/pod"
+LIFECYCLE_LABEL = "dralab.io/lifecycle"
+ANN_POD_NAME = "dralab.io/pod-name"
+ANN_GENERATE_NAME = "dralab.io/pod-generate-name"
+ANN_CONTAINER = "dralab.io/container"
+ANN_ADMISSION_UID = "dralab.io/admission-uid"
+CONTAINER_KINDS = ("initContainers", "containers")
+LIFECYCLES = ("claim", "template")
+MEMORY_CAPACITY = "memory"
+CORES_CAPACITY = "cores"
+
+
+@dataclass(frozen=True)
+class ClaimPlan:
+    """One claim of the converted pod: which container and vendor it serves and what it asks for."""
+
+    kind: str
+    index: int
+    container: str
+    vendor: str
+    chip: str | None
+    base: str
+    ref_name: str
+    object_name: str
+    request: dict[str, Any]
+
+
+@dataclass
+class Conversion:
+    """The result for one pod: the converted pod, the patch to it, and the objects to create."""
+
+    original: dict[str, Any]
+    pod: dict[str, Any]
+    namespace: str
+    pod_name: str
+    plans: list[ClaimPlan] = field(default_factory=list)
+    objects: list[dict[str, Any]] = field(default_factory=list)
+    reason: str = ""
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.plans)
+
+    @property
+    def patch(self) -> list[dict[str, Any]]:
+        return diff(self.original, self.pod)
+
+    @property
+    def vendors(self) -> list[str]:
+        return [p.vendor for p in self.plans]
+
+
+@dataclass(frozen=True)
+class _Role:
+    rs: ResourceSet
+    role: str  # count | memory | cores
+
+
+@dataclass
+class _Found:
+    values: dict[str, tuple[object, str]] = field(default_factory=dict)  # role -> (value, field)
+    names: list[str] = field(default_factory=list)
+
+
+class Converter:
+    """Converts pods for one vendor table and lifecycle; build once, call :meth:`convert` per pod."""
+
+    def __init__(
+        self,
+        table: VendorTable,
+        lifecycle: str = "claim",
+        opt_out_label: str = "dralab.io/convert",
+    ) -> None:
+        if lifecycle not in LIFECYCLES:
+            raise ValueError(f"lifecycle must be one of {LIFECYCLES}, got {lifecycle!r}")
+        self.table = table
+        self.lifecycle = lifecycle
+        self.opt_out_label = opt_out_label
+        self._roles: dict[str, _Role] = {}
+        self._unsupported: dict[str, str] = {}
+        self._ignored: dict[str, str] = {}
+        self._chip_patterns: list[tuple[str, str, Vendor]] = []
+        for vendor in table.enabled_vendors():
+            for rs in vendor.resource_sets():
+                for role, name in zip(("count", "memory", "cores"), rs.names, strict=True):
+                    self._roles[name] = _Role(rs, role)
+            self._unsupported.update(vendor.unsupported)
+            for name in vendor.ignored:
+                self._ignored[name] = vendor.key
+            if vendor.chips:
+                for role, template in vendor.resource_templates().items():
+                    if role != "count" and "{chip}" in template:
+                        prefix, _, suffix = template.partition("{chip}")
+                        self._chip_patterns.append((prefix, suffix, vendor))
+
+    # -- questions -------------------------------------------------------------------------
+
+    def opted_out(self, pod: dict[str, Any]) -> bool:
+        labels = (pod.get("metadata") or {}).get("labels") or {}
+        return str(labels.get(self.opt_out_label, "")).lower() == "false"
+
+    def leftovers(self, pod: dict[str, Any]) -> list[str]:
+        """Fields of ``pod`` that still carry HAMi resources of an enabled vendor."""
+        found = []
+        for kind, index, container in _containers(pod):
+            res = container.get("resources") or {}
+            for where in ("limits", "requests"):
+                for name in res.get(where) or {}:
+                    if name in self._roles or name in self._unsupported or self._unknown_chip(name):
+                        found.append(f"spec.{kind}[{index}].resources.{where}[{name}]")
+        return found
+
+    def _unknown_chip(self, name: str) -> Vendor | None:
+        for prefix, suffix, vendor in self._chip_patterns:
+            if name.startswith(prefix) and name.endswith(suffix) and len(name) > len(prefix) + len(suffix):
+                chip = name[len(prefix) : len(name) - len(suffix)]
+                if chip not in vendor.chips and "/" not in chip:
+                    return vendor
+        return None
+
+    # -- conversion ------------------------------------------------------------------------
+
+    def convert(
+        self,
+        pod: dict[str, Any],
+        *,
+        namespace: str | None = None,
+        request_uid: str | None = None,
+        renames: dict[str, str] | None = None,
+    ) -> Conversion:
+        """Convert ``pod``; raises :class:`Denied` for requests that cannot be honoured.
+
+        ``request_uid`` (the admission UID) seeds names of ``generateName`` pods and is recorded on
+        claims; offline a hash of the manifest seeds them. ``renames`` maps a claim's uncut base name
+        to the name to use instead (the webhook's answer to a name held by another pod's claim).
+        """
+        if not isinstance(pod, dict) or pod.get("kind", "Pod") != "Pod":
+            raise Denied("kind", "expected a Pod")
+        meta = pod.get("metadata") or {}
+        ns = namespace or meta.get("namespace") or "default"
+        pod_name = meta.get("name") or ""
+        generate_name = meta.get("generateName") or ""
+        if not pod_name:
+            if not generate_name:
+                raise Denied("metadata.name", "the pod has neither name nor generateName; set one")
+            pod_name = naming.generated_name(generate_name, request_uid or naming.manifest_seed(pod))
+        result = Conversion(original=pod, pod=pod, namespace=ns, pod_name=pod_name)
+        if self.opted_out(pod):
+            result.reason = f"opted out by label {self.opt_out_label}=false"
+            return result
+
+        found_per_container = []
+        for kind, index, container in _containers(pod):
+            groups = self._scan(kind, index, container)
+            if groups:
+                found_per_container.append((kind, index, container, groups))
+        if not found_per_container:
+            result.reason = "no HAMi resources of an enabled vendor"
+            return result
+
+        annotations = meta.get("annotations") or {}
+        if not isinstance(annotations, dict):
+            annotations = {}
+        mutated = copy_json(pod)
+        spec = mutated.setdefault("spec", {})
+        pod_claims = spec.setdefault("resourceClaims", [])
+        taken_refs = {c.get("name") for c in pod_claims}
+        selector_cache: dict[str, list[str]] = {}
+        renames = renames or {}
+        templates: dict[str, dict[str, Any]] = {}
+
+        for kind, index, container, groups in found_per_container:
+            target = spec[kind][index]
+            res = target.setdefault("resources", {})
+            consumed: set[str] = set()
+            for rs, found in groups.items():
+                vendor = self.table.get(rs.vendor)
+                request = self._request(vendor, rs, found, annotations, selector_cache)
+                cname = container.get("name") or f"{kind}-{index}"
+                base = naming.claim_base(ns, pod_name, cname, rs.claim_suffix)
+                if self.lifecycle == "claim":
+                    ref = renames.get(base) or naming.dns_label(base)
+                    if ref in taken_refs:
+                        ref = naming.collision_variant(base, "pod")
+                    obj_name = ref
+                    obj = self._claim(ns, ref, request, meta, pod_name, cname, request_uid)
+                    result.objects.append(obj)
+                    pod_claims.append({"name": ref, "resourceClaimName": ref})
+                else:
+                    ref = naming.dns_label(f"{cname}-{rs.claim_suffix}")
+                    if ref in taken_refs:
+                        ref = naming.collision_variant(f"{cname}-{rs.claim_suffix}", "pod")
+                    obj_name = naming.template_name(rs.claim_suffix, request)
+                    if obj_name not in templates:
+                        templates[obj_name] = self._template(ns, obj_name, request)
+                    pod_claims.append({"name": ref, "resourceClaimTemplateName": obj_name})
+                taken_refs.add(ref)
+                res.setdefault("claims", []).append({"name": ref})
+                consumed.update(found.names)
+                consumed.update(n for n, v in self._ignored.items() if v == rs.vendor)
+                result.plans.append(
+                    ClaimPlan(kind, index, cname, rs.vendor, rs.chip, base, ref, obj_name, request)
+                )
+            for where in ("limits", "requests"):
+                if where in res and isinstance(res[where], dict):
+                    kept = {k: v for k, v in res[where].items() if k not in consumed}
+                    if kept:
+                        res[where] = kept
+                    else:
+                        del res[where]
+
+        result.objects.extend(templates.values())
+        labels = mutated.setdefault("metadata", {}).setdefault("labels", {})
+        labels[DRA_LABEL] = "true"
+        result.pod = mutated
+        return result
+
+    def _scan(self, kind: str, index: int, container: dict[str, Any]) -> dict[ResourceSet, _Found]:
+        res = container.get("resources") or {}
+        limits = res.get("limits") or {}
+        requests = res.get("requests") or {}
+        groups: dict[ResourceSet, _Found] = {}
+        for name in dict.fromkeys([*limits, *requests]):
+            where = "limits" if name in limits else "requests"
+            path = f"spec.{kind}[{index}].resources.{where}[{name}]"
+            if name in self._unsupported:
+                raise Denied(path, self._unsupported[name])
+            role = self._roles.get(name)
+            if role is None:
+                vendor = self._unknown_chip(name)
+                if vendor is not None:
+                    raise Denied(path, f"unknown {vendor.title} chip; known chips: {', '.join(vendor.chips)}")
+                continue
+            value = limits[name] if name in limits else requests[name]
+            if name in limits and name in requests and not same_quantity(limits[name], requests[name]):
+                raise Denied(
+                    f"spec.{kind}[{index}].resources.requests[{name}]",
+                    f"{requests[name]!r} differs from limits {limits[name]!r}; set both to the same value",
+                )
+            found = groups.setdefault(role.rs, _Found())
+            found.values[role.role] = (value, path)
+            found.names.append(name)
+        for rs, found in groups.items():
+            if "count" not in found.values:
+                _, path = next(iter(found.values.values()))
+                raise Denied(path, f"needs the device count {rs.count}; add `{rs.count}: 1` to the same limits")
+        return groups
+
+    def _request(
+        self,
+        vendor: Vendor,
+        rs: ResourceSet,
+        found: _Found,
+        annotations: dict[str, Any],
+        cache: dict[str, list[str]],
+    ) -> dict[str, Any]:
+        count = device_count(*found.values["count"])
+        capacity: dict[str, str] = {}
+        if "cores" in found.values:
+            cores: int | None = cores_percent(*found.values["cores"])
+        else:
+            cores = vendor.default_cores
+        if cores is not None:
+            capacity[CORES_CAPACITY] = str(compute_units(cores, vendor.compute_reference_units))
+        if "memory" in found.values:
+            mem: int | None = memory_bytes(*found.values["memory"])
+        else:
+            mem = vendor.default_memory_mib * MIB if vendor.default_memory_mib is not None else None
+        if mem is not None:
+            capacity[MEMORY_CAPACITY] = str(mem)
+        exactly: dict[str, Any] = {
+            "allocationMode": "ExactCount",
+            "count": count,
+            "deviceClassName": vendor.device_class,
+        }
+        if capacity:
+            exactly["capacity"] = {"requests": capacity}
+        exactly["selectors"] = [{"cel": {"expression": e}} for e in self._selectors(vendor, rs, annotations, cache)]
+        return {"name": vendor.request_name, "exactly": exactly}
+
+    def _selectors(
+        self, vendor: Vendor, rs: ResourceSet, annotations: dict[str, Any], cache: dict[str, list[str]]
+    ) -> list[str]:
+        domain = vendor.attribute_domain
+        exprs = [vendor.class_selector()]
+        if vendor.chip_selector and rs.product_name:
+            exprs.append(cel.one_of(domain, vendor.type_attribute_name, [rs.product_name]))
+
+        def values(annotation: str, kind: cel.SelectionKind) -> list[str] | None:
+            if annotation not in annotations:
+                return None
+            if annotation not in cache:
+                cache[annotation] = cel.parse_values(annotation, annotations[annotation], kind)
+            return cache[annotation]
+
+        for annotation, negate in ((rs.use_uuid, False), (rs.no_use_uuid, True)):
+            listed = values(annotation, cel.UUID)
+            if listed:
+                exprs.append(cel.one_of(domain, "uuid", listed, negate))
+        for annotation, negate in ((rs.use_type, False), (rs.no_use_type, True)):
+            listed = values(annotation, cel.TYPE)
+            if listed:
+                render = cel.contains_any if vendor.type_match == "contains" else cel.one_of
+                exprs.append(render(domain, vendor.type_attribute_name, listed, negate))
+        return exprs
+
+    def _claim(
+        self,
+        ns: str,
+        name: str,
+        request: dict[str, Any],
+        meta: dict[str, Any],
+        pod_name: str,
+        container: str,
+        request_uid: str | None,
+    ) -> dict[str, Any]:
+        annotations = {ANN_CONTAINER: container}
+        if meta.get("name"):
+            annotations[ANN_POD_NAME] = meta["name"]
+        else:
+            annotations[ANN_GENERATE_NAME] = meta.get("generateName", "")
+        if request_uid:
+            annotations[ANN_ADMISSION_UID] = request_uid
+        return {
+            "apiVersion": API_VERSION,
+            "kind": "ResourceClaim",
+            "metadata": {
+                "name": name,
+                "namespace": ns,
+                "labels": {
+                    **MANAGED_BY,
+                    LIFECYCLE_LABEL: "claim",
+                    POD_LABEL: naming.label_value(pod_name),
+                },
+                "annotations": annotations,
+            },
+            "spec": {"devices": {"requests": [copy_json(request)]}},
+        }
+
+    def _template(self, ns: str, name: str, request: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "apiVersion": API_VERSION,
+            "kind": "ResourceClaimTemplate",
+            "metadata": {"name": name, "namespace": ns, "labels": {**MANAGED_BY, LIFECYCLE_LABEL: "template"}},
+            "spec": {"spec": {"devices": {"requests": [copy_json(request)]}}},
+        }
+
+
+def _containers(pod: dict[str, Any]):
+    spec = pod.get("spec") or {}
+    for kind in CONTAINER_KINDS:
+        for index, container in enumerate(spec.get(kind) or []):
+            if isinstance(container, dict):
+                yield kind, index, container
+
+
+def convert_pod(
+    pod: dict[str, Any],
+    table: VendorTable,
+    *,
+    namespace: str | None = None,
+    lifecycle: str = "claim",
+    request_uid: str | None = None,
+    opt_out_label: str = "dralab.io/convert",
+) -> Conversion:
+    """One-shot conversion (builds a :class:`Converter`; the webhook keeps one instead)."""
+    return Converter(table, lifecycle, opt_out_label).convert(pod, namespace=namespace, request_uid=request_uid)

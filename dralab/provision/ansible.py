@@ -1,0 +1,106 @@
+"""Run dralab's playbooks (playbooks/site.yml) through ansible-runner against a set of hosts.
+
+The Pulumi ``baremetal`` profile calls ``python -m dralab.provision.ansible`` from a
+``local.Command``; the inventory comes as JSON in $DRALAB_ANSIBLE_INVENTORY, extra variables in
+$DRALAB_ANSIBLE_EXTRAVARS and the SSH private key in $DRALAB_SSH_PRIVATE_KEY (never on disk
+outside a private temporary directory).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from dralab.errors import UserError
+
+
+def playbooks_dir() -> Path:
+    path = Path(__file__).resolve().parents[2] / "playbooks"
+    if not (path / "site.yml").is_file():
+        raise UserError(f"dralab's playbooks are not at {path}: run from a dralab source checkout")
+    return path
+
+
+def inventory(hosts: list[dict[str, Any]], backend: str) -> dict[str, Any]:
+    """An Ansible YAML/JSON inventory: group ``dralab`` with every host, ``ascend`` with the Ascend ones.
+
+    ``hosts`` entries: ``{name, address, user, port?, role?}``.
+    """
+    members = {
+        h["name"]: {
+            "ansible_host": h["address"],
+            "ansible_user": h["user"],
+            "ansible_port": int(h.get("port", 22)),
+        }
+        for h in hosts
+    }
+    groups: dict[str, Any] = {"dralab": {"hosts": members}}
+    if backend == "ascend":
+        groups["ascend"] = {"hosts": {name: {} for name in members}}
+    return {"all": {"children": groups, "vars": {"dralab_backend": backend}}}
+
+
+def playbooks_digest() -> str:
+    """A hash of every file under playbooks/: a change re-runs the preparation."""
+    digest = hashlib.sha256()
+    root = playbooks_dir()
+    for path in sorted(p for p in root.rglob("*") if p.is_file() and "__pycache__" not in p.parts):
+        digest.update(str(path.relative_to(root)).encode())
+        digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+def run_site(
+    inv: dict[str, Any], extravars: dict[str, Any], private_key: str | None = None, *, check: bool = False
+) -> int:
+    """ansible-runner over site.yml; returns the exit code (events stream to stdout)."""
+    import ansible_runner
+
+    with tempfile.TemporaryDirectory(prefix="dralab-ansible-") as tmp:
+        private = Path(tmp)
+        env = private / "env"
+        env.mkdir()
+        if private_key:
+            key = env / "ssh_key"
+            key.write_text(private_key if private_key.endswith("\n") else private_key + "\n")
+            key.chmod(0o600)
+        result = ansible_runner.run(
+            private_data_dir=str(private),
+            project_dir=str(playbooks_dir()),
+            playbook="site.yml",
+            inventory=json.dumps(inv),
+            extravars=extravars,
+            envvars={"ANSIBLE_HOST_KEY_CHECKING": "False", "ANSIBLE_PIPELINING": "1"},
+            cmdline="--check --diff" if check else None,
+        )
+        return int(result.rc)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m dralab.provision.ansible",
+        description="Prepare hosts with playbooks/site.yml. Example: DRALAB_ANSIBLE_INVENTORY='{...}' "
+        "python -m dralab.provision.ansible",
+    )
+    parser.add_argument("--check", action="store_true", help="report what would change, change nothing")
+    args = parser.parse_args(argv)
+    try:
+        inv = json.loads(os.environ["DRALAB_ANSIBLE_INVENTORY"])
+        extravars = json.loads(os.environ.get("DRALAB_ANSIBLE_EXTRAVARS") or "{}")
+    except KeyError:
+        print("error: set DRALAB_ANSIBLE_INVENTORY to the inventory as JSON", file=sys.stderr)
+        return 2
+    except json.JSONDecodeError as exc:
+        print(f"error: DRALAB_ANSIBLE_INVENTORY/EXTRAVARS is not JSON ({exc})", file=sys.stderr)
+        return 2
+    return run_site(inv, extravars, os.environ.get("DRALAB_SSH_PRIVATE_KEY"), check=args.check)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

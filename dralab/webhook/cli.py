@@ -1,0 +1,129 @@
+"""``dralab convert`` (offline conversion) and ``dralab webhook serve``."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import click
+import yaml
+
+from dralab.config import load_config
+from dralab.errors import UserError
+from dralab.model.convert import Converter
+from dralab.model.denials import Denied
+
+
+def _documents(text: str, source: str) -> list[dict[str, Any]]:
+    try:
+        docs = [d for d in yaml.safe_load_all(text) if d is not None]
+    except yaml.YAMLError as exc:
+        first = str(exc).splitlines()[0] if str(exc) else "parse error"
+        raise UserError(f"{source}: not valid YAML ({first})") from None
+    pods: list[dict[str, Any]] = []
+    for number, doc in enumerate(docs, 1):
+        items = doc.get("items") if isinstance(doc, dict) and doc.get("kind") == "List" else [doc]
+        for item in items or []:
+            if not isinstance(item, dict) or item.get("kind") != "Pod":
+                kind = item.get("kind") if isinstance(item, dict) else type(item).__name__
+                raise UserError(f"{source}: document {number} is a {kind or 'document without kind'}, not a Pod")
+            pods.append(item)
+    if not pods:
+        raise UserError(f"{source}: no Pod documents found")
+    return pods
+
+
+def _namespace(pod: dict[str, Any], flag: str | None) -> str:
+    own = (pod.get("metadata") or {}).get("namespace")
+    if own and flag and own != flag:
+        raise UserError(
+            f"pod {pod['metadata'].get('name', '')} is in namespace {own} but --namespace is {flag}; drop one of them"
+        )
+    return own or flag or "default"
+
+
+def convert_documents(text: str, namespace: str | None, config_path: str | None, source: str = "-") -> str:
+    """Every pod of ``text`` converted, each followed by the objects the webhook would create, as YAML."""
+    cfg = load_config(config_path)
+    converter = Converter(cfg.vendors, cfg.webhook.lifecycle, cfg.webhook.opt_out_label)
+    out: list[dict[str, Any]] = []
+    for pod in _documents(text, source):
+        ns = _namespace(pod, namespace)
+        name = (pod.get("metadata") or {}).get("name") or (pod.get("metadata") or {}).get("generateName", "")
+        try:
+            conv = converter.convert(pod, namespace=ns)
+        except Denied as exc:
+            raise UserError(f"pod {ns}/{name}: {exc}") from None
+        out.append(conv.pod)
+        out.extend(conv.objects)
+    return yaml.safe_dump_all(out, sort_keys=False, width=4096, default_flow_style=False)
+
+
+@click.command("convert")
+@click.option("-f", "--filename", required=True, help="File with one or more Pod documents, or - for stdin.")
+@click.option("-n", "--namespace", default=None, help="Namespace for pods without one (default: default).")
+@click.option("--config", "config_path", default=None, type=click.Path(dir_okay=False), help="dralab config file.")
+def convert(filename: str, namespace: str | None, config_path: str | None) -> None:
+    """Convert HAMi-syntax pods offline: prints each mutated Pod and the objects the webhook would create.
+
+    \b
+    Example:
+      dralab convert -f labs/lab20-ascend-hami-dra/pod.yaml
+      kubectl get pod mypod -o yaml | dralab convert -f - --namespace team-a
+    """
+    if filename == "-":
+        text, source = sys.stdin.read(), "<stdin>"
+    else:
+        try:
+            with open(filename, encoding="utf-8") as fh:
+                text = fh.read()
+        except OSError as exc:
+            raise UserError(f"cannot read {filename}: {exc.strerror}") from None
+        source = filename
+    click.echo(convert_documents(text, namespace, config_path, source), nl=False)
+
+
+@click.group("webhook")
+def webhook() -> None:
+    """Run the admission webhook.
+
+    \b
+    Example:
+      dralab webhook serve --cert tls.crt --key tls.key --port 8443 --kubeconfig ~/.kube/config
+    """
+
+
+@webhook.command("serve")
+@click.option("--cert", required=True, type=click.Path(exists=True, dir_okay=False), help="Serving certificate (PEM).")
+@click.option("--key", required=True, type=click.Path(exists=True, dir_okay=False), help="Private key (PEM).")
+@click.option("--port", default=8443, show_default=True, type=int)
+@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option("--config", "config_path", default=None, type=click.Path(dir_okay=False), help="dralab config file.")
+@click.option("--kubeconfig", default=None, type=click.Path(dir_okay=False), help="Default: in-cluster, then ~/.kube.")
+@click.option("--namespace", "own_namespace", default="", help="The webhook's own namespace (never converted).")
+@click.option("--no-kube", is_flag=True, help="Convert only: create no claims, run no janitor (testing).")
+@click.option("--bench-routes", is_flag=True, hidden=True)
+def serve(
+    cert: str,
+    key: str,
+    port: int,
+    host: str,
+    config_path: str | None,
+    kubeconfig: str | None,
+    own_namespace: str,
+    no_kube: bool,
+    bench_routes: bool,
+) -> None:
+    """Serve /mutate, /validate, /healthz, /readyz and /metrics over HTTPS; certificates reload on change.
+
+    \b
+    Example:
+      dralab webhook serve --cert /tls/tls.crt --key /tls/tls.key --port 8443 --namespace dralab-system
+    """
+    from dralab.webhook.kube import KubeApi
+    from dralab.webhook.server import Server, build
+
+    cfg = load_config(config_path)
+    api = None if no_kube else KubeApi.from_kubeconfig(kubeconfig)
+    server = Server(build(cfg, api, own_namespace), cert, key, host=host, port=port, bench_routes=bench_routes)
+    server.run()

@@ -1,0 +1,141 @@
+"""AdmissionReview v1 in, AdmissionReview v1 out: the /mutate and /validate decisions.
+
+Transport-free (the server passes decoded JSON), so every decision is testable without HTTP.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from typing import Any
+
+from dralab.model.denials import Denied
+from dralab.util import get_logger
+from dralab.webhook.lifecycle import ClaimLifecycle, LifecycleError
+from dralab.webhook.metrics import Metrics
+
+log = get_logger("dralab.webhook.handlers")
+
+
+class BadReview(ValueError):
+    """The body is not an AdmissionReview v1 with a request (HTTP 400)."""
+
+
+def parse_review(body: bytes) -> dict[str, Any]:
+    try:
+        review = json.loads(body)
+    except ValueError as exc:
+        raise BadReview(f"body is not JSON: {exc}") from None
+    if not isinstance(review, dict) or not isinstance(review.get("request"), dict):
+        raise BadReview("expected an AdmissionReview with a request")
+    if review.get("apiVersion") not in (None, "admission.k8s.io/v1"):
+        raise BadReview(f"unsupported AdmissionReview version {review.get('apiVersion')!r}; use admission.k8s.io/v1")
+    return review
+
+
+def respond(
+    uid: str,
+    allowed: bool = True,
+    *,
+    patch: list[dict[str, Any]] | None = None,
+    message: str | None = None,
+    code: int | None = None,
+    warnings: list[str] | None = None,
+) -> dict[str, Any]:
+    """An AdmissionReview v1 response."""
+    response: dict[str, Any] = {"uid": uid, "allowed": allowed}
+    if patch:
+        response["patchType"] = "JSONPatch"
+        response["patch"] = base64.b64encode(json.dumps(patch, separators=(",", ":")).encode()).decode()
+    if message is not None or code is not None:
+        response["status"] = {"code": code or (200 if allowed else 400), "message": message or ""}
+        if not allowed:
+            response["status"]["reason"] = "Invalid" if (code or 400) < 500 else "InternalError"
+    if warnings:
+        response["warnings"] = warnings
+    return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": response}
+
+
+class AdmissionHandler:
+    """The two admission endpoints over one converter and claim lifecycle."""
+
+    def __init__(self, lifecycle: ClaimLifecycle, metrics: Metrics, excluded_namespaces: set[str]) -> None:
+        self.lifecycle = lifecycle
+        self.converter = lifecycle.converter
+        self.metrics = metrics
+        self.excluded = set(excluded_namespaces)
+
+    def _is_pod(self, request: dict[str, Any]) -> bool:
+        kind = request.get("kind") or {}
+        return kind.get("kind") == "Pod" and kind.get("group", "") == "" and not request.get("subResource")
+
+    async def mutate(self, review: dict[str, Any], *, create: bool = True) -> dict[str, Any]:
+        request = review["request"]
+        uid = str(request.get("uid", ""))
+        if request.get("operation") != "CREATE" or not self._is_pod(request):
+            return respond(uid)
+        namespace = request.get("namespace") or "default"
+        if namespace in self.excluded:
+            return respond(uid)
+        pod = request.get("object") or {}
+        try:
+            conv = await self.lifecycle.admit(
+                pod, namespace, uid, dry_run=bool(request.get("dryRun")), create=create
+            )
+        except Denied as exc:
+            self.metrics.denials.labels("mutate").inc()
+            return respond(uid, False, message=str(exc), code=400)
+        except LifecycleError as exc:
+            self.metrics.errors.labels("mutate").inc()
+            self.metrics.denials.labels("mutate").inc()
+            return respond(uid, False, message=str(exc), code=500)
+        except Exception as exc:
+            self.metrics.errors.labels("mutate").inc()
+            log.exception("mutate failed", extra={"fields": {"uid": uid, "namespace": namespace}})
+            return respond(uid, False, message=f"dralab webhook internal error: {type(exc).__name__}", code=500)
+        if not conv.changed:
+            return respond(uid)
+        for vendor in conv.vendors:
+            self.metrics.conversions.labels(vendor).inc()
+        return respond(uid, patch=conv.patch)
+
+    async def validate(self, review: dict[str, Any]) -> dict[str, Any]:
+        request = review["request"]
+        uid = str(request.get("uid", ""))
+        if not self._is_pod(request):
+            return respond(uid)
+        namespace = request.get("namespace") or "default"
+        if namespace in self.excluded:
+            return respond(uid)
+        operation = request.get("operation")
+        if operation == "DELETE":
+            old = request.get("oldObject") or {}
+            if not request.get("dryRun"):
+                try:
+                    await self.lifecycle.cleanup(old, namespace)
+                except Exception:
+                    self.metrics.errors.labels("validate").inc()
+                    log.exception("cleanup on pod delete failed", extra={"fields": {"uid": uid}})
+            return respond(uid)
+        if operation not in ("CREATE", "UPDATE"):
+            return respond(uid)
+        pod = request.get("object") or {}
+        if self.converter.opted_out(pod):
+            return respond(uid)
+        left = self.converter.leftovers(pod)
+        if operation == "UPDATE":
+            # Only what this update introduced: pods admitted before dralab keep working (finalizers, labels).
+            before = set(self.converter.leftovers(request.get("oldObject") or {}))
+            left = [f for f in left if f not in before]
+        if left:
+            self.metrics.denials.labels("validate").inc()
+            return respond(
+                uid,
+                False,
+                code=400,
+                message=(
+                    f"{left[0]}: the pod still carries HAMi resources after mutation ({len(left)} field(s)); "
+                    "make sure dralab's mutating webhook runs and no later webhook adds them back"
+                ),
+            )
+        return respond(uid)

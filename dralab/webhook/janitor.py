@@ -1,0 +1,293 @@
+"""The janitor: no managed claim outlives its pod, even while the webhook is down.
+
+Claims are created at admission, before the pod has a UID, so they cannot be owned by it yet.
+The janitor watches pods and managed claims and (a) makes the pod the claim's owner as soon as a
+pod referencing the claim exists (the garbage collector then frees the claim with the pod, dralab
+running or not), and (b) deletes managed claims whose pod never appeared or is gone, after a
+grace period. The decision is the pure :func:`plan`; the rest is watches and API calls.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from dralab.model.convert import DRA_LABEL, LIFECYCLE_LABEL
+from dralab.model.objects import MANAGED_BY
+from dralab.util import get_logger
+from dralab.webhook.kube import ApiError, KubeApi, claims_path, pods_path
+from dralab.webhook.metrics import Metrics
+
+log = get_logger("dralab.webhook.janitor")
+
+CLAIM_SELECTOR = ",".join(f"{k}={v}" for k, v in MANAGED_BY.items()) + f",{LIFECYCLE_LABEL}=claim"
+POD_SELECTOR = f"{DRA_LABEL}=true"
+
+
+def _meta(obj: dict[str, Any]) -> dict[str, Any]:
+    return obj.get("metadata") or {}
+
+
+def _key(obj: dict[str, Any]) -> tuple[str, str]:
+    m = _meta(obj)
+    return (m.get("namespace", ""), m.get("name", ""))
+
+
+def parse_time(text: str | None) -> float | None:
+    if not text:
+        return None
+    return dt.datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+
+
+@dataclass
+class Plan:
+    """What to do now: claims to give an owner, claims to delete, and when to look again."""
+
+    adopt: list[tuple[dict[str, Any], dict[str, Any]]] = field(default_factory=list)
+    reap: list[dict[str, Any]] = field(default_factory=list)
+    next_check: float | None = None
+
+
+def claim_refs(pods: Iterable[dict[str, Any]]) -> dict[tuple[str, str], list[dict[str, Any]]]:
+    """(namespace, claim name) -> pods naming that claim in ``spec.resourceClaims``."""
+    refs: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for pod in pods:
+        ns = _meta(pod).get("namespace", "")
+        for ref in (pod.get("spec") or {}).get("resourceClaims") or []:
+            name = ref.get("resourceClaimName")
+            if name:
+                refs.setdefault((ns, name), []).append(pod)
+    return refs
+
+
+def plan(claims: Iterable[dict[str, Any]], pods: Iterable[dict[str, Any]], now: float, grace: float) -> Plan:
+    """Decide adoption and reaping from the current claims and pods (wall-clock ``now``, seconds)."""
+    pods = list(pods)
+    refs = claim_refs(pods)
+    live_uids = {_meta(p).get("uid") for p in pods}
+    out = Plan()
+    for claim in claims:
+        meta = _meta(claim)
+        if meta.get("deletionTimestamp"):
+            continue
+        owners = [o for o in meta.get("ownerReferences") or [] if o.get("kind") == "Pod"]
+        if owners:
+            if not any(o.get("uid") in live_uids for o in owners):
+                out.reap.append(claim)  # the owner is gone: the garbage collector's job, done now
+            continue
+        users = [p for p in refs.get(_key(claim), []) if _meta(p).get("uid")]
+        if users:
+            out.adopt.append((claim, users[0]))
+            continue
+        created = parse_time(meta.get("creationTimestamp"))
+        age = now - created if created is not None else grace
+        if age >= grace:
+            out.reap.append(claim)
+        else:
+            wait = grace - age
+            out.next_check = wait if out.next_check is None else min(out.next_check, wait)
+    return out
+
+
+def owner_patch(claim: dict[str, Any], pod: dict[str, Any]) -> dict[str, Any]:
+    """A merge patch that makes ``pod`` the owner of ``claim`` (guarded by the claim's resourceVersion)."""
+    pm = _meta(pod)
+    return {
+        "metadata": {
+            "resourceVersion": _meta(claim).get("resourceVersion"),
+            "ownerReferences": [
+                {"apiVersion": "v1", "kind": "Pod", "name": pm.get("name"), "uid": pm.get("uid"),
+                 "blockOwnerDeletion": False, "controller": False}
+            ],
+        }
+    }
+
+
+class Informer:
+    """A list-then-watch cache of one kind of object; relists when the watch ends or expires."""
+
+    def __init__(
+        self, api: KubeApi, path: str, label_selector: str, on_change: Callable[[], None], name: str
+    ) -> None:
+        self.api = api
+        self.path = path
+        self.selector = label_selector
+        self.on_change = on_change
+        self.name = name
+        self.items: dict[tuple[str, str], dict[str, Any]] = {}
+        self.synced = threading.Event()
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._resp: Any = None
+        self._thread = threading.Thread(target=self._run, name=f"informer-{name}", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        resp = self._resp
+        if resp is not None:
+            for method in ("shutdown", "close"):
+                fn = getattr(resp, method, None)
+                if fn is not None:
+                    # closing a half-read response may complain; it is closed anyway
+                    with contextlib.suppress(Exception):
+                        fn()
+        self._thread.join(timeout=5)
+
+    def snapshot(self) -> list[dict[str, Any]]:
+        with self._lock:
+            return list(self.items.values())
+
+    def _opened(self, resp: Any) -> None:
+        self._resp = resp
+
+    def _run(self) -> None:
+        backoff = 0.2
+        while not self._stop.is_set():
+            try:
+                listed = self.api.list(self.path, self.selector)
+                version = (listed.get("metadata") or {}).get("resourceVersion", "")
+                with self._lock:
+                    self.items = {_key(o): o for o in listed.get("items") or []}
+                self.synced.set()
+                self.on_change()
+                backoff = 0.2
+                while not self._stop.is_set():
+                    for event in self.api.watch(
+                        self.path, version, self.selector, timeout_seconds=240, stop=self._stop, on_open=self._opened
+                    ):
+                        kind = event.get("type")
+                        obj = event.get("object") or {}
+                        if kind == "ERROR":
+                            raise ApiError(int(obj.get("code") or 0), str(obj.get("message") or "watch error"))
+                        version = _meta(obj).get("resourceVersion", version)
+                        if kind == "BOOKMARK":
+                            continue
+                        with self._lock:
+                            if kind == "DELETED":
+                                self.items.pop(_key(obj), None)
+                            else:
+                                self.items[_key(obj)] = obj
+                        self.on_change()
+            except Exception as exc:
+                if self._stop.is_set():
+                    return
+                log.info("watch restarting", extra={"fields": {"informer": self.name, "reason": str(exc)[:200]}})
+                self._stop.wait(backoff)
+                backoff = min(backoff * 2, 5.0)
+
+
+class Janitor:
+    """Runs the watches and applies :func:`plan` whenever something changes or a grace period ends."""
+
+    def __init__(
+        self,
+        api: KubeApi,
+        metrics: Metrics,
+        grace_seconds: float = 30.0,
+        resync_seconds: float = 60.0,
+        clock: Callable[[], float] = time.time,
+        min_interval: float = 0.2,
+    ) -> None:
+        self.api = api
+        self.min_interval = min_interval
+        self.metrics = metrics
+        self.grace = grace_seconds
+        self.resync = resync_seconds
+        self.clock = clock
+        self._kick = threading.Event()
+        self._stop = threading.Event()
+        self.pods = Informer(api, pods_path(), POD_SELECTOR, self._kick.set, "pods")
+        self.claims = Informer(api, "/apis/resource.k8s.io/v1/resourceclaims", CLAIM_SELECTOR, self._kick.set, "claims")
+        self._thread = threading.Thread(target=self._loop, name="janitor", daemon=True)
+
+    def start(self) -> None:
+        self.pods.start()
+        self.claims.start()
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._kick.set()
+        self.pods.stop()
+        self.claims.stop()
+        self._thread.join(timeout=5)
+
+    def ready(self) -> bool:
+        return self.pods.synced.is_set() and self.claims.synced.is_set()
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            if not self.ready():
+                self._kick.wait(0.5)
+                self._kick.clear()
+                continue
+            self._kick.clear()
+            timeout = self.resync
+            try:
+                timeout = self.reconcile_once()
+            except Exception:
+                log.exception("janitor pass failed")
+                timeout = 2.0
+            # A burst of events (many pods admitted at once) becomes one pass, not one per event.
+            self._stop.wait(self.min_interval)
+            self._kick.wait(max(0.0, timeout - self.min_interval))
+
+    def reconcile_once(self) -> float:
+        """One pass over the cached state; returns how long to wait before the next unprompted pass."""
+        claims = self.claims.snapshot()
+        the_plan = plan(claims, self.pods.snapshot(), self.clock(), self.grace)
+        self.metrics.janitor_pending.set(
+            sum(1 for c in claims if not _meta(c).get("ownerReferences") and not _meta(c).get("deletionTimestamp"))
+        )
+        for claim, pod in the_plan.adopt:
+            self._adopt(claim, pod)
+        if the_plan.reap:
+            self._reap(the_plan.reap)
+        wait = self.resync if the_plan.next_check is None else min(self.resync, the_plan.next_check + 0.05)
+        return max(wait, 0.05)
+
+    def _adopt(self, claim: dict[str, Any], pod: dict[str, Any]) -> None:
+        ns, name = _key(claim)
+        try:
+            self.api.merge_patch(claims_path(ns, name), owner_patch(claim, pod))
+            self.metrics.janitor_adopted.inc()
+            log.info("claim adopted by its pod", extra={"fields": {"namespace": ns, "claim": name,
+                                                                    "pod": _meta(pod).get("name")}})
+        except ApiError as exc:
+            if exc.status not in (404, 409):
+                log.warning("could not adopt claim", extra={"fields": {"claim": name, "error": str(exc)}})
+
+    def _reap(self, claims: list[dict[str, Any]]) -> None:
+        by_ns: dict[str, list[dict[str, Any]]] = {}
+        for claim in claims:
+            by_ns.setdefault(_key(claim)[0], []).append(claim)
+        for ns, group in by_ns.items():
+            # Check the live pods (not the cache) before deleting anything.
+            try:
+                live = self.api.list(pods_path(ns)).get("items") or []
+            except ApiError as exc:
+                log.warning("cannot list pods before reaping", extra={"fields": {"namespace": ns, "error": str(exc)}})
+                continue
+            refs = claim_refs(live)
+            uids = {_meta(p).get("uid") for p in live}
+            for claim in group:
+                meta = _meta(claim)
+                owners = [o.get("uid") for o in meta.get("ownerReferences") or [] if o.get("kind") == "Pod"]
+                if (owners and any(u in uids for u in owners)) or (not owners and refs.get(_key(claim))):
+                    continue
+                try:
+                    self.api.delete(claims_path(ns, meta.get("name", "")), meta.get("uid"))
+                    self.metrics.janitor_reaped.inc()
+                    log.info("orphaned claim deleted", extra={"fields": {"namespace": ns, "claim": meta.get("name")}})
+                except ApiError as exc:
+                    if exc.status not in (404, 409):
+                        log.warning("could not delete claim", extra={"fields": {"claim": meta.get("name"),
+                                                                              "error": str(exc)}})

@@ -1,0 +1,193 @@
+"""Kubernetes API access for the webhook and janitor, through the official client.
+
+The webhook needs a handful of raw JSON calls (create/get/delete/patch claims, list and watch
+pods), so this wraps the official client's transport (kubeconfig or in-cluster credentials,
+TLS, auth headers) and skips its typed models: objects stay plain dicts end to end, which is
+what conversion produces and what is cheapest per admission request.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+from kubernetes import client as k8s_client
+from kubernetes import config as k8s_config
+
+from dralab.errors import UserError
+
+RESOURCE_GROUP = "/apis/resource.k8s.io/v1"
+
+
+class ApiError(Exception):
+    """A non-2xx answer from the apiserver (``status`` 0: no answer at all)."""
+
+    def __init__(self, status: int, reason: str, body: dict[str, Any] | None = None) -> None:
+        self.status = status
+        self.reason = reason
+        self.body = body or {}
+        message = self.body.get("message") or reason
+        super().__init__(f"{status}: {message}")
+
+    @property
+    def message(self) -> str:
+        return str(self.body.get("message") or self.reason)
+
+
+def claims_path(namespace: str, name: str | None = None) -> str:
+    base = f"{RESOURCE_GROUP}/namespaces/{quote(namespace)}/resourceclaims"
+    return f"{base}/{quote(name)}" if name else base
+
+
+def templates_path(namespace: str, name: str | None = None) -> str:
+    base = f"{RESOURCE_GROUP}/namespaces/{quote(namespace)}/resourceclaimtemplates"
+    return f"{base}/{quote(name)}" if name else base
+
+
+def pods_path(namespace: str | None = None, name: str | None = None) -> str:
+    if namespace is None:
+        return "/api/v1/pods"
+    base = f"/api/v1/namespaces/{quote(namespace)}/pods"
+    return f"{base}/{quote(name)}" if name else base
+
+
+class KubeApi:
+    """Raw JSON requests to the apiserver; thread-safe (the client's connection pool is)."""
+
+    def __init__(self, api_client: k8s_client.ApiClient) -> None:
+        self.api_client = api_client
+
+    @classmethod
+    def from_kubeconfig(cls, kubeconfig: str | Path | None = None, pool_size: int = 32) -> KubeApi:
+        """Credentials from ``kubeconfig``, else in-cluster, else the default kubeconfig."""
+        configuration = k8s_client.Configuration()
+        try:
+            if kubeconfig:
+                k8s_config.load_kube_config(config_file=str(kubeconfig), client_configuration=configuration)
+            else:
+                try:
+                    k8s_config.load_incluster_config(client_configuration=configuration)
+                except k8s_config.ConfigException:
+                    k8s_config.load_kube_config(client_configuration=configuration)
+        except (k8s_config.ConfigException, OSError) as exc:
+            raise UserError(f"cannot load Kubernetes credentials ({exc}); pass --kubeconfig FILE") from None
+        configuration.connection_pool_maxsize = pool_size
+        return cls(k8s_client.ApiClient(configuration))
+
+    def close(self) -> None:
+        self.api_client.close()
+
+    def _send(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: list[tuple[str, str]] | None = None,
+        body: Any = None,
+        content_type: str = "application/json",
+        timeout: float | tuple[float, float] | None = 10.0,
+    ):
+        headers = {"Accept": "application/json"}
+        if body is not None:
+            headers["Content-Type"] = content_type
+        req = self.api_client.param_serialize(
+            method, path, query_params=query or [], header_params=headers, body=body, auth_settings=["BearerToken"]
+        )
+        try:
+            return self.api_client.call_api(*req, _request_timeout=timeout)
+        except k8s_client.ApiException as exc:
+            raise ApiError(exc.status or 0, str(exc.reason)) from None
+        except Exception as exc:  # connection refused, reset, timeout
+            raise ApiError(0, f"{type(exc).__name__}: {exc}") from None
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: list[tuple[str, str]] | None = None,
+        body: Any = None,
+        content_type: str = "application/json",
+        timeout: float = 10.0,
+    ) -> dict[str, Any]:
+        """One call; the decoded JSON answer, or :class:`ApiError`."""
+        resp = self._send(method, path, query=query, body=body, content_type=content_type, timeout=timeout)
+        data = resp.read()
+        try:
+            decoded = json.loads(data) if data else {}
+        except ValueError:
+            decoded = {"message": data[:200].decode(errors="replace")}
+        if not 200 <= resp.status < 300:
+            raise ApiError(resp.status, str(resp.reason), decoded if isinstance(decoded, dict) else None)
+        return decoded
+
+    # -- the calls the webhook makes -------------------------------------------------------
+
+    def create(self, path: str, body: dict[str, Any], dry_run: bool = False) -> dict[str, Any]:
+        query = [("dryRun", "All")] if dry_run else None
+        return self.request("POST", path, body=body, query=query)
+
+    def get(self, path: str) -> dict[str, Any]:
+        return self.request("GET", path)
+
+    def delete(self, path: str, uid: str | None = None) -> dict[str, Any]:
+        body = {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Background"}
+        if uid:
+            body["preconditions"] = {"uid": uid}
+        return self.request("DELETE", path, body=body)
+
+    def merge_patch(self, path: str, patch: dict[str, Any]) -> dict[str, Any]:
+        return self.request("PATCH", path, body=patch, content_type="application/merge-patch+json")
+
+    def list(self, path: str, label_selector: str | None = None) -> dict[str, Any]:
+        query = [("labelSelector", label_selector)] if label_selector else None
+        return self.request("GET", path, query=query, timeout=60.0)
+
+    def watch(
+        self,
+        path: str,
+        resource_version: str,
+        label_selector: str | None = None,
+        timeout_seconds: int = 300,
+        stop: threading.Event | None = None,
+        on_open=None,
+    ) -> Iterator[dict[str, Any]]:
+        """Watch events (``{"type", "object"}``) from ``resource_version`` until the server ends the watch.
+
+        ``on_open`` receives the open response so another thread can close it to end the watch early.
+        """
+        query = [
+            ("watch", "true"),
+            ("resourceVersion", resource_version),
+            ("allowWatchBookmarks", "true"),
+            ("timeoutSeconds", str(timeout_seconds)),
+        ]
+        if label_selector:
+            query.append(("labelSelector", label_selector))
+        resp = self._send("GET", path, query=query, timeout=(10.0, timeout_seconds + 30.0))
+        if not 200 <= resp.status < 300:
+            data = resp.read()
+            try:
+                body = json.loads(data)
+            except ValueError:
+                body = None
+            raise ApiError(resp.status, str(resp.reason), body)
+        raw = resp.response
+        if on_open is not None:
+            on_open(raw)
+        buffer = b""
+        try:
+            for chunk in raw.stream(65536, decode_content=True):
+                if stop is not None and stop.is_set():
+                    return
+                buffer += chunk
+                while b"\n" in buffer:
+                    line, buffer = buffer.split(b"\n", 1)
+                    if line.strip():
+                        yield json.loads(line)
+        finally:
+            raw.release_conn()

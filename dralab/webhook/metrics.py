@@ -1,0 +1,55 @@
+"""The webhook's Prometheus metrics, on a registry of its own (several servers can share a process)."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
+
+
+class Metrics:
+    """Latency, conversions, denials, errors, claim lifecycle and TLS reloads."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self.latency = Histogram(
+            "dralab_webhook_request_duration_seconds", "Admission request latency", ["endpoint"], registry=r,
+            buckets=_BUCKETS,
+        )
+        self.requests = Counter("dralab_webhook_requests_total", "Admission requests", ["endpoint"], registry=r)
+        self.conversions = Counter(
+            "dralab_webhook_conversions_total", "Claims planned by conversion, per vendor", ["vendor"], registry=r
+        )
+        self.denials = Counter("dralab_webhook_denials_total", "Denied admission requests", ["endpoint"], registry=r)
+        self.errors = Counter(
+            "dralab_webhook_errors_total", "Requests that failed inside the webhook", ["endpoint"], registry=r
+        )
+        self.claims_created = Counter(
+            "dralab_webhook_claims_created_total", "ResourceClaims created at admission", registry=r
+        )
+        self.templates_created = Counter(
+            "dralab_webhook_templates_created_total", "ResourceClaimTemplates created at admission", registry=r
+        )
+        self.claims_rolled_back = Counter(
+            "dralab_webhook_claims_rolled_back_total", "Claims deleted after a partial failure", registry=r
+        )
+        self.collisions = Counter(
+            "dralab_webhook_name_collisions_total", "Claim names held by another pod's claim", registry=r
+        )
+        self.claims_deleted = Counter(
+            "dralab_webhook_claims_deleted_total", "Claims deleted on pod DELETE", registry=r
+        )
+        self.janitor_adopted = Counter(
+            "dralab_janitor_claims_adopted_total", "Claims given their pod as owner", registry=r
+        )
+        self.janitor_reaped = Counter(
+            "dralab_janitor_claims_reaped_total", "Orphaned claims deleted by the janitor", registry=r
+        )
+        self.janitor_pending = Gauge(
+            "dralab_janitor_unowned_claims", "Managed claims without an owner pod yet", registry=r
+        )
+        self.tls_reloads = Counter("dralab_webhook_tls_reloads_total", "Certificate reloads", registry=r)
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)

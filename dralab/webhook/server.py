@@ -1,0 +1,190 @@
+"""The admission server: a Starlette app served by uvicorn over TLS, plus the janitor beside it.
+
+Endpoints: ``/mutate``, ``/validate`` (AdmissionReview v1), ``/healthz``, ``/readyz``, ``/metrics``.
+With ``bench_routes`` two more exist for the admission benchmark on the same server:
+``/bench/noop`` (parse and allow) and ``/bench/convert`` (convert without creating objects).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import anyio
+import uvicorn
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import PlainTextResponse, Response
+from starlette.routing import Route
+
+from dralab.config import Config
+from dralab.model.convert import Converter
+from dralab.util import get_logger
+from dralab.webhook.handlers import AdmissionHandler, BadReview, parse_review, respond
+from dralab.webhook.janitor import Janitor
+from dralab.webhook.kube import KubeApi
+from dralab.webhook.lifecycle import ClaimLifecycle
+from dralab.webhook.metrics import Metrics
+from dralab.webhook.tls import ReloadingTLS
+
+log = get_logger("dralab.webhook.server")
+MAX_BODY = 8 * 1024 * 1024
+
+
+def _json(payload: dict[str, Any], status: int = 200) -> Response:
+    return Response(json.dumps(payload, separators=(",", ":")).encode(), status, media_type="application/json")
+
+
+@dataclass
+class Webhook:
+    """Everything one server process holds."""
+
+    config: Config
+    handler: AdmissionHandler
+    metrics: Metrics
+    api: KubeApi | None
+    janitor: Janitor | None
+
+
+def build(config: Config, api: KubeApi | None, own_namespace: str = "", janitor: bool = True) -> Webhook:
+    """Wire converter, lifecycle, handler and (claim mode with an API) the janitor."""
+    metrics = Metrics()
+    converter = Converter(config.vendors, config.webhook.lifecycle, config.webhook.opt_out_label)
+    lifecycle = ClaimLifecycle(converter, api, metrics)
+    excluded = {*config.webhook.exclude_namespaces, "kube-system"}
+    if own_namespace:
+        excluded.add(own_namespace)
+    handler = AdmissionHandler(lifecycle, metrics, excluded)
+    jan = None
+    if api is not None and janitor and config.webhook.lifecycle == "claim":
+        jan = Janitor(api, metrics, grace_seconds=float(config.webhook.claim_grace_period_seconds))
+    return Webhook(config, handler, metrics, api, jan)
+
+
+def create_app(webhook: Webhook, ready: Callable[[], bool] | None = None, bench_routes: bool = False) -> Starlette:
+    """The ASGI app; ``ready`` adds a readiness condition (the janitor's caches)."""
+    metrics = webhook.metrics
+    handler = webhook.handler
+
+    def admission(endpoint: str, call: Callable[[dict[str, Any]], Any]):
+        async def route(request: Request) -> Response:
+            start = time.perf_counter()
+            metrics.requests.labels(endpoint).inc()
+            try:
+                body = await request.body()
+                if len(body) > MAX_BODY:
+                    return PlainTextResponse("request body too large", 413)
+                review = parse_review(body)
+                result = await call(review)
+                return _json(result)
+            except BadReview as exc:
+                metrics.errors.labels(endpoint).inc()
+                return PlainTextResponse(str(exc), 400)
+            finally:
+                metrics.latency.labels(endpoint).observe(time.perf_counter() - start)
+
+        return route
+
+    async def noop(review: dict[str, Any]) -> dict[str, Any]:
+        return respond(str(review["request"].get("uid", "")))
+
+    async def convert_only(review: dict[str, Any]) -> dict[str, Any]:
+        return await handler.mutate(review, create=False)
+
+    async def healthz(request: Request) -> Response:
+        return PlainTextResponse("ok")
+
+    async def readyz(request: Request) -> Response:
+        if ready is not None and not ready():
+            return PlainTextResponse("not ready: caches syncing", 503)
+        return PlainTextResponse("ok")
+
+    async def metrics_route(request: Request) -> Response:
+        return Response(metrics.render(), media_type="text/plain; version=0.0.4; charset=utf-8")
+
+    routes = [
+        Route("/mutate", admission("mutate", handler.mutate), methods=["POST"]),
+        Route("/validate", admission("validate", handler.validate), methods=["POST"]),
+        Route("/healthz", healthz),
+        Route("/readyz", readyz),
+        Route("/metrics", metrics_route),
+    ]
+    if bench_routes:
+        routes += [
+            Route("/bench/noop", admission("noop", noop), methods=["POST"]),
+            Route("/bench/convert", admission("convert", convert_only), methods=["POST"]),
+        ]
+    return Starlette(routes=routes)
+
+
+class Server:
+    """uvicorn over a reloading TLS context; ``run()`` blocks, ``start_in_thread()`` is for tests."""
+
+    def __init__(
+        self,
+        webhook: Webhook,
+        cert: str | Path,
+        key: str | Path,
+        host: str = "127.0.0.1",
+        port: int = 8443,
+        bench_routes: bool = False,
+        reload_interval: float = 1.0,
+    ) -> None:
+        self.webhook = webhook
+        self.tls = ReloadingTLS(cert, key, webhook.metrics)
+        self.reload_interval = reload_interval
+        jan = webhook.janitor
+        app = create_app(webhook, ready=jan.ready if jan else None, bench_routes=bench_routes)
+        self.config = uvicorn.Config(
+            app,
+            host=host,
+            port=port,
+            ssl_certfile=str(cert),
+            ssl_keyfile=str(key),
+            log_level="warning",
+            access_log=False,
+            lifespan="off",
+            timeout_keep_alive=75,
+            backlog=2048,
+        )
+        self.config.load()
+        self.config.ssl = self.tls.context  # reloaded in place by the watch task
+        self.server = uvicorn.Server(self.config)
+        self._thread: Any = None
+
+    async def serve(self) -> None:
+        if self.webhook.janitor is not None:
+            self.webhook.janitor.start()
+        try:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(self.tls.watch, self.reload_interval)
+                await self.server.serve()
+                tg.cancel_scope.cancel()
+        finally:
+            if self.webhook.janitor is not None:
+                self.webhook.janitor.stop()
+
+    def run(self) -> None:
+        log.info("webhook serving", extra={"fields": {"host": self.config.host, "port": self.config.port}})
+        anyio.run(self.serve)
+
+    def start_in_thread(self) -> None:
+        import threading
+
+        self._thread = threading.Thread(target=self.run, name="webhook-server", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        if self._thread is not None:
+            with contextlib.suppress(Exception):
+                self._thread.join(timeout=10)
+
+    @property
+    def started(self) -> bool:
+        return bool(self.server.started)

@@ -1,0 +1,1 @@
+"""Cluster profiles shipped with dralab, as YAML data (see harness.profile)."""

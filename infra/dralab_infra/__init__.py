@@ -1,0 +1,1 @@
+"""dralab's Pulumi program: one project (``dralab``), three profiles (local, kind, baremetal)."""

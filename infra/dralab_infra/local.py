@@ -1,0 +1,44 @@
+"""Profile ``local``: the local cluster (``dralab cluster up``) gets API objects only.
+
+dralab's webhook and driver run there as host processes started by the cluster, so no chart.
+"""
+
+from __future__ import annotations
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from dralab.errors import UserError
+from dralab_infra import k8s as objects
+from dralab_infra.settings import Settings
+
+
+def local_kubeconfig(settings: Settings) -> str:
+    """The kubeconfig path: ``dralab:kubeconfig``, else the running local cluster's."""
+    if settings.kubeconfig:
+        return settings.kubeconfig
+    try:
+        from dralab.cluster.api import get_cluster
+    except ImportError:
+        get_cluster = None
+    handle = get_cluster(settings.cluster_name) if get_cluster else None
+    if handle is None:
+        raise UserError(
+            f"no local cluster named {settings.cluster_name!r}: run `dralab cluster up` first, "
+            "or set dralab:kubeconfig to a kubeconfig file"
+        )
+    return str(handle.kubeconfig)
+
+
+def provision(settings: Settings) -> dict[str, pulumi.Output | str]:
+    kubeconfig = local_kubeconfig(settings)
+    provider = k8s.Provider("local", kubeconfig=kubeconfig)
+    namespaces = objects.namespaces(settings, provider)
+    runtime = objects.ascend_runtime_class(provider)
+    classes = objects.dralab_device_classes(settings, provider)
+    return {
+        "kubeconfigPath": kubeconfig,
+        "namespaces": sorted(namespaces),
+        "runtimeClass": runtime.metadata.apply(lambda m: m["name"]),
+        "deviceClasses": [c.metadata.apply(lambda m: m["name"]) for c in classes],
+    }

@@ -1,0 +1,166 @@
+"""The real kube-scheduler shares one multi-allocatable device by consumable capacity.
+
+A hand-written ResourceSlice (its own driver name, so no node driver is involved) offers one
+device with Lab 20's capacities; claims of 8Gi and 50 cores share it with distinct shareIDs
+until the cores run out.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from kubernetes import client
+
+from dralab.util import wait_for
+
+pytestmark = pytest.mark.integration
+
+GROUP, VERSION = "resource.k8s.io", "v1"
+
+
+def _slice(driver: str, node: str) -> dict:
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceSlice",
+        "metadata": {"name": f"{driver}-slice"},
+        "spec": {
+            "driver": driver,
+            # a node selector instead of nodeName: the node's kubelet stand-in leaves it alone
+            "nodeSelector": {
+                "nodeSelectorTerms": [
+                    {"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "In", "values": [node]}]}
+                ]
+            },
+            "pool": {"name": f"{driver}-pool", "generation": 1, "resourceSliceCount": 1},
+            "devices": [
+                {
+                    "name": "npu-0-0",
+                    "allowMultipleAllocations": True,
+                    "attributes": {"type": {"string": "HAMivNPUCore"}, "uuid": {"string": "TEST-UUID-0"}},
+                    "capacity": {
+                        "cores": {
+                            "value": "100",
+                            "requestPolicy": {"default": "100", "validRange": {"min": "0", "max": "100", "step": "1"}},
+                        },
+                        "memory": {
+                            "value": "21525Mi",
+                            "requestPolicy": {
+                                "default": "21525Mi",
+                                "validRange": {"min": "1Mi", "max": "21525Mi", "step": "1Mi"},
+                            },
+                        },
+                    },
+                }
+            ],
+        },
+    }
+
+
+def _device_class(driver: str) -> dict:
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "DeviceClass",
+        "metadata": {"name": driver},
+        "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{driver}"'}}]},
+    }
+
+
+def _claim(name: str, device_class: str) -> dict:
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": {"name": name},
+        "spec": {
+            "devices": {
+                "requests": [
+                    {
+                        "name": "npu",
+                        "exactly": {
+                            "deviceClassName": device_class,
+                            "allocationMode": "ExactCount",
+                            "count": 1,
+                            "capacity": {"requests": {"memory": "8Gi", "cores": "50"}},
+                        },
+                    }
+                ]
+            }
+        },
+    }
+
+
+def _pod(name: str, claim: str) -> dict:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name},
+        "spec": {
+            "terminationGracePeriodSeconds": 0,
+            "containers": [{"name": "app", "image": "busybox", "resources": {"claims": [{"name": "npu"}]}}],
+            "resourceClaims": [{"name": "npu", "resourceClaimName": claim}],
+        },
+    }
+
+
+@pytest.fixture
+def shared_device(cluster, k8s_client):
+    """A test driver's slice with one shareable device on the cluster's first node, and its DeviceClass."""
+    custom = client.CustomObjectsApi(k8s_client)
+    driver = f"share-{uuid.uuid4().hex[:6]}.test.dralab.io"
+    custom.create_cluster_custom_object(GROUP, VERSION, "deviceclasses", _device_class(driver))
+    custom.create_cluster_custom_object(GROUP, VERSION, "resourceslices", _slice(driver, cluster.nodes[0]))
+    yield driver
+    custom.delete_cluster_custom_object(GROUP, VERSION, "resourceslices", f"{driver}-slice")
+    custom.delete_cluster_custom_object(GROUP, VERSION, "deviceclasses", driver)
+
+
+def _allocation(custom, namespace: str, claim: str) -> dict | None:
+    obj = custom.get_namespaced_custom_object(GROUP, VERSION, namespace, "resourceclaims", claim)
+    return (obj.get("status") or {}).get("allocation")
+
+
+def _scheduling_message(core, namespace: str, pod: str) -> str:
+    events = core.list_namespaced_event(namespace, field_selector=f"involvedObject.name={pod}").items
+    return " | ".join(e.message or "" for e in events if e.reason == "FailedScheduling")
+
+
+def test_two_claims_share_one_device_third_waits(cluster, k8s_client, namespace, shared_device):
+    core = client.CoreV1Api(k8s_client)
+    custom = client.CustomObjectsApi(k8s_client)
+    for i in (1, 2, 3):
+        custom.create_namespaced_custom_object(
+            GROUP, VERSION, namespace, "resourceclaims", _claim(f"claim-{i}", shared_device)
+        )
+    for i in (1, 2):
+        core.create_namespaced_pod(namespace, _pod(f"pod-{i}", f"claim-{i}"))
+    allocs = [
+        wait_for(lambda i=i: _allocation(custom, namespace, f"claim-{i}"), 60, f"claim-{i} allocated") for i in (1, 2)
+    ]
+    results = [a["devices"]["results"][0] for a in allocs]
+    assert {r["device"] for r in results} == {"npu-0-0"}
+    assert {r["driver"] for r in results} == {shared_device}
+    share_ids = [r.get("shareID") for r in results]
+    assert all(share_ids) and share_ids[0] != share_ids[1], share_ids
+    for r in results:
+        assert r["consumedCapacity"] == {"memory": "8Gi", "cores": "50"}
+
+    core.create_namespaced_pod(namespace, _pod("pod-3", "claim-3"))
+    message = wait_for(
+        lambda: (
+            "cannot allocate all claims" in _scheduling_message(core, namespace, "pod-3")
+            and _scheduling_message(core, namespace, "pod-3")
+        ),
+        60,
+        "pod-3 to fail scheduling with 'cannot allocate all claims'",
+    )
+    assert "cannot allocate all claims" in message
+    assert core.read_namespaced_pod("pod-3", namespace).spec.node_name is None
+    assert _allocation(custom, namespace, "claim-3") is None
+
+    core.delete_namespaced_pod("pod-1", namespace, grace_period_seconds=0)
+    third = wait_for(lambda: _allocation(custom, namespace, "claim-3"), 90, "claim-3 allocated after pod-1 is gone")
+    result = third["devices"]["results"][0]
+    assert result["device"] == "npu-0-0"
+    assert result["shareID"] not in share_ids
+    node = wait_for(lambda: core.read_namespaced_pod("pod-3", namespace).spec.node_name, 60, "pod-3 bound")
+    assert node == cluster.nodes[0]

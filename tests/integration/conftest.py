@@ -1,0 +1,67 @@
+"""Fixtures of the integration tier: one local cluster shared by every test and every xdist worker.
+
+``cluster`` builds the binaries if they are missing (once per machine, under a lock) and brings
+the cluster up or reuses it (``ensure_cluster`` is file-locked, so workers share one cluster).
+The cluster is left running afterwards so the next run starts warm; ``dralab cluster down``
+(or CI's cleanup) takes it down. Set DRALAB_TEST_CLUSTER to use another cluster name.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import uuid
+from collections.abc import Iterator
+
+import filelock
+import pytest
+
+from dralab.cluster import build
+from dralab.cluster.api import ClusterHandle, ensure_cluster
+from dralab.gobuild import cache_root
+
+
+def _cluster_name() -> str:
+    return os.environ.get("DRALAB_TEST_CLUSTER", "dralab")
+
+
+@pytest.fixture(scope="session")
+def cluster() -> ClusterHandle:
+    """The shared local cluster (brought up or reused)."""
+    if build.missing_binaries():
+        cache_root().mkdir(parents=True, exist_ok=True)
+        with filelock.FileLock(str(cache_root() / ".cluster-build.lock")):
+            if build.missing_binaries():
+                build.build(progress=False)
+    return ensure_cluster(_cluster_name())
+
+
+@pytest.fixture(scope="session")
+def k8s_client(cluster: ClusterHandle):
+    """A ``kubernetes.client.ApiClient`` with the cluster's admin identity."""
+    from kubernetes import config
+
+    client = config.new_client_from_config(config_file=str(cluster.kubeconfig))
+    yield client
+    client.close()
+
+
+def _namespace_name(node_name: str) -> str:
+    base = re.sub(r"[^a-z0-9-]+", "-", node_name.lower()).strip("-")[:40].strip("-") or "test"
+    return f"it-{base}-{uuid.uuid4().hex[:5]}"
+
+
+@pytest.fixture
+def namespace(request: pytest.FixtureRequest, k8s_client) -> Iterator[str]:
+    """A fresh namespace for one test, deleted afterwards (pods, claims and events go with it)."""
+    from kubernetes import client
+
+    core = client.CoreV1Api(k8s_client)
+    name = _namespace_name(request.node.name)
+    core.create_namespace({"metadata": {"name": name, "labels": {"dralab.io/test": "integration"}}})
+    yield name
+    try:
+        core.delete_namespace(name, propagation_policy="Background")
+    except client.ApiException as exc:
+        if exc.status != 404:
+            raise

@@ -1,0 +1,78 @@
+"""Reading what a container would get from a claim: CDI specs resolved by the kubelet's device ids."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from harness.cdi import claim_view, read_records
+
+
+def _node(tmp_path: Path) -> Path:
+    cdi = tmp_path / "cdi"
+    cdi.mkdir()
+    (cdi / "k8s.x-npu_u1.yaml").write_text(
+        json.dumps(
+            {
+                "cdiVersion": "0.6.0",
+                "kind": "k8s.x/npu",
+                "containerEdits": {"env": ["SHARED=1"]},
+                "devices": [
+                    {
+                        "name": "u1",
+                        "containerEdits": {
+                            "env": ["NPU_MEM_QUOTA=8192", "A=b=c"],
+                            "deviceNodes": [{"path": "/dev/davinci0"}],
+                            "mounts": [{"hostPath": "/h", "containerPath": "/c"}],
+                        },
+                    }
+                ],
+            }
+        )
+    )
+    (cdi / "k8s.x-npu_common.yaml").write_text(
+        json.dumps(
+            {
+                "cdiVersion": "0.6.0",
+                "kind": "k8s.x/npu",
+                "devices": [{"name": "common", "containerEdits": {"deviceNodes": [{"path": "/dev/davinci_manager"}]}}],
+            }
+        )
+    )
+    (cdi / "junk.yaml").write_text("{not yaml")
+    (cdi / "notes.txt").write_text("ignored")
+    return tmp_path  # fmt: skip
+
+
+def _records(node: Path, *records: dict) -> None:
+    (node / "kubelet-records.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records) + '{"torn": ')
+
+
+def test_env_and_devices_follow_the_ids_the_kubelet_got(tmp_path: Path) -> None:
+    node = _node(tmp_path)
+    _records(node, {"call": "NodePrepareResources", "time": "1", "claims": [{"uid": "u1"}],
+                    "cdiDeviceIDs": ["k8s.x/npu=u1", "k8s.x/npu=common"], "error": None})  # fmt: skip
+    view = claim_view(node, "u1")
+    assert view["exists"] and view["files"] == ["k8s.x-npu_u1.yaml"]
+    assert view["specFiles"] == ["k8s.x-npu_common.yaml", "k8s.x-npu_u1.yaml"]
+    assert view["env"] == {"SHARED": "1", "NPU_MEM_QUOTA": "8192", "A": "b=c"}
+    assert view["deviceNodes"] == ["/dev/davinci0", "/dev/davinci_manager"]
+    assert view["mounts"] == [{"hostPath": "/h", "containerPath": "/c"}]
+    assert view["prepared"] and not view["unprepared"] and view["unresolved"] == []
+
+
+def test_without_records_the_claims_own_device_is_used(tmp_path: Path) -> None:
+    view = claim_view(_node(tmp_path), "u1")
+    assert view["cdiDeviceIDs"] == ["k8s.x/npu=u1"] and not view["prepared"]
+    assert view["env"]["NPU_MEM_QUOTA"] == "8192"
+
+
+def test_unprepared_and_missing_claims(tmp_path: Path) -> None:
+    node = _node(tmp_path)
+    _records(node,
+             {"call": "NodePrepareResources", "time": "1", "claims": [{"uid": "gone"}],
+              "cdiDeviceIDs": ["k8s.x/npu=gone"]},
+             {"call": "NodeUnprepareResources", "time": "2", "claims": [{"uid": "gone"}]})  # fmt: skip
+    view = claim_view(node, "gone")
+    assert not view["exists"] and view["unprepared"] and view["unresolved"] == ["k8s.x/npu=gone"]
+    assert len(read_records(node / "kubelet-records.jsonl")) == 2

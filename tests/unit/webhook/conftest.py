@@ -1,0 +1,75 @@
+"""Webhook unit fixtures: an in-memory stand-in for the apiserver calls the webhook makes."""
+
+from __future__ import annotations
+
+import copy
+import itertools
+from typing import Any
+
+import pytest
+
+from dralab.webhook.kube import ApiError
+
+
+class FakeApi:
+    """Objects by path; ``fail_creates`` makes the n-th create (0-based) fail with a 500."""
+
+    def __init__(self) -> None:
+        self.objects: dict[str, dict[str, Any]] = {}
+        self.calls: list[tuple[str, str]] = []
+        self.fail_creates: set[int] = set()
+        self._creates = 0
+        self._uids = itertools.count(1)
+
+    def create(self, path: str, body: dict[str, Any], dry_run: bool = False) -> dict[str, Any]:
+        self.calls.append(("create", path))
+        n = self._creates
+        self._creates += 1
+        if n in self.fail_creates:
+            raise ApiError(500, "Internal Server Error", {"message": "etcdserver: request timed out"})
+        full = f"{path}/{body['metadata']['name']}"
+        if full in self.objects:
+            raise ApiError(409, "Conflict", {"message": "already exists"})
+        obj = copy.deepcopy(body)
+        obj["metadata"]["uid"] = f"uid-{next(self._uids)}"
+        obj["metadata"]["creationTimestamp"] = "2026-01-01T00:00:00Z"
+        if not dry_run:
+            self.objects[full] = obj
+        return copy.deepcopy(obj)
+
+    def get(self, path: str) -> dict[str, Any]:
+        self.calls.append(("get", path))
+        if path not in self.objects:
+            raise ApiError(404, "Not Found")
+        return copy.deepcopy(self.objects[path])
+
+    def delete(self, path: str, uid: str | None = None) -> dict[str, Any]:
+        self.calls.append(("delete", path))
+        if path not in self.objects:
+            raise ApiError(404, "Not Found")
+        if uid and self.objects[path]["metadata"].get("uid") != uid:
+            raise ApiError(409, "Conflict", {"message": "precondition failed"})
+        return self.objects.pop(path)
+
+    def merge_patch(self, path: str, patch: dict[str, Any]) -> dict[str, Any]:
+        self.calls.append(("patch", path))
+        if path not in self.objects:
+            raise ApiError(404, "Not Found")
+        meta = dict(patch.get("metadata") or {})
+        meta.pop("resourceVersion", None)
+        self.objects[path]["metadata"].update(meta)
+        return copy.deepcopy(self.objects[path])
+
+    def list(self, path: str, label_selector: str | None = None) -> dict[str, Any]:
+        self.calls.append(("list", path))
+        items = [copy.deepcopy(o) for p, o in self.objects.items() if p.rsplit("/", 1)[0] == path]
+        return {"metadata": {"resourceVersion": "1"}, "items": items}
+
+    def names(self, path: str) -> list[str]:
+        return sorted(p.rsplit("/", 1)[1] for p in self.objects if p.rsplit("/", 1)[0] == path)
+
+
+
+@pytest.fixture
+def fake_api() -> FakeApi:
+    return FakeApi()

@@ -1,0 +1,175 @@
+"""/mutate and /validate decisions, claim creation, rollback, collisions and cleanup (no HTTP, fake API)."""
+
+from __future__ import annotations
+
+import base64
+import json
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+import yaml
+
+from dralab.config import default_config, parse_config
+from dralab.model import jsonpatch
+from dralab.webhook.handlers import BadReview, parse_review
+from dralab.webhook.kube import claims_path, templates_path
+from dralab.webhook.server import build
+
+FIXTURE = Path(__file__).parent / "fixtures" / "lab20-pod.yaml"
+NS = "dra-ascend-e2e"
+CLAIMS = claims_path(NS)
+LAB20_CLAIM = "dra-ascend-e2e-ascend-share-a-app-ascend310p"
+
+
+def lab20_pod() -> dict[str, Any]:
+    return yaml.safe_load(FIXTURE.read_text())
+
+
+def review(pod: dict[str, Any], *, operation: str = "CREATE", uid: str = "uid-1", dry_run: bool = False,
+           namespace: str = NS, old: dict[str, Any] | None = None) -> dict[str, Any]:
+    request = {
+        "uid": uid,
+        "kind": {"group": "", "version": "v1", "kind": "Pod"},
+        "resource": {"group": "", "version": "v1", "resource": "pods"},
+        "namespace": namespace,
+        "operation": operation,
+        "object": pod if operation != "DELETE" else None,
+        "oldObject": old,
+        "dryRun": dry_run,
+    }
+    return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request}
+
+
+def run(coro_fn, *args, **kwargs):
+    return anyio.run(lambda: coro_fn(*args, **kwargs))
+
+
+def patch_of(response: dict[str, Any]) -> list[dict[str, Any]]:
+    return json.loads(base64.b64decode(response["response"]["patch"]))
+
+
+def test_mutate_lab20_creates_the_claim_and_patches_the_pod(fake_api) -> None:
+    wh = build(default_config(), fake_api, janitor=False)
+    out = run(wh.handler.mutate, review(lab20_pod()))
+    assert out["response"]["allowed"] is True and out["response"]["uid"] == "uid-1"
+    mutated = jsonpatch.apply(lab20_pod(), patch_of(out))
+    assert mutated["spec"]["resourceClaims"] == [{"name": LAB20_CLAIM, "resourceClaimName": LAB20_CLAIM}]
+    assert mutated["metadata"]["labels"]["hami.io/dra"] == "true"
+    assert fake_api.names(CLAIMS) == [LAB20_CLAIM]
+    claim = fake_api.objects[f"{CLAIMS}/{LAB20_CLAIM}"]
+    assert claim["metadata"]["annotations"]["dralab.io/admission-uid"] == "uid-1"
+    assert b'dralab_webhook_conversions_total{vendor="ascend"} 1.0' in wh.metrics.render()
+
+
+def test_dry_run_creates_nothing(fake_api) -> None:
+    wh = build(default_config(), fake_api, janitor=False)
+    out = run(wh.handler.mutate, review(lab20_pod(), dry_run=True))
+    assert out["response"]["allowed"] and patch_of(out)
+    assert fake_api.calls == []
+
+
+def test_partial_failure_rolls_back_the_claims_already_created(fake_api) -> None:
+    pod = lab20_pod()
+    pod["spec"]["containers"].append(
+        {"name": "second", "image": "x", "resources": {"limits": {"huawei.com/Ascend310P": 1}}})
+    fake_api.fail_creates = {1}
+    wh = build(default_config(), fake_api, janitor=False)
+    out = run(wh.handler.mutate, review(pod))
+    assert out["response"]["allowed"] is False
+    assert out["response"]["status"]["code"] == 500
+    assert "could not create ResourceClaim dra-ascend-e2e/dra-ascend-e2e-ascend-share-a-second-ascend310p" in (
+        out["response"]["status"]["message"])
+    assert fake_api.names(CLAIMS) == []  # the first claim was deleted again
+    assert ("delete", f"{CLAIMS}/{LAB20_CLAIM}") in fake_api.calls
+    assert b"dralab_webhook_claims_rolled_back_total 1.0" in wh.metrics.render()
+
+
+def test_name_taken_by_another_pods_claim_uses_a_variant(fake_api) -> None:
+    wh = build(default_config(), fake_api, janitor=False)
+    run(wh.handler.mutate, review(lab20_pod(), uid="old-pod"))  # e.g. a StatefulSet pod's terminating claim
+    out = run(wh.handler.mutate, review(lab20_pod(), uid="new-pod"))
+    assert out["response"]["allowed"]
+    names = fake_api.names(CLAIMS)
+    assert len(names) == 2 and LAB20_CLAIM in names
+    (variant,) = [n for n in names if n != LAB20_CLAIM]
+    mutated = jsonpatch.apply(lab20_pod(), patch_of(out))
+    assert mutated["spec"]["resourceClaims"] == [{"name": variant, "resourceClaimName": variant}]
+    assert mutated["spec"]["containers"][0]["resources"]["claims"] == [{"name": variant}]
+
+
+def test_same_admission_retried_reuses_its_claim(fake_api) -> None:
+    wh = build(default_config(), fake_api, janitor=False)
+    run(wh.handler.mutate, review(lab20_pod(), uid="same"))
+    out = run(wh.handler.mutate, review(lab20_pod(), uid="same"))
+    assert out["response"]["allowed"]
+    assert fake_api.names(CLAIMS) == [LAB20_CLAIM]
+
+
+def test_denial_names_the_field(fake_api) -> None:
+    pod = lab20_pod()
+    pod["spec"]["containers"][0]["resources"]["limits"]["huawei.com/Ascend310P-core"] = "150"
+    wh = build(default_config(), fake_api, janitor=False)
+    out = run(wh.handler.mutate, review(pod))
+    assert out["response"]["allowed"] is False
+    assert out["response"]["status"]["message"].startswith(
+        "spec.containers[0].resources.limits[huawei.com/Ascend310P-core]: ")
+    assert fake_api.calls == []
+
+
+@pytest.mark.parametrize("namespace", ["kube-system", "dralab-system"])
+def test_excluded_namespaces_pass(fake_api, namespace: str) -> None:
+    wh = build(default_config(), fake_api, own_namespace="dralab-system", janitor=False)
+    out = run(wh.handler.mutate, review(lab20_pod(), namespace=namespace))
+    assert out["response"] == {"uid": "uid-1", "allowed": True}
+
+
+def test_template_mode_creates_each_template_once(fake_api) -> None:
+    cfg = parse_config({"webhook": {"lifecycle": "template"}})
+    wh = build(cfg, fake_api, janitor=False)
+    for i in range(3):
+        pod = lab20_pod()
+        pod["metadata"]["name"] = f"p{i}"
+        out = run(wh.handler.mutate, review(pod, uid=f"u{i}"))
+        assert out["response"]["allowed"]
+        mutated = jsonpatch.apply(pod, patch_of(out))
+        assert "resourceClaimTemplateName" in mutated["spec"]["resourceClaims"][0]
+    assert len(fake_api.names(templates_path(NS))) == 1
+    assert [c for c in fake_api.calls if c[0] == "create"] == [("create", templates_path(NS))]
+
+
+def test_validate_denies_leftover_hami_resources(fake_api) -> None:
+    wh = build(default_config(), fake_api, janitor=False)
+    out = run(wh.handler.validate, review(lab20_pod()))
+    assert out["response"]["allowed"] is False
+    assert "still carries HAMi resources" in out["response"]["status"]["message"]
+    converted = jsonpatch.apply(lab20_pod(), patch_of(run(wh.handler.mutate, review(lab20_pod(), dry_run=True))))
+    assert run(wh.handler.validate, review(converted))["response"]["allowed"] is True
+
+
+def test_validate_update_only_denies_what_the_update_added(fake_api) -> None:
+    wh = build(default_config(), fake_api, janitor=False)
+    legacy = lab20_pod()  # admitted before dralab: keeps working (e.g. its finalizers can be removed)
+    out = run(wh.handler.validate, review(legacy, operation="UPDATE", old=lab20_pod()))
+    assert out["response"]["allowed"] is True
+
+
+def test_delete_cleans_up_the_pods_managed_claims(fake_api) -> None:
+    wh = build(default_config(), fake_api, janitor=False)
+    out = run(wh.handler.mutate, review(lab20_pod()))
+    pod = jsonpatch.apply(lab20_pod(), patch_of(out))
+    pod["spec"]["resourceClaims"].append({"name": "foreign", "resourceClaimName": "foreign"})
+    fake_api.objects[f"{CLAIMS}/foreign"] = {"metadata": {"name": "foreign", "uid": "f"}}  # not dralab's
+    out = run(wh.handler.validate, review({}, operation="DELETE", old=pod))
+    assert out["response"]["allowed"] is True
+    assert fake_api.names(CLAIMS) == ["foreign"]
+
+
+def test_bad_reviews_are_rejected() -> None:
+    with pytest.raises(BadReview):
+        parse_review(b"not json")
+    with pytest.raises(BadReview):
+        parse_review(b'{"apiVersion": "admission.k8s.io/v1beta1", "request": {}}')
+    with pytest.raises(BadReview):
+        parse_review(b"{}")

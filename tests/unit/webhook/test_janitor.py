@@ -1,0 +1,85 @@
+"""The janitor's decisions (pure plan) and one reconcile pass against the fake API."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dralab.webhook import janitor
+from dralab.webhook.kube import claims_path
+from dralab.webhook.metrics import Metrics
+
+NOW = 1_767_225_600.0  # 2026-01-01T00:00:00Z
+GRACE = 30.0
+
+
+def claim(name: str, *, age: float = 0.0, owner_uid: str | None = None, deleting: bool = False) -> dict[str, Any]:
+    import datetime as dt
+
+    created = dt.datetime.fromtimestamp(NOW - age, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    meta: dict[str, Any] = {"name": name, "namespace": "ns", "uid": f"c-{name}", "creationTimestamp": created,
+                            "resourceVersion": "7",
+                            "labels": {"app.kubernetes.io/managed-by": "dralab", "dralab.io/lifecycle": "claim"}}
+    if owner_uid:
+        meta["ownerReferences"] = [{"apiVersion": "v1", "kind": "Pod", "name": "p", "uid": owner_uid}]
+    if deleting:
+        meta["deletionTimestamp"] = created
+    return {"metadata": meta}
+
+
+def pod(name: str, uid: str, *claims: str) -> dict[str, Any]:
+    return {"metadata": {"name": name, "namespace": "ns", "uid": uid},
+            "spec": {"resourceClaims": [{"name": c, "resourceClaimName": c} for c in claims]}}
+
+
+def test_claim_of_an_existing_pod_is_adopted() -> None:
+    p = janitor.plan([claim("c1")], [pod("p", "u1", "c1")], NOW, GRACE)
+    assert [(c["metadata"]["name"], q["metadata"]["uid"]) for c, q in p.adopt] == [("c1", "u1")]
+    assert p.reap == []
+
+
+def test_young_orphan_waits_for_its_grace_period() -> None:
+    p = janitor.plan([claim("c1", age=10)], [], NOW, GRACE)
+    assert p.reap == [] and p.adopt == []
+    assert abs(p.next_check - 20.0) < 1.0
+
+
+def test_old_orphan_is_reaped() -> None:
+    p = janitor.plan([claim("c1", age=31)], [], NOW, GRACE)
+    assert [c["metadata"]["name"] for c in p.reap] == ["c1"]
+
+
+def test_owned_claim_whose_pod_is_gone_is_reaped_and_live_one_kept() -> None:
+    p = janitor.plan([claim("gone", owner_uid="u-old"), claim("live", owner_uid="u1")],
+                     [pod("p", "u1", "live")], NOW, GRACE)
+    assert [c["metadata"]["name"] for c in p.reap] == ["gone"]
+    assert p.adopt == []
+
+
+def test_claims_being_deleted_are_left_alone() -> None:
+    assert janitor.plan([claim("c1", age=100, deleting=True)], [], NOW, GRACE).reap == []
+
+
+def test_owner_patch_is_guarded_by_resource_version() -> None:
+    patch = janitor.owner_patch(claim("c1"), pod("p", "u1", "c1"))
+    assert patch["metadata"]["resourceVersion"] == "7"
+    assert patch["metadata"]["ownerReferences"] == [
+        {"apiVersion": "v1", "kind": "Pod", "name": "p", "uid": "u1", "blockOwnerDeletion": False, "controller": False}
+    ]
+
+
+def test_reconcile_adopts_and_reaps_after_checking_live_pods(fake_api) -> None:
+    path = claims_path("ns")
+    for c in (claim("adopt-me"), claim("orphan", age=60), claim("raced", age=60)):
+        fake_api.objects[f"{path}/{c['metadata']['name']}"] = c
+    # "raced": its pod exists (live) but is not in the janitor's cache yet: must not be deleted.
+    fake_api.objects["/api/v1/namespaces/ns/pods/late"] = pod("late", "u9", "raced")
+    jan = janitor.Janitor(fake_api, Metrics(), grace_seconds=GRACE, clock=lambda: NOW)
+    jan.claims.items = {("ns", n): fake_api.objects[f"{path}/{n}"] for n in ("adopt-me", "orphan", "raced")}
+    jan.pods.items = {("ns", "p"): pod("p", "u1", "adopt-me")}
+    jan.reconcile_once()
+    assert fake_api.names(path) == ["adopt-me", "raced"]
+    owners = fake_api.objects[f"{path}/adopt-me"]["metadata"]["ownerReferences"]
+    assert owners[0]["uid"] == "u1"
+    rendered = jan.metrics.render()
+    assert b"dralab_janitor_claims_adopted_total 1.0" in rendered
+    assert b"dralab_janitor_claims_reaped_total 1.0" in rendered
