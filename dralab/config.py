@@ -25,8 +25,8 @@ webhook:
   excludeNamespaces: [kube-system]   # never converted (the webhook's own namespace is added at run time)
   optOutLabel: dralab.io/convert     # label "false" on a namespace or pod: leave it alone
   failurePolicy: Fail                # mutate: Fail keeps HAMi pods from slipping through unconverted
-  namespaceSelector: {}              # extra label selector (matchLabels/matchExpressions) on namespaces
-  objectSelector: {}                 # extra label selector on pods
+  # optional: namespaceSelector / objectSelector, extra label selectors (matchLabels, matchExpressions)
+  # that a namespace / pod must also match to be converted (default: none)
 driver:
   backend: fake                      # fake | ascend | nvidia
   cdiDir: /var/run/cdi

@@ -257,6 +257,16 @@ def program_interpreter(options: Mapping[str, Any], root_directory: str, env: Ma
     return env.get("PULUMI_PYTHON_CMD") or default
 
 
+def choose_interpreter(options: Mapping[str, Any], root_directory: str, env: Mapping[str, str], default: str) -> str:
+    """``program_interpreter``, falling back past a ``virtualenv`` that does not exist (said on stderr)."""
+    python = program_interpreter(options, root_directory, env, default)
+    if options.get("virtualenv") and not Path(python).is_file():
+        fallback = program_interpreter({}, root_directory, env, default)
+        sys.stderr.write(f"virtualenv interpreter {python} not found; running the program with {fallback}\n")
+        return fallback
+    return python
+
+
 def program_path(program_directory: str, entry_point: str, legacy_program: str) -> str:
     """The file or directory the program runs from (a directory runs its ``__main__.py``)."""
     if program_directory:
@@ -368,7 +378,7 @@ def serve_language_host(argv: Sequence[str]) -> None:
 
         def Run(self, request, context):
             spec = _run_spec(request, engine)
-            python = program_interpreter(spec.options, spec.root_directory, os.environ, sys.executable)
+            python = choose_interpreter(spec.options, spec.root_directory, os.environ, sys.executable)
             if not Path(python).is_file() and not shutil.which(python):
                 return language_pb2.RunResponse(error=f"the Python interpreter {python} does not exist")
             proc = subprocess.run(child_command(spec, python), env=child_env(spec, os.environ), check=False)
@@ -644,7 +654,10 @@ def prepare_target(
         init = ["stack", "init", stack, "--secrets-provider", "passphrase", "--no-select", "--non-interactive"]
         _pulumi(target, [*init, "--cwd", str(config_dir)], capture=True, check=True)
     overrides = {"dralab:profile": profile, **(config or {})}
-    doc = stack_config_document(_yaml_load(config_file), _yaml_load(infra_dir / f"Pulumi.{stack}.yaml"), overrides)
+    base_file = infra_dir / f"Pulumi.{stack}.yaml"
+    if not base_file.is_file():
+        base_file = infra_dir / f"Pulumi.{profile}.yaml"
+    doc = stack_config_document(_yaml_load(config_file), _yaml_load(base_file), overrides)
     text = yaml.safe_dump(doc, sort_keys=True)
     if not config_file.is_file() or config_file.read_text() != text:
         atomic_write(config_file, text)

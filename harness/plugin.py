@@ -4,8 +4,8 @@ Loaded by the root ``conftest.py`` (and by ``dralab lab run`` with ``-p harness.
 
 - ``--profile`` picks the cluster profile (``local`` by default), ``--kubeconfig`` an existing cluster.
 - A ``lab.yaml`` (or a suite file ``labs.yaml`` with ``kind: LabSuite``) collects into one item per
-  step, in order, marked ``e2e`` and grouped for pytest-xdist so a lab runs on one worker
-  (``--dist load`` is turned into ``loadgroup``, which keeps ungrouped tests spread as before).
+  step, in order, marked ``e2e``; under pytest-xdist all steps of a lab go to one worker
+  (``pytest_xdist_make_scheduler``), every other test is spread as ``--dist load`` does.
 - After a failed step the remaining steps of that lab are skipped with the reason.
 - Each lab writes its result into ``<reports-dir>/<run-id>/labs/``; the controlling process renders
   ``report.md``, ``report.html`` and ``junit.xml`` there at the end and prints the path.
@@ -43,8 +43,6 @@ def pytest_configure(config: pytest.Config) -> None:
         "hardware: needs a real accelerator (Ascend 310P or NVIDIA)",
     ):
         config.addinivalue_line("markers", line)
-    if getattr(config.option, "dist", "no") == "load":
-        config.option.dist = "loadgroup"
     workerinput = getattr(config, "workerinput", None)
     if workerinput is not None and workerinput.get(RUN_ID_KEY):
         run_id = workerinput[RUN_ID_KEY]
@@ -60,6 +58,33 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_configure_node(node: Any) -> None:
     """pytest-xdist: every worker writes into the controller's run folder."""
     node.workerinput[RUN_ID_KEY] = node.config._dralab_run_id
+
+
+def lab_scope(nodeid: str) -> str | None:
+    """The lab a step item belongs to (``<file>::<lab>``), or None for any other test."""
+    path, _, rest = nodeid.partition("::")
+    if path.endswith(("/lab.yaml", "/labs.yaml")) or path in ("lab.yaml", "labs.yaml"):
+        if rest.count("::") == 1:
+            return nodeid.rsplit("::", 1)[0]
+    return None
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """pytest-xdist: send all steps of a lab to one worker, in order; spread everything else as ``load`` does.
+
+    Grouping by nodeid here (on the controller) needs nothing from the workers, so it holds with
+    ``-n 2`` alone, without ``--dist loadgroup``.
+    """
+    if config.getvalue("dist") not in ("load", "loadgroup"):
+        return None
+    from xdist.scheduler import LoadGroupScheduling
+
+    class LabScheduling(LoadGroupScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return lab_scope(nodeid) or super()._split_scope(nodeid)
+
+    return LabScheduling(config, log)
 
 
 def run_id(config: pytest.Config) -> str:

@@ -5,6 +5,6 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from dralab_infra.program import main  # noqa: E402
+from dralab_infra.program import main
 
 main()

@@ -331,6 +331,12 @@ def _prepare_files(handle: ClusterHandle, inventory_text: str) -> None:
             folder.mkdir(parents=True, exist_ok=True)
 
 
+def _devices_ref(devices: str) -> str:
+    """How a device inventory is recorded: a shipped name as is, a file as its absolute path."""
+    path = Path(devices)
+    return str(path.resolve()) if path.is_file() else str(devices)
+
+
 def _inventory_text(devices: str | None) -> tuple[str, Any]:
     inventory = load_inventory(devices)
     ref = str(devices or "lab20")
@@ -426,7 +432,8 @@ def ensure_cluster(
 def _up_locked(layout: Layout, devices: str | None, config: str | None, say: Say) -> ClusterHandle:
     started = time.monotonic()
     previous = _read_state(layout)
-    if previous and devices and previous.get("devicesRef") != str(devices):
+    devices = _devices_ref(devices) if devices else None
+    if previous and devices and previous.get("devicesRef") != devices:
         raise UserError(
             f"cluster {layout.name} runs with devices {previous.get('devicesRef')!r}, not {devices!r}; "
             f"run `dralab cluster down --name {layout.name}` first or use another --name"
@@ -482,6 +489,12 @@ def _up_locked(layout: Layout, devices: str | None, config: str | None, say: Say
     _wait_healthy(handle, specs["apiserver"], APISERVER_TIMEOUT)
     say("kube-apiserver ready")
     _bootstrap_objects(handle, inventory, config)
+    # dralab's own processes need only the API server and the Node objects: they start now and
+    # load their Python modules while the controllers and KWOK come up.
+    dralab_components = [c for c in order if c not in CONTROL_PLANE]
+    for comp in dralab_components:
+        if _ensure_running(handle, specs[comp], say):
+            say(f"started {comp}")
     for comp in ("controller-manager", "scheduler", "kwok"):
         _wait_healthy(handle, specs[comp], COMPONENT_TIMEOUT)
     try:
@@ -489,21 +502,10 @@ def _up_locked(layout: Layout, devices: str | None, config: str | None, say: Say
     except WaitTimeout as exc:
         raise UserError(f"{exc}; see {handle.log_path('kwok')}") from None
     say(f"control plane ready; nodes: {', '.join(nodes)}")
-
-    if with_webhook:
-        if _ensure_running(handle, specs["webhook"], say):
-            say("started webhook")
-        _wait_optional(handle, specs["webhook"], notes, say)
-        if "webhook" not in handle.state.get("failed", []):
-            _register_webhook(handle, config)
-    for node in nodes:
-        for comp in (f"driver/{node}", f"kubelet/{node}"):
-            if comp in specs and _ensure_running(handle, specs[comp], say):
-                say(f"started {comp}")
-    for node in nodes:
-        for comp in (f"driver/{node}", f"kubelet/{node}"):
-            if comp in specs:
-                _wait_optional(handle, specs[comp], notes, say)
+    for comp in dralab_components:
+        _wait_optional(handle, specs[comp], notes, say)
+    if with_webhook and "webhook" not in handle.state.get("failed", []):
+        _register_webhook(handle, config)
     state["ready"] = time.time()
     state["notes"] = notes
     _write_state(layout, state)

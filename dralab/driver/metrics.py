@@ -88,7 +88,9 @@ class StatusServer:
         self.ready = ready
         self.httpd = ThreadingHTTPServer((host, port), Handler)
         self.port = int(self.httpd.server_address[1])
-        self._thread = threading.Thread(target=self.httpd.serve_forever, name="driver-status", daemon=True)
+        self._thread = threading.Thread(
+            target=self.httpd.serve_forever, kwargs={"poll_interval": 0.1}, name="driver-status", daemon=True
+        )
 
     def start(self) -> None:
         self._thread.start()

@@ -189,6 +189,11 @@ class DriverProcess:
         waiting = [s.vendor.driver for s in self.served if s.publisher and not s.publisher.published.is_set()]
         if waiting:
             return False, f"slices not yet published for {', '.join(waiting)}"
+        unregistered = [s.vendor.driver for s in self.served if not s.server.registration.registered.is_set()]
+        if unregistered:
+            errors = [s.server.registration.error for s in self.served if s.server.registration.error]
+            why = f" ({'; '.join(errors)})" if errors else ""
+            return False, f"not registered with the kubelet yet: {', '.join(unregistered)}{why}"
         return True, detail
 
     def wait(self) -> None:

@@ -16,6 +16,7 @@ import contextlib
 import shutil
 import threading
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -66,7 +67,11 @@ class PrepareResult:
 
 
 def shares_of(results: Sequence[dict[str, Any]], devices: dict[str, Device]) -> list[DeviceShare]:
-    """Enforcement shares from allocation results (consumedCapacity as ``8Gi`` / ``50``), in result order."""
+    """Enforcement shares from allocation results (consumedCapacity as ``8Gi`` / ``50``), in result order.
+
+    Consumed cores become a percent of the device's published ``cores`` (100 for percent-counted
+    devices, the compute units of the card for Hygon), rounded up.
+    """
     shares = []
     for res in results:
         dev = devices[res["device"]]
@@ -76,6 +81,9 @@ def shares_of(results: Sequence[dict[str, Any]], devices: dict[str, Device]) -> 
             cores = to_int(consumed["cores"], "consumedCapacity.cores") if "cores" in consumed else None
         except UserError as exc:
             raise ClaimError(str(exc)) from None
+        if cores is not None and dev.cores and dev.cores != 100:
+            # capacity counted in compute units (Hygon): the enforcement env speaks percent of the device
+            cores = -(-cores * 100 // dev.cores)
         shares.append(
             DeviceShare(
                 index=dev.index,
@@ -198,6 +206,9 @@ class DriverState:
         """
         out: dict[str, PrepareResult] = {}
         with self._lock:
+            need = [r for r in refs if not self._completed(r.uid)]
+        fetched = self._fetch_many(need)  # API reads in parallel, outside the lock
+        with self._lock:
             fresh: list[str] = []
             changed = False
             for ref in refs:
@@ -209,7 +220,10 @@ class DriverState:
                         self._count("prepare", "repeat")
                         changed |= rewritten
                         continue
-                    out[ref.uid] = PrepareResult(devices=self._prepare_new(ref, self._fetch(ref)))
+                    claim = fetched.get(ref.uid) or self._fetch(ref)
+                    if isinstance(claim, ClaimError):
+                        raise claim
+                    out[ref.uid] = PrepareResult(devices=self._prepare_new(ref, claim))
                     fresh.append(ref.uid)
                 except ClaimError as exc:
                     out[ref.uid] = self._failed("prepare", exc)
@@ -232,6 +246,24 @@ class DriverState:
                     self._count("prepare", "ok")
                 self._update_gauge()
         return out
+
+    def _completed(self, uid: str) -> bool:
+        entry = self.checkpoint.claims.get(uid)
+        return entry is not None and entry.state == PREPARE_COMPLETED
+
+    def _fetch_many(self, refs: Sequence[ClaimRef]) -> dict[str, dict[str, Any] | ClaimError]:
+        """GET several claims concurrently (a 16-claim call waits for one round trip, not 16)."""
+
+        def one(ref: ClaimRef) -> dict[str, Any] | ClaimError:
+            try:
+                return self._fetch(ref)
+            except ClaimError as exc:
+                return exc
+
+        if len(refs) <= 1:
+            return {r.uid: one(r) for r in refs}
+        with ThreadPoolExecutor(max_workers=min(8, len(refs)), thread_name_prefix="claim-get") as pool:
+            return dict(zip((r.uid for r in refs), pool.map(one, refs), strict=True))
 
     def _fetch(self, ref: ClaimRef) -> dict[str, Any]:
         """GET the claim and check it is the allocated claim the kubelet means."""

@@ -352,7 +352,8 @@ class Converter:
                 "labels": {
                     **MANAGED_BY,
                     LIFECYCLE_LABEL: "claim",
-                    POD_LABEL: naming.label_value(pod_name),
+                    # generateName pods: the prefix until the janitor learns the real name
+                    POD_LABEL: naming.label_value(meta.get("name") or meta.get("generateName", "").rstrip("-")),
                 },
                 "annotations": annotations,
             },

@@ -80,6 +80,8 @@ def config_from_values(values: dict[str, Any]) -> dict[str, Any]:
             "excludeNamespaces": list(w["excludeNamespaces"]),
             "optOutLabel": w["optOutLabel"],
             "failurePolicy": w["failurePolicy"],
+            "namespaceSelector": dict(w.get("namespaceSelector") or {}),
+            "objectSelector": dict(w.get("objectSelector") or {}),
         },
         "driver": {
             "backend": d["backend"],

@@ -68,7 +68,7 @@ def convert(filename: str, namespace: str | None, config_path: str | None) -> No
 
     \b
     Example:
-      dralab convert -f labs/lab20-ascend-hami-dra/pod.yaml
+      dralab convert -f pod.yaml > converted.yaml
       kubectl get pod mypod -o yaml | dralab convert -f - --namespace team-a
     """
     if filename == "-":

@@ -17,7 +17,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from dralab.model.convert import DRA_LABEL, LIFECYCLE_LABEL
+from dralab.model.convert import ANN_POD_NAME, DRA_LABEL, LIFECYCLE_LABEL, POD_LABEL
+from dralab.model.naming import label_value
 from dralab.model.objects import MANAGED_BY
 from dralab.util import get_logger
 from dralab.webhook.kube import ApiError, KubeApi, claims_path, pods_path
@@ -95,11 +96,16 @@ def plan(claims: Iterable[dict[str, Any]], pods: Iterable[dict[str, Any]], now: 
 
 
 def owner_patch(claim: dict[str, Any], pod: dict[str, Any]) -> dict[str, Any]:
-    """A merge patch that makes ``pod`` the owner of ``claim`` (guarded by the claim's resourceVersion)."""
+    """A merge patch that makes ``pod`` the owner of ``claim`` (guarded by the claim's resourceVersion).
+
+    It also records the pod's real name, which ``generateName`` pods did not have at admission.
+    """
     pm = _meta(pod)
     return {
         "metadata": {
             "resourceVersion": _meta(claim).get("resourceVersion"),
+            "labels": {POD_LABEL: label_value(pm.get("name", ""))},
+            "annotations": {ANN_POD_NAME: pm.get("name")},
             "ownerReferences": [
                 {"apiVersion": "v1", "kind": "Pod", "name": pm.get("name"), "uid": pm.get("uid"),
                  "blockOwnerDeletion": False, "controller": False}

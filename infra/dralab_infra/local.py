@@ -5,6 +5,8 @@ dralab's webhook and driver run there as host processes started by the cluster, 
 
 from __future__ import annotations
 
+import os
+
 import pulumi
 import pulumi_kubernetes as k8s
 
@@ -14,9 +16,12 @@ from dralab_infra.settings import Settings
 
 
 def local_kubeconfig(settings: Settings) -> str:
-    """The kubeconfig path: ``dralab:kubeconfig``, else the running local cluster's."""
+    """The kubeconfig path: ``dralab:kubeconfig``, else ``$KUBECONFIG`` (``dralab infra`` sets it), else the
+    kubeconfig of the local cluster ``dralab:clusterName``."""
     if settings.kubeconfig:
         return settings.kubeconfig
+    if os.environ.get("KUBECONFIG"):
+        return os.environ["KUBECONFIG"]
     try:
         from dralab.cluster.api import get_cluster
     except ImportError:

@@ -122,7 +122,9 @@ def _hosts(raw: Any) -> tuple[Host, ...]:
             raise UserError(f"dralab:hosts[{i}] lacks {', '.join(missing)}")
         unknown = sorted(set(entry) - {"name", "address", "user", "role", "port"})
         if unknown:
-            raise UserError(f"dralab:hosts[{i}] has unknown key(s) {', '.join(unknown)}: use name, address, user, role, port")
+            raise UserError(
+                f"dralab:hosts[{i}] has unknown key(s) {', '.join(unknown)}: use name, address, user, role, port"
+            )
         role = entry.get("role", "worker")
         if role not in ROLES:
             raise UserError(f"dralab:hosts[{i}].role must be control-plane or worker, got {role!r}")
@@ -158,7 +160,9 @@ def _namespaces(raw: Any) -> tuple[Namespace, ...]:
         labels = entry.get("labels") or {}
         if not isinstance(labels, dict):
             raise UserError(f"dralab:namespaces[{i}].labels must be a mapping")
-        out.append(Namespace(_name(f"namespaces[{i}].name", entry["name"]), {str(k): str(v) for k, v in labels.items()}))
+        out.append(
+            Namespace(_name(f"namespaces[{i}].name", entry["name"]), {str(k): str(v) for k, v in labels.items()})
+        )
     return tuple(out)
 
 
@@ -166,7 +170,9 @@ def parse_settings(raw: dict[str, Any]) -> Settings:
     """Build the settings from config values (``dralab:`` prefix stripped; objects already parsed)."""
     unknown = sorted(set(raw) - set(KNOWN_KEYS))
     if unknown:
-        raise UserError(f"unknown config key(s) {', '.join('dralab:' + k for k in unknown)}; valid: {', '.join(KNOWN_KEYS)}")
+        raise UserError(
+            f"unknown config key(s) {', '.join('dralab:' + k for k in unknown)}; valid: {', '.join(KNOWN_KEYS)}"
+        )
     profile = _choice("profile", raw.get("profile", "local"), PROFILES)
     backend_default = "ascend" if profile == "baremetal" else "fake"
     backend = _choice("backend", raw.get("backend", backend_default), BACKENDS)

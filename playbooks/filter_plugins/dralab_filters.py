@@ -100,7 +100,7 @@ def gates_missing(current, wanted):
 
 
 def _gates_text(gates):
-    return ",".join("%s=%s" % (k, "true" if v else "false") for k, v in gates.items())
+    return ",".join("{}={}".format(k, "true" if v else "false") for k, v in gates.items())
 
 
 def merge_gate_flag(command, wanted):

@@ -73,7 +73,7 @@ def split_key(text):
             buf += ch
         i += 1
     if quote:
-        raise ConfigError("unterminated quote in key %r" % text)
+        raise ConfigError("unterminated quote in key {!r}".format(text))
     parts.append(buf.strip())
     return tuple(parts)
 
@@ -87,7 +87,7 @@ def parse_value(text):
     value, rest = _parse(text.strip(), 0)
     tail = text.strip()[rest:].strip()
     if tail and not tail.startswith("#"):
-        raise ValueError("trailing text %r" % tail)
+        raise ValueError("trailing text {!r}".format(tail))
     return value
 
 
@@ -132,7 +132,7 @@ def _parse(text, i):
     match = re.compile(r"[+-]?\d+").match(text, i)
     if match:
         return int(match.group(0)), match.end()
-    raise ValueError("unsupported value at %r" % text[i : i + 20])
+    raise ValueError("unsupported value at {!r}".format(text[i : i + 20]))
 
 
 def render_value(value):
@@ -144,7 +144,7 @@ def render_value(value):
         return json.dumps(value)
     if isinstance(value, (list, tuple)):
         return "[" + ", ".join(render_value(v) for v in value) + "]"
-    raise ConfigError("cannot write a value of type %s" % type(value).__name__)
+    raise ConfigError("cannot write a value of type {}".format(type(value).__name__))
 
 
 def _value_extent(lines, start, first):
@@ -214,8 +214,8 @@ def set_key(lines, parts, key, value, quote='"'):
     if span is None:
         if lines and lines[-1].strip():
             lines.append("")
-        lines.append("[%s]" % render_key(parts, quote))
-        lines.append("  %s = %s" % (key, rendered))
+        lines.append("[{}]".format(render_key(parts, quote)))
+        lines.append("  {} = {}".format(key, rendered))
         return True
     head, end = span
     key_re = re.compile(r"^(\s*)(%s|\"%s\"|'%s')\s*=\s*(.*)$" % ((re.escape(key),) * 3))
@@ -233,7 +233,7 @@ def set_key(lines, parts, key, value, quote='"'):
                 same = False
             if same:
                 return False
-            lines[i:stop] = ["%s%s = %s" % (match.group(1), key, rendered)]
+            lines[i:stop] = ["{}{} = {}".format(match.group(1), key, rendered)]
             return True
         if line.strip() and not line.strip().startswith("#"):
             last_content = i
@@ -246,7 +246,7 @@ def set_key(lines, parts, key, value, quote='"'):
     if indent is None:
         header = lines[head]
         indent = header[: len(header) - len(header.lstrip())] + "  "
-    lines.insert(last_content + 1, "%s%s = %s" % (indent, key, rendered))
+    lines.insert(last_content + 1, "{}{} = {}".format(indent, key, rendered))
     return True
 
 
@@ -269,9 +269,9 @@ def apply(text, settings, default_version):
                 "migrate it with 'containerd config migrate' or set version = 2"
             )
         version = int(default_version)
-        lines = ["version = %d" % version, ""] + lines
+        lines = ["version = %d" % version, "", *lines]
     if version not in PLUGIN_TABLES:
-        raise ConfigError("containerd config version %s is not supported (2, 3 or 4)" % version)
+        raise ConfigError("containerd config version {} is not supported (2, 3 or 4)".format(version))
     quote = '"' if version == 2 else "'"
     changed = []
     for setting in settings:
@@ -296,7 +296,7 @@ def _verify(text, settings, version):
     try:
         doc = tomllib.loads(text)
     except Exception as exc:
-        raise ConfigError("editing would leave invalid TOML (%s); set the keys by hand" % exc) from None
+        raise ConfigError("editing would leave invalid TOML ({}); set the keys by hand".format(exc)) from None
     for setting in settings:
         versions = setting.get("versions")
         if versions and version not in [int(v) for v in versions]:
@@ -305,8 +305,9 @@ def _verify(text, settings, version):
         got = _lookup(doc, PLUGIN_TABLES[version] + rel + (setting["key"],))
         if got != setting["value"]:
             raise ConfigError(
-                "after editing, %s is %r, not %r (is it also set by a dotted key or inline table?)"
-                % (setting["key"], got, setting["value"])
+                "after editing, {} is {!r}, not {!r} (is it also set by a dotted key or inline table?)".format(
+                    setting["key"], got, setting["value"]
+                )
             )
 
 
@@ -327,7 +328,7 @@ def main():
     try:
         after, version, changed = apply(before, module.params["settings"], module.params["default_version"])
     except ConfigError as exc:
-        module.fail_json(msg="%s: %s" % (path, exc))
+        module.fail_json(msg="{}: {}".format(path, exc))
     if after == before or not changed:
         module.exit_json(changed=False, version=version, keys=[])
     diff = {"before": before, "after": after, "before_header": path, "after_header": path}

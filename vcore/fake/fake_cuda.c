@@ -143,6 +143,16 @@ FAKE_EXPORT CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t size, CUstre
     (void)s;
     return alloc_on(dev_now(), dptr, size);
 }
+FAKE_EXPORT CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t size, void *pool, CUstream s)
+{
+    (void)pool, (void)s;
+    return alloc_on(dev_now(), dptr, size);
+}
+FAKE_EXPORT CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t size, void *pool, CUstream s)
+{
+    (void)pool, (void)s;
+    return alloc_on(dev_now(), dptr, size);
+}
 FAKE_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pitch, size_t width, size_t height,
                                         unsigned int element_size)
 {
@@ -219,6 +229,15 @@ FAKE_EXPORT CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned gx, unsigned gy,
 {
     return cuLaunchKernel(f, gx, gy, gz, bx, by, bz, shmem, s, params, extra);
 }
+FAKE_EXPORT CUresult cuLaunchKernelEx(const void *config, CUfunction f, void **params, void **extra)
+{
+    (void)config, (void)f, (void)params, (void)extra;
+    return launch();
+}
+FAKE_EXPORT CUresult cuLaunchKernelEx_ptsz(const void *config, CUfunction f, void **params, void **extra)
+{
+    return cuLaunchKernelEx(config, f, params, extra);
+}
 /* Test-only: simulated device time consumed by launches so far. */
 FAKE_EXPORT unsigned long long fakeCudaBusyNs(void)
 {
@@ -252,6 +271,7 @@ static const struct {
     {"cuMemAlloc", 2000, (void *)cuMemAlloc, NULL},
     {"cuMemAllocManaged", 6000, (void *)cuMemAllocManaged, NULL},
     {"cuMemAllocAsync", 11020, (void *)cuMemAllocAsync, (void *)cuMemAllocAsync_ptsz},
+    {"cuMemAllocFromPoolAsync", 11020, (void *)cuMemAllocFromPoolAsync, (void *)cuMemAllocFromPoolAsync_ptsz},
     {"cuMemAllocPitch", 3020, (void *)cuMemAllocPitch_v2, NULL},
     {"cuMemAllocHost", 3020, (void *)cuMemAllocHost_v2, NULL},
     {"cuMemFreeHost", 2000, (void *)cuMemFreeHost, NULL},
@@ -260,6 +280,7 @@ static const struct {
     {"cuMemCreate", 10020, (void *)cuMemCreate, NULL},
     {"cuMemRelease", 10020, (void *)cuMemRelease, NULL},
     {"cuLaunchKernel", 4000, (void *)cuLaunchKernel, (void *)cuLaunchKernel_ptsz},
+    {"cuLaunchKernelEx", 11060, (void *)cuLaunchKernelEx, (void *)cuLaunchKernelEx_ptsz},
     {"cuGetProcAddress", 12000, (void *)cuGetProcAddress_v2, NULL},
 };
 

@@ -1,5 +1,5 @@
 """PyTorch under vcore on a real GPU: mem_get_info reports the quota, an allocation past it raises
-OutOfMemoryError, and a launch-heavy loop under CUDA_DEVICE_SM_LIMIT_0 is timed (reported, not
+OutOfMemoryError, and a loop of 2000 large matmuls under CUDA_DEVICE_SM_LIMIT_0 is timed (reported, not
 judged). Prints key=value lines for check.sh; exit 0 unless a check fails; 3 when torch is missing."""
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ def main() -> int:
         a = torch.randn(4096, 4096, device="cuda")
         torch.cuda.synchronize()
         t0 = time.perf_counter()
-        for _ in range(200):
+        for _ in range(2000):
             a = a @ a
             a = a / a.norm()
         torch.cuda.synchronize()

@@ -103,6 +103,27 @@ VC_EXPORT CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUst
     CHARGED_ALLOC(current_device(), bytesize, f(dptr, bytesize, stream), *dptr, dev_ptrs);
 }
 
+typedef struct CUmemPoolHandle_st *CUmemoryPool;
+
+VC_EXPORT CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool, CUstream stream)
+{
+    __typeof__(&cuMemAllocFromPoolAsync) f = VC_REAL(VC_LIB_CUDA, cuMemAllocFromPoolAsync);
+    NEED(f);
+    if (dptr == NULL || bytesize == 0)
+        return f(dptr, bytesize, pool, stream);
+    CHARGED_ALLOC(current_device(), bytesize, f(dptr, bytesize, pool, stream), *dptr, dev_ptrs);
+}
+
+VC_EXPORT CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
+                                                CUstream stream)
+{
+    __typeof__(&cuMemAllocFromPoolAsync_ptsz) f = VC_REAL(VC_LIB_CUDA, cuMemAllocFromPoolAsync_ptsz);
+    NEED(f);
+    if (dptr == NULL || bytesize == 0)
+        return f(dptr, bytesize, pool, stream);
+    CHARGED_ALLOC(current_device(), bytesize, f(dptr, bytesize, pool, stream), *dptr, dev_ptrs);
+}
+
 VC_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pitch, size_t width, size_t height,
                                       unsigned int element_size)
 {
@@ -241,6 +262,26 @@ VC_EXPORT CUresult cuLaunchKernel_ptsz(CUfunction fn, unsigned gx, unsigned gy, 
     return f(fn, gx, gy, gz, bx, by, bz, shmem, stream, params, extra);
 }
 
+typedef struct CUlaunchConfig_st CUlaunchConfig;
+
+VC_EXPORT CUresult cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction fn, void **params, void **extra)
+{
+    __typeof__(&cuLaunchKernelEx) f = VC_REAL(VC_LIB_CUDA, cuLaunchKernelEx);
+    NEED(f);
+    if (vc_cuda.active && !vc_disabled)
+        vc_throttle_before_launch(current_device());
+    return f(config, fn, params, extra);
+}
+
+VC_EXPORT CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig *config, CUfunction fn, void **params, void **extra)
+{
+    __typeof__(&cuLaunchKernelEx_ptsz) f = VC_REAL(VC_LIB_CUDA, cuLaunchKernelEx_ptsz);
+    NEED(f);
+    if (vc_cuda.active && !vc_disabled)
+        vc_throttle_before_launch(current_device());
+    return f(config, fn, params, extra);
+}
+
 VC_EXPORT CUresult cuGetProcAddress(const char *symbol, void **pfn, int cuda_version, cuuint64_t flags)
 {
     __typeof__(&cuGetProcAddress) f = VC_REAL(VC_LIB_CUDA, cuGetProcAddress);
@@ -277,6 +318,8 @@ static const struct {
     {"cuMemAllocManaged", (void *)cuMemAllocManaged},
     {"cuMemAllocAsync", (void *)cuMemAllocAsync},
     {"cuMemAllocAsync_ptsz", (void *)cuMemAllocAsync_ptsz},
+    {"cuMemAllocFromPoolAsync", (void *)cuMemAllocFromPoolAsync},
+    {"cuMemAllocFromPoolAsync_ptsz", (void *)cuMemAllocFromPoolAsync_ptsz},
     {"cuMemAllocPitch_v2", (void *)cuMemAllocPitch_v2},
     {"cuMemFree_v2", (void *)cuMemFree_v2},
     {"cuMemFreeAsync", (void *)cuMemFreeAsync},
@@ -287,6 +330,8 @@ static const struct {
     {"cuDeviceTotalMem_v2", (void *)cuDeviceTotalMem_v2},
     {"cuLaunchKernel", (void *)cuLaunchKernel},
     {"cuLaunchKernel_ptsz", (void *)cuLaunchKernel_ptsz},
+    {"cuLaunchKernelEx", (void *)cuLaunchKernelEx},
+    {"cuLaunchKernelEx_ptsz", (void *)cuLaunchKernelEx_ptsz},
     {"cuGetProcAddress", (void *)cuGetProcAddress},
     {"cuGetProcAddress_v2", (void *)cuGetProcAddress_v2},
 };
@@ -317,10 +362,12 @@ static const struct {
     {"cuDeviceTotalMem", 3020, (void *)cuDeviceTotalMem_v2, NULL},
     {"cuMemAllocManaged", 6000, (void *)cuMemAllocManaged, NULL},
     {"cuLaunchKernel", 4000, (void *)cuLaunchKernel, (void *)cuLaunchKernel_ptsz},
+    {"cuLaunchKernelEx", 11060, (void *)cuLaunchKernelEx, (void *)cuLaunchKernelEx_ptsz},
     {"cuMemCreate", 10020, (void *)cuMemCreate, NULL},
     {"cuMemRelease", 10020, (void *)cuMemRelease, NULL},
     {"cuMemAllocAsync", 11020, (void *)cuMemAllocAsync, (void *)cuMemAllocAsync_ptsz},
     {"cuMemFreeAsync", 11020, (void *)cuMemFreeAsync, (void *)cuMemFreeAsync_ptsz},
+    {"cuMemAllocFromPoolAsync", 11020, (void *)cuMemAllocFromPoolAsync, (void *)cuMemAllocFromPoolAsync_ptsz},
     {"cuGetProcAddress", 12000, (void *)cuGetProcAddress_v2, NULL},
     {"cuGetProcAddress", 11030, (void *)cuGetProcAddress, NULL},
 };

@@ -9,6 +9,7 @@ CUresult cuCtxSynchronize(void);
 CUresult cuMemAlloc_v2(CUdeviceptr *, size_t);
 CUresult cuMemAllocManaged(CUdeviceptr *, size_t, unsigned int);
 CUresult cuMemAllocAsync(CUdeviceptr *, size_t, CUstream);
+CUresult cuMemAllocFromPoolAsync(CUdeviceptr *, size_t, void *, CUstream);
 CUresult cuMemAllocPitch_v2(CUdeviceptr *, size_t *, size_t, size_t, unsigned int);
 CUresult cuMemFree_v2(CUdeviceptr);
 CUresult cuMemFreeAsync(CUdeviceptr, CUstream);
@@ -18,6 +19,7 @@ CUresult cuMemGetInfo_v2(size_t *, size_t *);
 CUresult cuDeviceTotalMem_v2(size_t *, CUdevice);
 CUresult cuLaunchKernel(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, CUstream,
                         void **, void **);
+CUresult cuLaunchKernelEx(const void *, CUfunction, void **, void **);
 unsigned long long fakeCudaBusyNs(void);
 
 static inline void test_context(void)

@@ -4,8 +4,12 @@
  *   t_cuda passthrough  no limit: allocations and info are the fake runtime's own
  *   t_cuda hold MIB     allocate MIB, print "held", block until stdin closes (killed by the test)
  *   t_cuda fill STEP    allocate STEP MiB blocks until refused, print "filled_mib=N"
+ *   t_cuda exec MIB     allocate MIB, then exec "t_cuda fill 100" in the same process (same pid)
+ *   t_cuda fork MIB     allocate MIB, fork a child that fills in 100 MiB steps, check the parent's
+ *                       share survived the child (limit 1024m)
  */
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "check.h"
@@ -49,6 +53,11 @@ static int quota(void)
     CHECK_EQ(cuMemAllocAsync(&extra, 64 * MiB, NULL), CUDA_SUCCESS);
     info(&f, &t);
     CHECK_EQ(f, 64 * MiB);
+    CHECK_EQ(cuMemFreeAsync(extra, NULL), CUDA_SUCCESS);
+    CHECK_EQ(cuMemAllocFromPoolAsync(&extra, 129 * MiB, NULL, NULL), CUDA_ERROR_OUT_OF_MEMORY);
+    CHECK_EQ(cuMemAllocFromPoolAsync(&extra, 128 * MiB, NULL, NULL), CUDA_SUCCESS);
+    info(&f, &t);
+    CHECK_EQ(f, 0);
     CHECK_EQ(cuMemFreeAsync(extra, NULL), CUDA_SUCCESS);
     size_t pitch = 0;
     CHECK_EQ(cuMemAllocPitch_v2(&extra, &pitch, 1000, 1024, 4), CUDA_SUCCESS);
@@ -127,6 +136,43 @@ static int fill(size_t step)
     return 0;
 }
 
+static int exec_fill(const char *self, size_t mib)
+{
+    CUdeviceptr p;
+    CHECK_EQ(cuMemAlloc_v2(&p, mib * MiB), CUDA_SUCCESS);
+    /* The new image's memory starts empty (the device freed the old image's context); its
+     * accounting must too, although the pid and start time are the same. */
+    execl(self, self, "fill", "100", (char *)NULL);
+    return 1;
+}
+
+static int fork_fill(size_t mib)
+{
+    CUdeviceptr p;
+    CHECK_EQ(cuMemAlloc_v2(&p, mib * MiB), CUDA_SUCCESS);
+    fflush(stdout);
+    pid_t pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0) {
+        CUdeviceptr q;
+        size_t n = 0;
+        while (cuMemAlloc_v2(&q, 100 * MiB) == CUDA_SUCCESS)
+            n++;
+        printf("child_filled_mib=%zu\n", n * 100);
+        fflush(stdout);
+        _exit(0);
+    }
+    int status;
+    CHECK(waitpid(pid, &status, 0) == pid && WIFEXITED(status));
+    size_t f, t;
+    info(&f, &t);
+    printf("parent_free_mib=%zu\n", f / MiB);
+    CHECK_EQ(cuMemFree_v2(p), CUDA_SUCCESS);
+    info(&f, &t);
+    CHECK_EQ(f, t);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
@@ -139,6 +185,10 @@ int main(int argc, char **argv)
         return hold(strtoull(argv[2], NULL, 10));
     if (argc >= 3 && strcmp(argv[1], "fill") == 0)
         return fill(strtoull(argv[2], NULL, 10));
-    fprintf(stderr, "usage: t_cuda quota|passthrough|hold MIB|fill STEP_MIB\n");
+    if (argc >= 3 && strcmp(argv[1], "exec") == 0)
+        return exec_fill(argv[0], strtoull(argv[2], NULL, 10));
+    if (argc >= 3 && strcmp(argv[1], "fork") == 0)
+        return fork_fill(strtoull(argv[2], NULL, 10));
+    fprintf(stderr, "usage: t_cuda quota|passthrough|hold MIB|fill STEP_MIB|exec MIB|fork MIB\n");
     return 2;
 }

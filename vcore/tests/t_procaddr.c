@@ -64,7 +64,12 @@ int main(int argc, char **argv)
                   "cuMemAllocAsync_ptsz"));
     CHECK(is_from(get(gpa2, "cuMemFreeAsync", 12000, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, 0), W,
                   "cuMemFreeAsync_ptsz"));
+    CHECK(is_from(get(gpa2, "cuMemAllocFromPoolAsync", 12000, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, 0), W,
+                  "cuMemAllocFromPoolAsync_ptsz"));
     CHECK(is_from(get(gpa2, "cuLaunchKernel", 12000, 0, 0), W, "cuLaunchKernel"));
+    CHECK(is_from(get(gpa2, "cuLaunchKernel", 12000, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, 0), W,
+                  "cuLaunchKernel_ptsz"));
+    CHECK(is_from(get(gpa2, "cuLaunchKernelEx", 12000, 0, 0), W, "cuLaunchKernelEx"));
     CHECK(is_from(get(gpa2, "cuGetProcAddress", 12000, 0, 0), W, "cuGetProcAddress_v2"));
     /* Names vcore does not wrap come back from the driver untouched. */
     CHECK(is_from(get(gpa2, "cuMemAllocHost", 12000, 0, 0), "libcuda", "cuMemAllocHost_v2"));

@@ -17,8 +17,11 @@ int main(int argc, char **argv)
     int k = argc > 1 ? atoi(argv[1]) : 100;
     test_context();
     unsigned long long t0 = now_ns();
+    /* Alternate the two launch entry points: both go through the throttle. */
     for (int i = 0; i < k; i++)
-        CHECK_EQ(cuLaunchKernel((CUfunction)1, 1, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL), CUDA_SUCCESS);
+        CHECK_EQ(i % 2 ? cuLaunchKernelEx(NULL, (CUfunction)1, NULL, NULL)
+                       : cuLaunchKernel((CUfunction)1, 1, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL),
+                 CUDA_SUCCESS);
     CHECK_EQ(cuCtxSynchronize(), CUDA_SUCCESS);
     unsigned long long wall = now_ns() - t0;
     printf("kernels=%d busy_ns=%llu wall_ns=%llu\n", k, fakeCudaBusyNs(), wall);

@@ -52,7 +52,9 @@ dralab.provision.chart.config_from_values is the same mapping in Python; tests k
       "claimGracePeriodSeconds" (int $v.webhook.claimGracePeriodSeconds)
       "excludeNamespaces" $v.webhook.excludeNamespaces
       "optOutLabel" $v.webhook.optOutLabel
-      "failurePolicy" $v.webhook.failurePolicy -}}
+      "failurePolicy" $v.webhook.failurePolicy
+      "namespaceSelector" ($v.webhook.namespaceSelector | default dict)
+      "objectSelector" ($v.webhook.objectSelector | default dict) -}}
 {{- $driver := dict
       "backend" $v.driver.backend
       "cdiDir" $v.driver.cdiDir
@@ -82,6 +84,7 @@ Which pods the webhooks see: not the excluded namespaces (plus this release's ow
 namespace or pod labelled <optOutLabel>=false. Same rules as dralab.webhook.registration.
 */}}
 {{- define "dralab.namespaceSelector" -}}
+{{- $extra := .Values.webhook.namespaceSelector | default dict -}}
 matchExpressions:
   - key: kubernetes.io/metadata.name
     operator: NotIn
@@ -89,13 +92,28 @@ matchExpressions:
   - key: {{ .Values.webhook.optOutLabel }}
     operator: NotIn
     values: ["false"]
+{{- range $extra.matchExpressions }}
+  - {{ toJson . }}
+{{- end }}
+{{- with $extra.matchLabels }}
+matchLabels:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
 {{- end -}}
 
 {{- define "dralab.objectSelector" -}}
+{{- $extra := .Values.webhook.objectSelector | default dict -}}
 matchExpressions:
   - key: {{ .Values.webhook.optOutLabel }}
     operator: NotIn
     values: ["false"]
+{{- range $extra.matchExpressions }}
+  - {{ toJson . }}
+{{- end }}
+{{- with $extra.matchLabels }}
+matchLabels:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
 {{- end -}}
 
 {{- define "dralab.webhookClientConfig" -}}

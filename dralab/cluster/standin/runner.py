@@ -77,6 +77,7 @@ class StandIn:
         self._queued: dict[str, float] = {}
         self._cond = threading.Condition()
         self._resource_version = ""
+        self._orphan_drivers: set[str] = set()
 
     # ------------------------------------------------------------ queue
 
@@ -212,8 +213,6 @@ class StandIn:
             log.info("listing slices failed", extra={"fields": {"error": str(exc)[:200]}})
             return
         self._orphan_drivers = {s["spec"]["driver"] for s in listing.get("items", [])}
-
-    _orphan_drivers: set[str] = set()
 
     def _cleanup_slices(self, now: float) -> None:
         for plugin in self.plugins.snapshot():

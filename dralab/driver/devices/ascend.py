@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 import subprocess
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from dralab.driver.devices import (
@@ -184,7 +184,6 @@ class AscendBackend:
     sysfs: str = "/sys"
     enable_share: bool = False
     name: str = "ascend"
-    _devices: list[Device] | None = field(default=None, repr=False)
 
     @classmethod
     def from_options(cls, options: BackendOptions) -> AscendBackend:
@@ -255,12 +254,11 @@ class AscendBackend:
             )
 
     def enumerate(self) -> list[Device]:
-        if self._devices is None:
-            try:
-                self._devices = self.discover()
-            except NpuSmiError as exc:
-                raise UserError(f"Ascend discovery through npu-smi failed: {exc}") from None
-        return list(self._devices)
+        """Discover again on every call, so the publisher's resync sees hardware changes."""
+        try:
+            return self.discover()
+        except NpuSmiError as exc:
+            raise UserError(f"Ascend discovery through npu-smi failed: {exc}") from None
 
     def edits(self, devices: Sequence[Device]) -> BackendEdits:
         if not self.inject_device_nodes:

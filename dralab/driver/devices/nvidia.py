@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -108,7 +108,6 @@ class NvidiaBackend:
     inject_device_nodes: bool = True
     sysfs: str = "/sys"
     name: str = "nvidia"
-    _devices: list[Device] | None = field(default=None, repr=False)
 
     @classmethod
     def from_options(cls, options: BackendOptions) -> NvidiaBackend:
@@ -126,12 +125,11 @@ class NvidiaBackend:
         )
 
     def enumerate(self) -> list[Device]:
-        if self._devices is None:
-            try:
-                self._devices = discover(self.nvml, self.vendor, self.sysfs)
-            except self.nvml.NVMLError as exc:
-                raise UserError(f"NVML discovery failed ({exc}): is the NVIDIA driver loaded?") from None
-        return list(self._devices)
+        """Discover again on every call, so the publisher's resync sees hardware changes."""
+        try:
+            return discover(self.nvml, self.vendor, self.sysfs)
+        except self.nvml.NVMLError as exc:
+            raise UserError(f"NVML discovery failed ({exc}): is the NVIDIA driver loaded?") from None
 
     def toolkit_id(self, device: Device, names: set[str]) -> str | None:
         kind = self.vendor.device.toolkit_cdi_kind

@@ -15,8 +15,8 @@ ROOT = HERE.parents[2]
 PROTOS = ("pluginregistration.proto", "dra_v1.proto", "dra_v1beta1.proto")
 
 
-def generate() -> list[Path]:
-    """Run protoc (from grpcio-tools) over every proto; return the files written."""
+def generate(out_root: Path = ROOT) -> list[Path]:
+    """Run protoc (from grpcio-tools) over every proto into ``out_root``; return the files written."""
     try:
         from grpc_tools import protoc
     except ImportError:
@@ -25,13 +25,14 @@ def generate() -> list[Path]:
         raise UserError("grpcio-tools is not installed: run `.venv/bin/pip install -e '.[test]'`") from None
     include = Path(protoc.__file__).resolve().parent / "_proto"
     rel = [str((HERE / name).relative_to(ROOT)) for name in PROTOS]
-    args = ["protoc", f"-I{ROOT}", f"-I{include}", f"--python_out={ROOT}", f"--grpc_python_out={ROOT}", *rel]
+    args = ["protoc", f"-I{ROOT}", f"-I{include}", f"--python_out={out_root}", f"--grpc_python_out={out_root}", *rel]
     if protoc.main(args) != 0:
         raise RuntimeError(f"protoc failed: {' '.join(args)}")
     written = []
+    target = Path(out_root) / HERE.relative_to(ROOT)
     for name in PROTOS:
         stem = name.removesuffix(".proto")
-        written += [HERE / f"{stem}_pb2.py", HERE / f"{stem}_pb2_grpc.py"]
+        written += [target / f"{stem}_pb2.py", target / f"{stem}_pb2_grpc.py"]
     return written
 
 

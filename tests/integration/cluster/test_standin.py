@@ -8,6 +8,7 @@ and unprepare happens only once the pod is gone.
 from __future__ import annotations
 
 import json
+import time
 import uuid
 
 import pytest
@@ -201,3 +202,37 @@ def test_failed_prepare_is_reported_and_retried(cluster, k8s_client, namespace, 
     wait_for(lambda: "NodeUnprepareResources" in test_driver.methods(), 60, "unprepare after the last pod")
     assert [c.method for c in test_driver.calls_for(uid)].count("NodeUnprepareResources") == 1
     assert len([c for c in test_driver.calls_for(uid) if c.method == "NodePrepareResources"]) == len(ok_prepares)
+
+
+@pytest.mark.slow
+def test_slices_of_a_driver_gone_for_30s_are_removed(cluster, k8s_client, test_driver):
+    custom = client.CustomObjectsApi(k8s_client)
+    node = cluster.nodes[0]
+    slice_name = f"{test_driver.name}-{node}"
+    stopped = time.monotonic()
+    test_driver.stop()
+
+    def slice_gone() -> bool:
+        try:
+            custom.get_cluster_custom_object(GROUP, VERSION, "resourceslices", slice_name)
+            return False
+        except client.ApiException as exc:
+            return exc.status == 404
+
+    assert not slice_gone(), "the slice must survive a short outage"
+    wait_for(slice_gone, 90, "the stand-in to remove the slices of the unreachable driver")
+    # a grace period, not a speed: a driver restart must not cost its slices
+    assert time.monotonic() - stopped >= 20, "slices were removed before the ~30 s grace period"
+    # recreate it so the fixture's cleanup finds it
+    custom.create_cluster_custom_object(
+        GROUP,
+        VERSION,
+        "resourceslices",
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceSlice",
+            "metadata": {"name": slice_name},
+            "spec": {"driver": test_driver.name, "nodeName": node, "pool": {"name": node, "generation": 1,
+                     "resourceSliceCount": 1}, "devices": []},
+        },
+    )  # fmt: skip

@@ -43,12 +43,19 @@ def small_pod(name: str, memory: Any = "256", cores: Any = "0", **extra: Any) ->
         "metadata": {"name": name},
         "spec": {
             "runtimeClassName": "ascend",
-            "containers": [{
-                "name": "app",
-                "image": "busybox",
-                "resources": {"limits": {"huawei.com/Ascend310P": 1, "huawei.com/Ascend310P-memory": memory,
-                                         "huawei.com/Ascend310P-core": cores}},
-            }],
+            "containers": [
+                {
+                    "name": "app",
+                    "image": "busybox",
+                    "resources": {
+                        "limits": {
+                            "huawei.com/Ascend310P": 1,
+                            "huawei.com/Ascend310P-memory": memory,
+                            "huawei.com/Ascend310P-core": cores,
+                        }
+                    },
+                }
+            ],
         },
     }
     pod["spec"].update(extra)
@@ -81,7 +88,8 @@ def test_lab20_pod_is_admitted_as_lab20_step5(api: KubeApi, namespace: str) -> N
     assert exactly["count"] == 1 and exactly["deviceClassName"] == "hami-vnpu-core.project-hami.io"
     assert exactly["capacity"]["requests"] == {"cores": "50", "memory": "8589934592"}
     assert [s["cel"]["expression"] for s in exactly["selectors"]][1] == (
-        'device.attributes["ascend.project-hami.io"].uuid in ["68496E64-20E05477-92C31323-6E78030A-BD003019"]')
+        'device.attributes["ascend.project-hami.io"].uuid in ["68496E64-20E05477-92C31323-6E78030A-BD003019"]'
+    )
     api.delete(pods_path(namespace, "ascend-share-a"))
     wait_for(lambda: gone(api, claims_path(namespace, name)), 60, "the claim to go with its pod")
 
@@ -96,19 +104,45 @@ def test_claim_is_owned_by_its_pod_and_freed_with_it(api: KubeApi, namespace: st
 
     pod_uid = api.get(pods_path(namespace, "owned"))["metadata"]["uid"]
     assert wait_for(owner, 30, "the janitor to make the pod the claim's owner") == pod_uid
-    wait_for(lambda: api.get(claims_path(namespace, name)).get("status", {}).get("allocation"), 60,
-             "the scheduler to allocate the claim")
+    wait_for(
+        lambda: api.get(claims_path(namespace, name)).get("status", {}).get("allocation"),
+        60,
+        "the scheduler to allocate the claim",
+    )
     labels = api.get(claims_path(namespace, name))["metadata"]["labels"]
     assert labels["dralab.io/pod"] == "owned" and labels["app.kubernetes.io/managed-by"] == "dralab"
     api.delete(pods_path(namespace, "owned"))
     wait_for(lambda: gone(api, claims_path(namespace, name)), 60, "the claim to be deleted with its pod")
 
 
+def test_generate_name_pod_gets_a_claim_relabelled_with_its_real_name(api: KubeApi, namespace: str) -> None:
+    pod = small_pod("")
+    del pod["metadata"]["name"]
+    pod["metadata"]["generateName"] = "web-"
+    created = api.create(pods_path(namespace), pod)
+    real = created["metadata"]["name"]
+    (ref,) = created["spec"]["resourceClaims"]
+    claim_path = claims_path(namespace, ref["resourceClaimName"])
+
+    def relabelled() -> bool:
+        meta = api.get(claim_path)["metadata"]
+        return meta["labels"].get("dralab.io/pod") == real and bool(meta.get("ownerReferences"))
+
+    wait_for(relabelled, 30, "the janitor to adopt the claim and record the pod's real name")
+    api.delete(pods_path(namespace, real))
+    wait_for(lambda: gone(api, claim_path), 60, "the claim to go with its generateName pod")
+
+
 def test_apiserver_canonicalizes_14000_and_the_claim_still_gets_14000_mib(api: KubeApi, namespace: str) -> None:
     # The premise: a plain extended resource of 14000 comes back as 14k.
-    plain = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "plain", "labels": {"dralab.io/convert": "false"}},
-             "spec": {"containers": [{"name": "c", "image": "busybox",
-                                      "resources": {"limits": {"example.com/widget": 14000}}}]}}
+    plain = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "plain", "labels": {"dralab.io/convert": "false"}},
+        "spec": {
+            "containers": [{"name": "c", "image": "busybox", "resources": {"limits": {"example.com/widget": 14000}}}]
+        },
+    }
     echoed = api.create(pods_path(namespace), plain, dry_run=True)
     assert echoed["spec"]["containers"][0]["resources"]["limits"]["example.com/widget"] == "14k"
     # Lab 20 Step 9's ctrl-b: 14000 MiB.
@@ -144,11 +178,18 @@ def test_pod_rejected_after_mutation_leaves_no_claim(api: KubeApi, namespace: st
 
 
 def test_partial_failure_rolls_back(api: KubeApi, namespace: str) -> None:
-    quota = {"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "one-claim"},
-             "spec": {"hard": {"count/resourceclaims.resource.k8s.io": "1"}}}
+    quota = {
+        "apiVersion": "v1",
+        "kind": "ResourceQuota",
+        "metadata": {"name": "one-claim"},
+        "spec": {"hard": {"count/resourceclaims.resource.k8s.io": "1"}},
+    }
     api.create(f"/api/v1/namespaces/{namespace}/resourcequotas", quota)
-    wait_for(lambda: api.get(f"/api/v1/namespaces/{namespace}/resourcequotas/one-claim").get("status", {}).get("hard"),
-             60, "the quota controller to initialise the quota")
+    wait_for(
+        lambda: api.get(f"/api/v1/namespaces/{namespace}/resourcequotas/one-claim").get("status", {}).get("hard"),
+        60,
+        "the quota controller to initialise the quota",
+    )
     pod = small_pod("two")
     second = copy.deepcopy(pod["spec"]["containers"][0])
     second["name"] = "second"
@@ -161,17 +202,35 @@ def test_partial_failure_rolls_back(api: KubeApi, namespace: str) -> None:
 
 def test_name_held_by_another_claim_gets_a_variant(api: KubeApi, namespace: str) -> None:
     name = naming.claim_name(namespace, "stateful-0", "app", "ascend310p")
-    squatter = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {"name": name},
-                "spec": {"devices": {"requests": [{"name": "npu", "exactly": {
-                    "deviceClassName": "hami-vnpu-core.project-hami.io", "allocationMode": "ExactCount",
-                    "count": 1}}]}}}
+    squatter = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": {"name": name},
+        "spec": {
+            "devices": {
+                "requests": [
+                    {
+                        "name": "npu",
+                        "exactly": {
+                            "deviceClassName": "hami-vnpu-core.project-hami.io",
+                            "allocationMode": "ExactCount",
+                            "count": 1,
+                        },
+                    }
+                ]
+            }
+        },
+    }
     api.create(claims_path(namespace), squatter)
     created = api.create(pods_path(namespace), small_pod("stateful-0"))
     (ref,) = created["spec"]["resourceClaims"]
     assert ref["resourceClaimName"] != name
     assert set(claim_names(api, namespace)) == {name, ref["resourceClaimName"]}
-    wait_for(lambda: api.get(pods_path(namespace, "stateful-0")).get("spec", {}).get("nodeName"), 60,
-             "the pod with the variant claim to be scheduled")
+    wait_for(
+        lambda: api.get(pods_path(namespace, "stateful-0")).get("spec", {}).get("nodeName"),
+        60,
+        "the pod with the variant claim to be scheduled",
+    )
 
 
 def test_template_lifecycle_against_the_apiserver(api: KubeApi, namespace: str) -> None:

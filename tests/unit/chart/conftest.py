@@ -23,7 +23,9 @@ def helm() -> Path:
     return ensure_helm()
 
 
-def run_helm(helm: Path, *args: str, values: dict[str, Any] | None = None, check: bool = True) -> subprocess.CompletedProcess:
+def run_helm(
+    helm: Path, *args: str, values: dict[str, Any] | None = None, check: bool = True
+) -> subprocess.CompletedProcess:
     cmd = [str(helm), *args]
     if values is not None:
         cmd += ["-f", "-"]

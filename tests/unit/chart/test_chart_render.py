@@ -45,13 +45,19 @@ def test_default_render_has_every_component(render: Render) -> None:
     )  # fmt: skip
 
 
-@pytest.mark.parametrize(
+@pytest.mark.parametrize(  # fmt: skip
     "overrides",
     [
         {},
         chart_values(backend="ascend", lifecycle="template"),
         chart_values(backend="nvidia", vendors=["nvidia", "hygon"]),
         {"webhook": {"excludeNamespaces": ["kube-system", "monitoring"], "failurePolicy": "Ignore"}},
+        {
+            "webhook": {
+                "namespaceSelector": {"matchLabels": {"team": "ml"}},
+                "objectSelector": {"matchExpressions": [{"key": "tier", "operator": "In", "values": ["gpu"]}]},
+            }
+        },
         {"driver": {"enforcementLibrary": "/opt/hami/libvgpu.so", "cdiDir": "/etc/cdi"}},
     ],
 )
@@ -67,14 +73,19 @@ def test_rendered_config_is_the_python_mapping_and_valid(render: Render, overrid
     assert classes == expected
 
 
-def test_webhook_configurations_match_dralabs_registration(render: Render) -> None:
+@pytest.mark.parametrize(
+    "webhook",
+    [{}, {"namespaceSelector": {"matchLabels": {"team": "ml"}}, "failurePolicy": "Ignore",
+          "objectSelector": {"matchExpressions": [{"key": "tier", "operator": "In", "values": ["gpu"]}]}}],
+)  # fmt: skip
+def test_webhook_configurations_match_dralabs_registration(render: Render, webhook: dict) -> None:
     registration = pytest.importorskip("dralab.webhook.registration")
-    from dralab.config import load_config
 
-    objs = render({}, namespace="dralab-system", release="dralab")
+    values = {"webhook": webhook}
+    objs = render(values, namespace="dralab-system", release="dralab")
     chart = {o["kind"]: o for o in objs if o["kind"].endswith("WebhookConfiguration")}
     ref = registration.webhook_configurations(
-        load_config(None),
+        parse_config(config_from_values(merged_values(values))),
         url=None,
         service={"namespace": "dralab-system", "name": "dralab-webhook", "port": 443},
         ca_bundle=b"ca",
@@ -99,7 +110,9 @@ def test_webhook_configurations_match_dralabs_registration(render: Render) -> No
 
 
 def test_webhook_scoping_excludes_own_namespace_and_opt_out(render: Render) -> None:
-    objs = render({"webhook": {"excludeNamespaces": ["monitoring"], "optOutLabel": "example.com/skip"}}, namespace="ops")
+    objs = render(
+        {"webhook": {"excludeNamespaces": ["monitoring"], "optOutLabel": "example.com/skip"}}, namespace="ops"
+    )
     mutating = one(objs, "MutatingWebhookConfiguration")["webhooks"][0]
     exprs = mutating["namespaceSelector"]["matchExpressions"]
     assert exprs[0]["values"] == ["kube-system", "monitoring", "ops"]
@@ -126,7 +139,7 @@ def test_webhook_deployment_probes_tls_and_pdb(render: Render) -> None:
     assert c["readinessProbe"]["httpGet"]["scheme"] == "HTTPS"
     assert c["resources"]["requests"] and c["resources"]["limits"]
     assert c["securityContext"]["readOnlyRootFilesystem"] is True
-    cert = [o for o in by_kind(objs, "Certificate") if not o["spec"].get("isCA")][0]
+    cert = next(o for o in by_kind(objs, "Certificate") if not o["spec"].get("isCA"))
     secret = next(v for v in pod["volumes"] if v["name"] == "certs")["secret"]["secretName"]
     assert secret == cert["spec"]["secretName"]
     assert "dralab-webhook.dralab-system.svc" in cert["spec"]["dnsNames"]
@@ -166,6 +179,7 @@ def test_driver_daemonset_mounts_host_paths_at_the_same_paths(render: Render) ->
         assert mounts[name] == host[name], name
     assert host["enforcement"] == "/usr/local/dralab/lib"
     assert c["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "metrics"}
+    assert args[args.index("--metrics-host") + 1] == "0.0.0.0"  # probes come from the kubelet, not localhost
     assert c["securityContext"]["privileged"] is True
     init = pod["initContainers"][0]
     assert init["volumeMounts"][0]["mountPath"] == "/usr/local/dralab/lib"

@@ -140,9 +140,11 @@ def test_grpc_health_and_http_endpoints(driver) -> None:
     assert status == health_pb2.HealthCheckResponse.SERVING
     base = f"http://127.0.0.1:{proc.status.port}"
     assert httpx.get(f"{base}/healthz").status_code == 200
-    assert httpx.get(f"{base}/readyz").status_code == 200
+    not_ready = httpx.get(f"{base}/readyz")
+    assert not_ready.status_code == 503 and "not registered" in not_ready.text
     kubelet = Kubelet(root / "r", "ascend.project-hami.io")
     kubelet.register()
+    assert httpx.get(f"{base}/readyz").status_code == 200
     kubelet.prepare((NAMESPACE, CLAIM_A, CLAIM_A_UID))
     text = httpx.get(f"{base}/metrics").text
     assert 'dralab_driver_prepared_claims{driver="ascend.project-hami.io"} 1.0' in text

@@ -216,3 +216,14 @@ def test_missing_library_is_recorded_not_mounted(tmp_path: Path, claims) -> None
     targets = {m["containerPath"] for m in spec["devices"][0]["containerEdits"]["mounts"]}
     assert "/etc/ld.so.preload" not in targets
     assert "quotas not enforced" in spec["annotations"]["dralab.io/notes"]
+
+
+def test_compute_units_become_percent() -> None:
+    from dralab.driver.devices import Device
+    from dralab.driver.state import shares_of
+
+    dev = Device("hygon", "hcu-0", "u", "K100", "K100", 64 * 2**30, 120, 0, 0)
+    [share] = shares_of([{"device": "hcu-0", "consumedCapacity": {"cores": "30", "memory": "8Gi"}}], {"hcu-0": dev})
+    assert share.cores == 25 and share.memory_bytes == 8 * 2**30
+    [whole] = shares_of([{"device": "hcu-0"}], {"hcu-0": dev})
+    assert whole.cores is None and whole.memory_bytes is None

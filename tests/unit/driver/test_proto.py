@@ -83,3 +83,14 @@ def test_wire_round_trip_by_field_number() -> None:
     plain = dra_v1_pb2.Device(device_name="x")
     assert not plain.HasField("share_id")
     assert b"\x2a" not in plain.SerializeToString()
+
+
+def test_committed_modules_match_the_protos(tmp_path) -> None:
+    pytest.importorskip("grpc_tools")
+    from dralab.driver.proto.generate import HERE, generate
+
+    for path in generate(tmp_path):
+        committed = HERE / path.name
+        assert path.read_text() == committed.read_text(), (
+            f"{committed.name} is stale: run python -m dralab.driver.proto.generate"
+        )

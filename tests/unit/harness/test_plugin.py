@@ -110,12 +110,29 @@ def test_unknown_profile_fails_the_first_step_and_skips_the_others(tmp_path: Pat
     assert second.outcome == "skipped" and "could not start" in second.longrepr[2]
 
 
-def test_load_distribution_becomes_loadgroup() -> None:
+def test_lab_steps_share_an_xdist_scope_and_other_tests_do_not() -> None:
+    from harness.plugin import lab_scope
+
+    assert lab_scope("tests/e2e/labs.yaml::lab20-ascend-hami-dra::01-components") == (
+        "tests/e2e/labs.yaml::lab20-ascend-hami-dra"
+    )
+    assert lab_scope("labs/nvidia-gpu-share/lab.yaml::nvidia-gpu-share::03-exhaust") == (
+        "labs/nvidia-gpu-share/lab.yaml::nvidia-gpu-share"
+    )
+    assert lab_scope("tests/unit/harness/test_cdi.py::test_x") is None
+    assert lab_scope("tests/unit/test_a.py::TestLab::test_b") is None
+
+
+def test_xdist_scheduler_groups_lab_steps() -> None:
+    pytest.importorskip("xdist")
     from types import SimpleNamespace
 
-    from harness.plugin import pytest_configure
+    from harness.plugin import pytest_xdist_make_scheduler
 
-    config = SimpleNamespace(option=SimpleNamespace(dist="load"), addinivalue_line=lambda *a: None,
-                             getoption=lambda name: None)  # fmt: skip
-    pytest_configure(config)  # type: ignore[arg-type]
-    assert config.option.dist == "loadgroup"
+    config = SimpleNamespace(getvalue=lambda name: "load", option=SimpleNamespace(dist="load", tx=["popen"] * 2,
+                             numprocesses=2, maxschedchunk=None), getoption=lambda *a, **k: None)  # fmt: skip
+    sched = pytest_xdist_make_scheduler(config, log=None)  # type: ignore[arg-type]
+    assert sched._split_scope("tests/e2e/labs.yaml::lab20::02-first") == "tests/e2e/labs.yaml::lab20"
+    assert sched._split_scope("tests/unit/x.py::test_a") == "tests/unit/x.py::test_a"
+    none = SimpleNamespace(getvalue=lambda name: "each")
+    assert pytest_xdist_make_scheduler(none, log=None) is None  # type: ignore[arg-type]

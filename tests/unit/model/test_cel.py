@@ -32,8 +32,12 @@ def test_string_literal_round_trips(value: str) -> None:
     assert str(result) == value
 
 
-@given(st.lists(st.text(alphabet=st.characters(exclude_categories=["Cs"]), min_size=1, max_size=20), min_size=1,
-                max_size=4), st.text(alphabet=st.characters(exclude_categories=["Cs"]), max_size=20))
+@given(
+    st.lists(
+        st.text(alphabet=st.characters(exclude_categories=["Cs"]), min_size=1, max_size=20), min_size=1, max_size=4
+    ),
+    st.text(alphabet=st.characters(exclude_categories=["Cs"]), max_size=20),
+)
 def test_one_of_matches_exactly_the_listed_values(values: list[str], probe: str) -> None:
     expr = cel.one_of(DOMAIN, "uuid", values)
     assert evaluate(expr, device(uuid=probe)) == (probe in values)

@@ -18,8 +18,15 @@ MIB = 1024 * 1024
 ENV = celpy.Environment()
 
 
-def pod(limits: dict[str, Any] | None = None, *, requests: dict[str, Any] | None = None, name: str = "p",
-        annotations: dict[str, str] | None = None, kind: str = "containers", **meta: Any) -> dict[str, Any]:
+def pod(
+    limits: dict[str, Any] | None = None,
+    *,
+    requests: dict[str, Any] | None = None,
+    name: str = "p",
+    annotations: dict[str, str] | None = None,
+    kind: str = "containers",
+    **meta: Any,
+) -> dict[str, Any]:
     resources: dict[str, Any] = {}
     if limits is not None:
         resources["limits"] = limits
@@ -30,8 +37,10 @@ def pod(limits: dict[str, Any] | None = None, *, requests: dict[str, Any] | None
         metadata["annotations"] = annotations
     spec: dict[str, Any] = {"containers": [{"name": "app", "image": "busybox", "resources": resources}]}
     if kind != "containers":
-        spec = {"containers": [{"name": "main", "image": "busybox"}],
-                kind: [{"name": "app", "image": "busybox", "resources": resources}]}
+        spec = {
+            "containers": [{"name": "main", "image": "busybox"}],
+            kind: [{"name": "app", "image": "busybox", "resources": resources}],
+        }
     return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec}
 
 
@@ -52,36 +61,59 @@ def matches(req: dict[str, Any], dev: dict[str, Any]) -> bool:
 # -- every vendor and chip ---------------------------------------------------------------------
 
 ASCEND_CHIPS = [
-    ("Ascend910A", "910A"), ("Ascend910B2", "910B2"), ("Ascend910B3", "910B3"), ("Ascend910B4", "910B4"),
-    ("Ascend910B4-1", "910B4-1"), ("Ascend310P", "310P3"), ("Ascend910C", "Ascend910"),
+    ("Ascend910A", "910A"),
+    ("Ascend910B2", "910B2"),
+    ("Ascend910B3", "910B3"),
+    ("Ascend910B4", "910B4"),
+    ("Ascend910B4-1", "910B4-1"),
+    ("Ascend310P", "310P3"),
+    ("Ascend910C", "Ascend910"),
 ]
 
 
 @pytest.mark.parametrize(("chip", "product"), ASCEND_CHIPS)
 def test_every_ascend_chip(chip: str, product: str) -> None:
-    conv = convert_pod(pod({f"huawei.com/{chip}": 1, f"huawei.com/{chip}-memory": "4096",
-                            f"huawei.com/{chip}-core": "25"}), TABLE, namespace="ns")
+    conv = convert_pod(
+        pod({f"huawei.com/{chip}": 1, f"huawei.com/{chip}-memory": "4096", f"huawei.com/{chip}-core": "25"}),
+        TABLE,
+        namespace="ns",
+    )
     req = only_request(conv)
     assert req["name"] == "npu"
     assert req["exactly"]["deviceClassName"] == "hami-vnpu-core.project-hami.io"
     assert req["exactly"]["capacity"]["requests"] == {"cores": "25", "memory": str(4096 * MIB)}
     assert conv.plans[0].object_name == f"ns-p-app-{chip.lower()}"
-    dev = {"driver": "ascend.project-hami.io",
-           "attributes": {"ascend.project-hami.io": {"type": "HAMivNPUCore", "productName": product, "uuid": "u"}}}
+    dev = {
+        "driver": "ascend.project-hami.io",
+        "attributes": {"ascend.project-hami.io": {"type": "HAMivNPUCore", "productName": product, "uuid": "u"}},
+    }
     assert matches(req, dev)
 
 
 VENDORS = [
-    ("nvidia", {"nvidia.com/gpu": 2, "nvidia.com/gpumem": "3000", "nvidia.com/gpucores": "30"},
-     "gpu", "hami-core-gpu.project-hami.io", "nvidia", {"cores": "30", "memory": str(3000 * MIB)}),
-    ("hygon", {"hygon.com/hcunum": 1, "hygon.com/hcumem": "2048", "hygon.com/hcucores": "50"},
-     "hcu", "dra.hygon.com", "hygon", {"cores": "60", "memory": str(2048 * MIB)}),  # 50% of 120 compute units
+    (
+        "nvidia",
+        {"nvidia.com/gpu": 2, "nvidia.com/gpumem": "3000", "nvidia.com/gpucores": "30"},
+        "gpu",
+        "hami-core-gpu.project-hami.io",
+        "nvidia",
+        {"cores": "30", "memory": str(3000 * MIB)},
+    ),
+    (
+        "hygon",
+        {"hygon.com/hcunum": 1, "hygon.com/hcumem": "2048", "hygon.com/hcucores": "50"},
+        "hcu",
+        "dra.hygon.com",
+        "hygon",
+        {"cores": "60", "memory": str(2048 * MIB)},
+    ),  # 50% of 120 compute units
 ]
 
 
 @pytest.mark.parametrize(("vendor", "limits", "request_name", "device_class", "suffix", "capacity"), VENDORS)
-def test_nvidia_and_hygon(vendor: str, limits: dict, request_name: str, device_class: str, suffix: str,
-                          capacity: dict) -> None:
+def test_nvidia_and_hygon(
+    vendor: str, limits: dict, request_name: str, device_class: str, suffix: str, capacity: dict
+) -> None:
     conv = convert_pod(pod(limits), TABLE, namespace="ns")
     req = only_request(conv)
     assert req["name"] == request_name
@@ -93,14 +125,29 @@ def test_nvidia_and_hygon(vendor: str, limits: dict, request_name: str, device_c
 
 
 def test_new_vendor_from_config_converts_without_code() -> None:
-    table = load_vendor_table({"metax": {
-        "driver": "gpu.metax-tech.com", "deviceClass": "gpu.metax-tech.com", "typeAttribute": "sgpu",
-        "requestName": "gpu", "claimSuffix": "metax",
-        "resources": {"count": "metax-tech.com/sgpu", "memory": "metax-tech.com/vmemory",
-                      "cores": "metax-tech.com/vcore"},
-        "annotations": {"useUUID": "metax-tech.com/use-gpuuuid", "noUseUUID": "metax-tech.com/nouse-gpuuuid",
-                        "useType": "metax-tech.com/use-gputype", "noUseType": "metax-tech.com/nouse-gputype"},
-        "defaults": {"cores": 0}}})
+    table = load_vendor_table(
+        {
+            "metax": {
+                "driver": "gpu.metax-tech.com",
+                "deviceClass": "gpu.metax-tech.com",
+                "typeAttribute": "sgpu",
+                "requestName": "gpu",
+                "claimSuffix": "metax",
+                "resources": {
+                    "count": "metax-tech.com/sgpu",
+                    "memory": "metax-tech.com/vmemory",
+                    "cores": "metax-tech.com/vcore",
+                },
+                "annotations": {
+                    "useUUID": "metax-tech.com/use-gpuuuid",
+                    "noUseUUID": "metax-tech.com/nouse-gpuuuid",
+                    "useType": "metax-tech.com/use-gputype",
+                    "noUseType": "metax-tech.com/nouse-gputype",
+                },
+                "defaults": {"cores": 0},
+            }
+        }
+    )
     conv = convert_pod(pod({"metax-tech.com/sgpu": 1, "metax-tech.com/vmemory": "1024"}), table)
     req = only_request(conv)
     assert req["exactly"]["deviceClassName"] == "gpu.metax-tech.com"
@@ -108,6 +155,7 @@ def test_new_vendor_from_config_converts_without_code() -> None:
 
 
 # -- units and defaults -------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize(
     ("memory", "expected"),
@@ -132,6 +180,7 @@ def test_defaults_are_configurable_per_vendor() -> None:
 
 
 # -- containers, limits and requests -------------------------------------------------------------
+
 
 @pytest.mark.parametrize("kind", ["initContainers", "containers"])
 def test_init_and_sidecar_containers(kind: str) -> None:
@@ -175,16 +224,23 @@ def test_ignored_hami_resources_go_with_the_vendor() -> None:
 
 # -- selectors ------------------------------------------------------------------------------------
 
+
 def test_ascend_annotations_become_cel() -> None:
-    ann = {"hami.io/use-Ascend310P-uuid": "U1,U2", "hami.io/no-use-Ascend310P-uuid": "U2",
-           "hami.io/use-nputype": "310P3", "hami.io/no-use-nputype": "910B3"}
+    ann = {
+        "hami.io/use-Ascend310P-uuid": "U1,U2",
+        "hami.io/no-use-Ascend310P-uuid": "U2",
+        "hami.io/use-nputype": "310P3",
+        "hami.io/no-use-nputype": "910B3",
+    }
     req = only_request(convert_pod(pod({"huawei.com/Ascend310P": 1}, annotations=ann), TABLE))
     sels = selectors(req)
     assert len(sels) == 5
 
     def dev(uuid: str, product: str = "310P3") -> dict:
-        return {"driver": "ascend.project-hami.io", "attributes": {"ascend.project-hami.io": {
-            "type": "HAMivNPUCore", "uuid": uuid, "productName": product}}}
+        return {
+            "driver": "ascend.project-hami.io",
+            "attributes": {"ascend.project-hami.io": {"type": "HAMivNPUCore", "uuid": uuid, "productName": product}},
+        }
 
     assert matches(req, dev("U1"))
     assert not matches(req, dev("U2"))  # listed, then excluded
@@ -197,8 +253,10 @@ def test_nvidia_types_match_by_substring_and_uuid_annotations() -> None:
     req = only_request(convert_pod(pod({"nvidia.com/gpu": 1}, annotations=ann), TABLE))
 
     def dev(uuid: str, product: str) -> dict:
-        return {"driver": "hami-core-gpu.project-hami.io", "attributes": {"hami-core-gpu.project-hami.io": {
-            "type": "hami-gpu", "uuid": uuid, "productName": product}}}
+        return {
+            "driver": "hami-core-gpu.project-hami.io",
+            "attributes": {"hami-core-gpu.project-hami.io": {"type": "hami-gpu", "uuid": uuid, "productName": product}},
+        }
 
     assert matches(req, dev("GPU-1", "NVIDIA A100-SXM4-40GB"))
     assert not matches(req, dev("GPU-bad", "NVIDIA A100-SXM4-40GB"))
@@ -226,6 +284,7 @@ def test_hostile_annotation_is_denied_with_its_name() -> None:
 
 # -- refusals -------------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize(
     ("limits", "field", "message"),
     [
@@ -236,10 +295,16 @@ def test_hostile_annotation_is_denied_with_its_name() -> None:
         ({"nvidia.com/gpu": 1, "nvidia.com/gpumem": "0"}, "limits[nvidia.com/gpumem]", "no memory"),
         ({"nvidia.com/gpu": 1, "nvidia.com/gpumem": "-5"}, "limits[nvidia.com/gpumem]", "no memory"),
         ({"nvidia.com/gpu": 1, "nvidia.com/gpumem": "500m"}, "limits[nvidia.com/gpumem]", "milli"),
-        ({"nvidia.com/gpu": 1, "nvidia.com/gpumem-percentage": "50"}, "limits[nvidia.com/gpumem-percentage]",
-         "cannot be expressed as a DRA capacity request at admission"),
-        ({"huawei.com/Ascend999": 1, "huawei.com/Ascend999-memory": "1024"}, "limits[huawei.com/Ascend999-memory]",
-         "unknown Huawei Ascend NPU chip"),
+        (
+            {"nvidia.com/gpu": 1, "nvidia.com/gpumem-percentage": "50"},
+            "limits[nvidia.com/gpumem-percentage]",
+            "cannot be expressed as a DRA capacity request at admission",
+        ),
+        (
+            {"huawei.com/Ascend999": 1, "huawei.com/Ascend999-memory": "1024"},
+            "limits[huawei.com/Ascend999-memory]",
+            "unknown Huawei Ascend NPU chip",
+        ),
         ({"hygon.com/hcunum": 1, "hygon.com/hcucores": "101"}, "limits[hygon.com/hcucores]", "outside 0..100"),
     ],
 )
@@ -253,8 +318,13 @@ def test_denials_name_the_field_and_fix(limits: dict, field: str, message: str) 
 
 def test_limits_and_requests_that_differ_are_denied() -> None:
     with pytest.raises(Denied, match=r"requests\[nvidia.com/gpumem\].*differs from limits"):
-        convert_pod(pod({"nvidia.com/gpu": 1, "nvidia.com/gpumem": "1000"},
-                        requests={"nvidia.com/gpu": 1, "nvidia.com/gpumem": "2000"}), TABLE)
+        convert_pod(
+            pod(
+                {"nvidia.com/gpu": 1, "nvidia.com/gpumem": "1000"},
+                requests={"nvidia.com/gpu": 1, "nvidia.com/gpumem": "2000"},
+            ),
+            TABLE,
+        )
 
 
 def test_disabled_vendor_is_left_alone() -> None:
@@ -264,6 +334,7 @@ def test_disabled_vendor_is_left_alone() -> None:
 
 
 # -- pass-through, idempotence, naming ------------------------------------------------------------
+
 
 def test_pods_without_hami_resources_pass_untouched() -> None:
     p = pod({"cpu": "1"})
@@ -304,6 +375,7 @@ def test_generate_name_pods_get_names_from_the_admission_uid() -> None:
     assert a.plans[0].object_name == b.plans[0].object_name != c.plans[0].object_name
     assert a.plans[0].object_name == f"ns-{naming.generated_name('web-7f9c-', 'uid-1')}-app-nvidia"
     assert a.objects[0]["metadata"]["annotations"]["dralab.io/pod-generate-name"] == "web-7f9c-"
+    assert a.objects[0]["metadata"]["labels"]["dralab.io/pod"] == "web-7f9c"
     offline = convert_pod(p, TABLE, namespace="ns")
     assert offline.plans[0].object_name == convert_pod(copy.deepcopy(p), TABLE, namespace="ns").plans[0].object_name
 
@@ -319,10 +391,16 @@ def test_renames_apply_to_claim_and_references() -> None:
 def test_claims_carry_their_pod() -> None:
     conv = Converter(TABLE).convert(pod({"nvidia.com/gpu": 1}), namespace="ns", request_uid="u-1")
     meta = conv.objects[0]["metadata"]
-    assert meta["labels"] == {"app.kubernetes.io/managed-by": "dralab", "dralab.io/lifecycle": "claim",
-                              "dralab.io/pod": "p"}
-    assert meta["annotations"] == {"dralab.io/container": "app", "dralab.io/pod-name": "p",
-                                   "dralab.io/admission-uid": "u-1"}
+    assert meta["labels"] == {
+        "app.kubernetes.io/managed-by": "dralab",
+        "dralab.io/lifecycle": "claim",
+        "dralab.io/pod": "p",
+    }
+    assert meta["annotations"] == {
+        "dralab.io/container": "app",
+        "dralab.io/pod-name": "p",
+        "dralab.io/admission-uid": "u-1",
+    }
 
 
 def test_patch_applies_to_the_converted_pod() -> None:
@@ -334,16 +412,18 @@ def test_patch_applies_to_the_converted_pod() -> None:
 
 # -- template lifecycle ---------------------------------------------------------------------------
 
+
 def test_template_mode_shares_templates_by_shape() -> None:
     limits = {"nvidia.com/gpu": 1, "nvidia.com/gpumem": "1000"}
     a = convert_pod(pod(limits, name="a"), TABLE, namespace="ns", lifecycle="template")
     b = convert_pod(pod(limits, name="b"), TABLE, namespace="ns", lifecycle="template")
-    c = convert_pod(pod({"nvidia.com/gpu": 1, "nvidia.com/gpumem": "2000"}, name="c"), TABLE, namespace="ns",
-                    lifecycle="template")
+    c = convert_pod(
+        pod({"nvidia.com/gpu": 1, "nvidia.com/gpumem": "2000"}, name="c"), TABLE, namespace="ns", lifecycle="template"
+    )
     (ta,), (tb,), (tc,) = a.objects, b.objects, c.objects
     assert ta["kind"] == "ResourceClaimTemplate"
     assert ta == tb and ta["metadata"]["name"] != tc["metadata"]["name"]
-    assert a.pod["spec"]["resourceClaims"] == [{"name": "app-nvidia",
-                                                "resourceClaimTemplateName": ta["metadata"]["name"]}]
-    assert ta["spec"]["spec"]["devices"]["requests"][0]["exactly"]["capacity"]["requests"]["memory"] == str(
-        1000 * MIB)
+    assert a.pod["spec"]["resourceClaims"] == [
+        {"name": "app-nvidia", "resourceClaimTemplateName": ta["metadata"]["name"]}
+    ]
+    assert ta["spec"]["spec"]["devices"]["requests"][0]["exactly"]["capacity"]["requests"]["memory"] == str(1000 * MIB)

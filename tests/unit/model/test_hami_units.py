@@ -13,15 +13,15 @@ MIB = 1024 * 1024
 @pytest.mark.parametrize(
     ("text", "expected"),
     [
-        ("8192", 8192 * MIB),          # Lab 20: 8192 MiB -> 8589934592
+        ("8192", 8192 * MIB),  # Lab 20: 8192 MiB -> 8589934592
         (8192, 8192 * MIB),
-        ("14k", 14000 * MIB),          # the apiserver's canonical form of 14000 (Lab 20 Step 9 ctrl-b)
-        ("14000", 14000 * MIB),        # offline, un-canonicalized
+        ("14k", 14000 * MIB),  # the apiserver's canonical form of 14000 (Lab 20 Step 9 ctrl-b)
+        ("14000", 14000 * MIB),  # offline, un-canonicalized
         ("3k", 3000 * MIB),
         ("1M", 1_000_000 * MIB),
         ("1.5k", 1500 * MIB),
         ("8e3", 8000 * MIB),
-        ("16Gi", 16 * 1024**3),        # binary suffix: bytes, not MiB
+        ("16Gi", 16 * 1024**3),  # binary suffix: bytes, not MiB
         ("512Mi", 512 * MIB),
         ("0.5Gi", 512 * MIB),
         ("1Ki", 1024),
@@ -58,8 +58,16 @@ def test_cores(text: object, expected: int) -> None:
     assert cores_percent(text, "f") == expected
 
 
-@pytest.mark.parametrize(("text", "message"), [("101", "outside 0..100"), ("1k", "outside"), ("-1", "outside"),
-                                               ("0.5", "whole percentage"), ("500m", "whole percentage")])
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("101", "outside 0..100"),
+        ("1k", "outside"),
+        ("-1", "outside"),
+        ("0.5", "whole percentage"),
+        ("500m", "whole percentage"),
+    ],
+)
 def test_cores_refusals(text: str, message: str) -> None:
     with pytest.raises(Denied, match=message):
         cores_percent(text, "f")
@@ -70,8 +78,10 @@ def test_count(text: object, expected: int) -> None:
     assert device_count(text, "f") == expected
 
 
-@pytest.mark.parametrize(("text", "message"), [("0", "requests no device"), ("-2", "no device"),
-                                               ("1.5", "whole number"), ("500m", "whole number")])
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [("0", "requests no device"), ("-2", "no device"), ("1.5", "whole number"), ("500m", "whole number")],
+)
 def test_count_refusals(text: str, message: str) -> None:
     with pytest.raises(Denied, match=message):
         device_count(text, "f")

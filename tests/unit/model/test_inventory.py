@@ -20,10 +20,19 @@ def test_default_inventory_is_lab20_host() -> None:
 
 
 def test_device_names_follow_the_vendor_pattern() -> None:
-    inv = parse_inventory({"nodes": [{"name": "n1", "devices": [
-        {"vendor": "ascend", "uuid": "u0", "memory": "1Gi", "index": 3},
-        {"vendor": "nvidia", "uuid": "u1", "memory": "1Gi", "index": 0},
-    ]}]})
+    inv = parse_inventory(
+        {
+            "nodes": [
+                {
+                    "name": "n1",
+                    "devices": [
+                        {"vendor": "ascend", "uuid": "u0", "memory": "1Gi", "index": 3},
+                        {"vendor": "nvidia", "uuid": "u1", "memory": "1Gi", "index": 0},
+                    ],
+                }
+            ]
+        }
+    )
     assert [d.name for d in inv.node("n1").devices] == ["npu-3-0", "gpu-0"]
 
 
@@ -34,8 +43,10 @@ def test_device_names_follow_the_vendor_pattern() -> None:
         ({"nodes": [{"devices": []}]}, "needs a 'name'"),
         ({"nodes": [{"name": "n", "devices": [{"uuid": "u", "memory": "1Gi"}]}]}, "'vendor' is required"),
         ({"nodes": [{"name": "n", "devices": [{"vendor": "ascend", "memory": "1Gi"}]}]}, "'uuid' is required"),
-        ({"nodes": [{"name": "n", "devices": [{"vendor": "ascend", "uuid": "u", "memory": "lots"}]}]},
-         "not a valid quantity"),
+        (
+            {"nodes": [{"name": "n", "devices": [{"vendor": "ascend", "uuid": "u", "memory": "lots"}]}]},
+            "not a valid quantity",
+        ),
     ],
 )
 def test_bad_inventories_say_what_is_wrong(doc: dict, message: str) -> None:

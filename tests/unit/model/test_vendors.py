@@ -39,10 +39,17 @@ def test_new_vendor_is_a_table_entry() -> None:
                 "typeAttribute": "sgpu",
                 "requestName": "gpu",
                 "claimSuffix": "metax",
-                "resources": {"count": "metax-tech.com/sgpu", "memory": "metax-tech.com/vmemory",
-                              "cores": "metax-tech.com/vcore"},
-                "annotations": {"useUUID": "metax-tech.com/use-gpuuuid", "noUseUUID": "metax-tech.com/nouse-gpuuuid",
-                                "useType": "metax-tech.com/use-gputype", "noUseType": "metax-tech.com/nouse-gputype"},
+                "resources": {
+                    "count": "metax-tech.com/sgpu",
+                    "memory": "metax-tech.com/vmemory",
+                    "cores": "metax-tech.com/vcore",
+                },
+                "annotations": {
+                    "useUUID": "metax-tech.com/use-gpuuuid",
+                    "noUseUUID": "metax-tech.com/nouse-gpuuuid",
+                    "useType": "metax-tech.com/use-gputype",
+                    "noUseType": "metax-tech.com/nouse-gputype",
+                },
             }
         }
     )

@@ -85,7 +85,7 @@ def test_a_second_apply_changes_nothing() -> None:
 
 
 def test_version_4_skips_the_deprecated_enable_cdi() -> None:
-    text, version, changed = cri.apply("version = 4\n", CDI, 2)
+    text, version, _changed = cri.apply("version = 4\n", CDI, 2)
     assert version == 4
     runtime = tomllib.loads(text)["plugins"]["io.containerd.cri.v1.runtime"]
     assert "enable_cdi" not in runtime and runtime["cdi_spec_dirs"] == ["/etc/cdi", "/var/run/cdi"]
@@ -93,7 +93,7 @@ def test_version_4_skips_the_deprecated_enable_cdi() -> None:
 
 def test_a_version_1_config_is_refused_with_the_fix() -> None:
     with pytest.raises(cri.ConfigError, match="containerd config migrate"):
-        cri.apply('[plugins.cri]\n  enable_selinux = false\n', CDI, 2)
+        cri.apply("[plugins.cri]\n  enable_selinux = false\n", CDI, 2)
 
 
 def test_a_key_set_elsewhere_is_caught_before_writing() -> None:
@@ -107,7 +107,7 @@ def test_key_and_value_helpers() -> None:
         "plugins", "io.containerd.grpc.v1.cri", "containerd",
     )  # fmt: skip
     assert cri.split_key("plugins.'io.containerd.cri.v1.runtime'") == ("plugins", "io.containerd.cri.v1.runtime")
-    assert cri.parse_value('["a", \'b\',\n # c\n ]') == ["a", "b"]
+    assert cri.parse_value("[\"a\", 'b',\n # c\n ]") == ["a", "b"]
     assert cri.parse_value("true # on") is True
     assert cri.render_value(["/etc/cdi", 1, False]) == '["/etc/cdi", 1, false]'
 
@@ -162,7 +162,9 @@ def test_driver_version_file() -> None:
 
 def test_feature_gate_flag_merge() -> None:
     want = {"DRAConsumableCapacity": True}
-    assert filters.merge_gate_flag(["kube-scheduler", "--v=2"], want)[-1] == "--feature-gates=DRAConsumableCapacity=true"
+    assert (
+        filters.merge_gate_flag(["kube-scheduler", "--v=2"], want)[-1] == "--feature-gates=DRAConsumableCapacity=true"
+    )
     merged = filters.merge_gate_flag(["x", "--feature-gates=A=true,DRAConsumableCapacity=false"], want)
     assert merged == ["x", "--feature-gates=A=true,DRAConsumableCapacity=true"]
     done = ["x", "--feature-gates=DRAConsumableCapacity=true,A=false"]

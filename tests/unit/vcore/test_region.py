@@ -91,3 +91,16 @@ def test_unwritable_region_directory_refuses_with_the_path(vc, kv, tmp_path) -> 
     )
     assert kv(proc.stdout)["filled_mib"] == "0"
     assert f"shared region {blocker}/sub/x.cache: cannot open" in proc.stderr
+
+
+def test_exec_starts_the_new_image_with_an_empty_share(vc, kv) -> None:
+    # Same pid and start time after exec: the old image's slot must not keep its 500 MiB.
+    proc = vc.run("t_cuda", "exec", "500", env={**LIMIT, "VCORE_LOG": "off"})
+    assert proc.returncode == 0, proc.stderr
+    assert kv(proc.stdout)["filled_mib"] == "1000"
+
+
+def test_forked_child_has_its_own_share_and_leaves_the_parents_alone(vc) -> None:
+    proc = vc.run("t_cuda", "fork", "600", env={**LIMIT, "VCORE_LOG": "off"})
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["child_filled_mib=400", "parent_free_mib=424"]

@@ -11,6 +11,17 @@ import pytest
 from dralab.webhook.kube import ApiError
 
 
+def _merge(target: dict[str, Any], patch: dict[str, Any]) -> None:
+    """JSON merge patch (RFC 7386) onto ``target`` in place."""
+    for key, value in patch.items():
+        if value is None:
+            target.pop(key, None)
+        elif isinstance(value, dict) and isinstance(target.get(key), dict):
+            _merge(target[key], value)
+        else:
+            target[key] = copy.deepcopy(value)
+
+
 class FakeApi:
     """Objects by path; ``fail_creates`` makes the n-th create (0-based) fail with a 500."""
 
@@ -57,7 +68,7 @@ class FakeApi:
             raise ApiError(404, "Not Found")
         meta = dict(patch.get("metadata") or {})
         meta.pop("resourceVersion", None)
-        self.objects[path]["metadata"].update(meta)
+        _merge(self.objects[path]["metadata"], meta)
         return copy.deepcopy(self.objects[path])
 
     def list(self, path: str, label_selector: str | None = None) -> dict[str, Any]:
@@ -67,7 +78,6 @@ class FakeApi:
 
     def names(self, path: str) -> list[str]:
         return sorted(p.rsplit("/", 1)[1] for p in self.objects if p.rsplit("/", 1)[0] == path)
-
 
 
 @pytest.fixture

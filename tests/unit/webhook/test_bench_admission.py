@@ -5,11 +5,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from dralab.bench.admission import admission
 
 
+@pytest.mark.slow
 def test_bench_writes_results_and_skip_reason(tmp_path: Path) -> None:
     result = CliRunner().invoke(
         admission, ["--quick", "--duration", "0.3", "--cluster", "no-such-cluster-here", "--out", str(tmp_path)]

@@ -22,7 +22,8 @@ def test_lab20_step5_field_by_field() -> None:
     assert pod["metadata"]["name"] == "ascend-share-a" and pod["metadata"]["namespace"] == "dra-ascend-e2e"
     assert pod["metadata"]["labels"] == {"hami.io/webhook": "ignore", "hami.io/dra": "true"}
     assert pod["metadata"]["annotations"] == {
-        "hami.io/use-Ascend310P-uuid": "68496E64-20E05477-92C31323-6E78030A-BD003019"}
+        "hami.io/use-Ascend310P-uuid": "68496E64-20E05477-92C31323-6E78030A-BD003019"
+    }
     assert pod["spec"]["runtimeClassName"] == "ascend"
     (container,) = pod["spec"]["containers"]
     assert container["resources"] == {"claims": [{"name": CLAIM}]}
@@ -38,10 +39,18 @@ def test_lab20_step5_field_by_field() -> None:
     assert exactly["deviceClassName"] == "hami-vnpu-core.project-hami.io"
     assert exactly["capacity"] == {"requests": {"cores": "50", "memory": "8589934592"}}
     assert exactly["selectors"] == [
-        {"cel": {"expression": 'device.driver == "ascend.project-hami.io" && '
-                               'device.attributes["ascend.project-hami.io"].type == "HAMivNPUCore"'}},
-        {"cel": {"expression": 'device.attributes["ascend.project-hami.io"].uuid in '
-                               '["68496E64-20E05477-92C31323-6E78030A-BD003019"]'}},
+        {
+            "cel": {
+                "expression": 'device.driver == "ascend.project-hami.io" && '
+                'device.attributes["ascend.project-hami.io"].type == "HAMivNPUCore"'
+            }
+        },
+        {
+            "cel": {
+                "expression": 'device.attributes["ascend.project-hami.io"].uuid in '
+                '["68496E64-20E05477-92C31323-6E78030A-BD003019"]'
+            }
+        },
     ]
 
 
@@ -52,7 +61,8 @@ def test_several_pods_and_default_namespace() -> None:
     assert [d["kind"] for d in docs] == ["Pod", "ResourceClaim", "Pod", "ResourceClaim"]
     assert docs[1]["metadata"]["name"] == "default-ascend-share-a-app-ascend310p"
     assert docs[3]["spec"]["devices"]["requests"][0]["exactly"]["capacity"]["requests"]["memory"] == str(
-        14000 * 1024 * 1024)
+        14000 * 1024 * 1024
+    )
     team = list(yaml.safe_load_all(convert_documents(text, "team-a", None)))
     assert team[1]["metadata"]["name"] == "team-a-ascend-share-a-app-ascend310p"
 
@@ -63,7 +73,8 @@ def test_template_lifecycle_from_config(tmp_path: Path) -> None:
     pod, template = yaml.safe_load_all(convert_documents(FIXTURE.read_text(), None, str(cfg)))
     assert template["kind"] == "ResourceClaimTemplate"
     assert pod["spec"]["resourceClaims"] == [
-        {"name": "app-ascend310p", "resourceClaimTemplateName": template["metadata"]["name"]}]
+        {"name": "app-ascend310p", "resourceClaimTemplateName": template["metadata"]["name"]}
+    ]
 
 
 @pytest.mark.parametrize(
@@ -87,8 +98,9 @@ def test_conflicting_namespace_flag() -> None:
 def test_cli_invalid_input_is_one_line_without_traceback(tmp_path: Path) -> None:
     bad = tmp_path / "bad.yaml"
     bad.write_text(FIXTURE.read_text().replace('"50"', '"150"'))
-    proc = subprocess.run([sys.executable, "-m", "dralab.cli", "convert", "-f", str(bad)],
-                          capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-m", "dralab.cli", "convert", "-f", str(bad)], capture_output=True, text=True, timeout=60
+    )
     assert proc.returncode == 2
     assert proc.stdout == ""
     assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr
@@ -96,7 +108,12 @@ def test_cli_invalid_input_is_one_line_without_traceback(tmp_path: Path) -> None
 
 
 def test_cli_prints_multi_document_yaml() -> None:
-    proc = subprocess.run([sys.executable, "-m", "dralab.cli", "convert", "-f", "-"], input=FIXTURE.read_text(),
-                          capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-m", "dralab.cli", "convert", "-f", "-"],
+        input=FIXTURE.read_text(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 0, proc.stderr
     assert [d["kind"] for d in yaml.safe_load_all(proc.stdout)] == ["Pod", "ResourceClaim"]

@@ -27,8 +27,15 @@ def lab20_pod() -> dict[str, Any]:
     return yaml.safe_load(FIXTURE.read_text())
 
 
-def review(pod: dict[str, Any], *, operation: str = "CREATE", uid: str = "uid-1", dry_run: bool = False,
-           namespace: str = NS, old: dict[str, Any] | None = None) -> dict[str, Any]:
+def review(
+    pod: dict[str, Any],
+    *,
+    operation: str = "CREATE",
+    uid: str = "uid-1",
+    dry_run: bool = False,
+    namespace: str = NS,
+    old: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     request = {
         "uid": uid,
         "kind": {"group": "", "version": "v1", "kind": "Pod"},
@@ -73,14 +80,17 @@ def test_dry_run_creates_nothing(fake_api) -> None:
 def test_partial_failure_rolls_back_the_claims_already_created(fake_api) -> None:
     pod = lab20_pod()
     pod["spec"]["containers"].append(
-        {"name": "second", "image": "x", "resources": {"limits": {"huawei.com/Ascend310P": 1}}})
+        {"name": "second", "image": "x", "resources": {"limits": {"huawei.com/Ascend310P": 1}}}
+    )
     fake_api.fail_creates = {1}
     wh = build(default_config(), fake_api, janitor=False)
     out = run(wh.handler.mutate, review(pod))
     assert out["response"]["allowed"] is False
     assert out["response"]["status"]["code"] == 500
-    assert "could not create ResourceClaim dra-ascend-e2e/dra-ascend-e2e-ascend-share-a-second-ascend310p" in (
-        out["response"]["status"]["message"])
+    assert (
+        "could not create ResourceClaim dra-ascend-e2e/dra-ascend-e2e-ascend-share-a-second-ascend310p"
+        in (out["response"]["status"]["message"])
+    )
     assert fake_api.names(CLAIMS) == []  # the first claim was deleted again
     assert ("delete", f"{CLAIMS}/{LAB20_CLAIM}") in fake_api.calls
     assert b"dralab_webhook_claims_rolled_back_total 1.0" in wh.metrics.render()
@@ -114,7 +124,8 @@ def test_denial_names_the_field(fake_api) -> None:
     out = run(wh.handler.mutate, review(pod))
     assert out["response"]["allowed"] is False
     assert out["response"]["status"]["message"].startswith(
-        "spec.containers[0].resources.limits[huawei.com/Ascend310P-core]: ")
+        "spec.containers[0].resources.limits[huawei.com/Ascend310P-core]: "
+    )
     assert fake_api.calls == []
 
 

@@ -16,9 +16,14 @@ def claim(name: str, *, age: float = 0.0, owner_uid: str | None = None, deleting
     import datetime as dt
 
     created = dt.datetime.fromtimestamp(NOW - age, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    meta: dict[str, Any] = {"name": name, "namespace": "ns", "uid": f"c-{name}", "creationTimestamp": created,
-                            "resourceVersion": "7",
-                            "labels": {"app.kubernetes.io/managed-by": "dralab", "dralab.io/lifecycle": "claim"}}
+    meta: dict[str, Any] = {
+        "name": name,
+        "namespace": "ns",
+        "uid": f"c-{name}",
+        "creationTimestamp": created,
+        "resourceVersion": "7",
+        "labels": {"app.kubernetes.io/managed-by": "dralab", "dralab.io/lifecycle": "claim"},
+    }
     if owner_uid:
         meta["ownerReferences"] = [{"apiVersion": "v1", "kind": "Pod", "name": "p", "uid": owner_uid}]
     if deleting:
@@ -27,8 +32,10 @@ def claim(name: str, *, age: float = 0.0, owner_uid: str | None = None, deleting
 
 
 def pod(name: str, uid: str, *claims: str) -> dict[str, Any]:
-    return {"metadata": {"name": name, "namespace": "ns", "uid": uid},
-            "spec": {"resourceClaims": [{"name": c, "resourceClaimName": c} for c in claims]}}
+    return {
+        "metadata": {"name": name, "namespace": "ns", "uid": uid},
+        "spec": {"resourceClaims": [{"name": c, "resourceClaimName": c} for c in claims]},
+    }
 
 
 def test_claim_of_an_existing_pod_is_adopted() -> None:
@@ -49,8 +56,9 @@ def test_old_orphan_is_reaped() -> None:
 
 
 def test_owned_claim_whose_pod_is_gone_is_reaped_and_live_one_kept() -> None:
-    p = janitor.plan([claim("gone", owner_uid="u-old"), claim("live", owner_uid="u1")],
-                     [pod("p", "u1", "live")], NOW, GRACE)
+    p = janitor.plan(
+        [claim("gone", owner_uid="u-old"), claim("live", owner_uid="u1")], [pod("p", "u1", "live")], NOW, GRACE
+    )
     assert [c["metadata"]["name"] for c in p.reap] == ["gone"]
     assert p.adopt == []
 
@@ -62,6 +70,8 @@ def test_claims_being_deleted_are_left_alone() -> None:
 def test_owner_patch_is_guarded_by_resource_version() -> None:
     patch = janitor.owner_patch(claim("c1"), pod("p", "u1", "c1"))
     assert patch["metadata"]["resourceVersion"] == "7"
+    assert patch["metadata"]["labels"] == {"dralab.io/pod": "p"}
+    assert patch["metadata"]["annotations"] == {"dralab.io/pod-name": "p"}
     assert patch["metadata"]["ownerReferences"] == [
         {"apiVersion": "v1", "kind": "Pod", "name": "p", "uid": "u1", "blockOwnerDeletion": False, "controller": False}
     ]
@@ -78,8 +88,10 @@ def test_reconcile_adopts_and_reaps_after_checking_live_pods(fake_api) -> None:
     jan.pods.items = {("ns", "p"): pod("p", "u1", "adopt-me")}
     jan.reconcile_once()
     assert fake_api.names(path) == ["adopt-me", "raced"]
-    owners = fake_api.objects[f"{path}/adopt-me"]["metadata"]["ownerReferences"]
-    assert owners[0]["uid"] == "u1"
+    adopted = fake_api.objects[f"{path}/adopt-me"]["metadata"]
+    assert adopted["ownerReferences"][0]["uid"] == "u1"
+    assert adopted["labels"]["dralab.io/pod"] == "p"
+    assert adopted["labels"]["app.kubernetes.io/managed-by"] == "dralab"
     rendered = jan.metrics.render()
     assert b"dralab_janitor_claims_adopted_total 1.0" in rendered
     assert b"dralab_janitor_claims_reaped_total 1.0" in rendered

@@ -32,14 +32,19 @@ def test_scoping_excludes_system_own_and_opted_out() -> None:
     service = {"namespace": "dralab", "name": "dralab-webhook", "port": 443}
     (mutating, _) = webhook_configurations(cfg, url=None, service=service, ca_bundle=b"x", own_namespace="dralab")
     (mw,) = mutating["webhooks"]
-    assert mw["clientConfig"]["service"] == {"namespace": "dralab", "name": "dralab-webhook", "path": "/mutate",
-                                             "port": 443}
+    assert mw["clientConfig"]["service"] == {
+        "namespace": "dralab",
+        "name": "dralab-webhook",
+        "path": "/mutate",
+        "port": 443,
+    }
     exprs = mw["namespaceSelector"]["matchExpressions"]
     names = next(e for e in exprs if e["key"] == "kubernetes.io/metadata.name")
     assert names["operator"] == "NotIn" and names["values"] == ["dralab", "kube-system", "monitoring"]
     assert {"key": "dralab.io/convert", "operator": "NotIn", "values": ["false"]} in exprs
     assert mw["objectSelector"]["matchExpressions"] == [
-        {"key": "dralab.io/convert", "operator": "NotIn", "values": ["false"]}]
+        {"key": "dralab.io/convert", "operator": "NotIn", "values": ["false"]}
+    ]
     assert mw["failurePolicy"] == "Ignore"
 
 
@@ -49,11 +54,15 @@ def test_exactly_one_destination() -> None:
 
 
 def test_configured_selectors_are_added_to_dralabs_own() -> None:
-    cfg = parse_config({"webhook": {
-        "namespaceSelector": {"matchLabels": {"accelerators": "shared"}},
-        "objectSelector": {"matchExpressions": [{"key": "tier", "operator": "In", "values": ["gpu"]}]}}})
-    mutating, validating = webhook_configurations(cfg, url="https://h", service=None, ca_bundle=b"",
-                                                  own_namespace="x")
+    cfg = parse_config(
+        {
+            "webhook": {
+                "namespaceSelector": {"matchLabels": {"accelerators": "shared"}},
+                "objectSelector": {"matchExpressions": [{"key": "tier", "operator": "In", "values": ["gpu"]}]},
+            }
+        }
+    )
+    mutating, validating = webhook_configurations(cfg, url="https://h", service=None, ca_bundle=b"", own_namespace="x")
     (mw,) = mutating["webhooks"]
     assert mw["namespaceSelector"]["matchLabels"] == {"accelerators": "shared"}
     assert len(mw["namespaceSelector"]["matchExpressions"]) == 2

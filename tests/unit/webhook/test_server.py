@@ -40,8 +40,9 @@ def review(pod: dict, uid: str = "r-1") -> dict:
 def served(tmp_path: Path, fake_api) -> Iterator[tuple[str, Path, Server]]:
     ca, cert, key = certs.write(tmp_path)
     port = free_port()
-    server = Server(build(default_config(), fake_api, janitor=False), cert, key, port=port, bench_routes=True,
-                    reload_interval=0.1)
+    server = Server(
+        build(default_config(), fake_api, janitor=False), cert, key, port=port, bench_routes=True, reload_interval=0.1
+    )
     server.start_in_thread()
     wait_for(lambda: server.started, 10, "webhook server to start")
     yield f"https://127.0.0.1:{port}", ca, server
