@@ -32,7 +32,7 @@ class Progress:
         self.started = time.monotonic()
 
     def dralab_say(self, message: str) -> None:
-        self.console.print(f"  [dim]· {message}[/dim]", highlight=False)
+        self.console.print(f"  [dim]· {message}[/dim]", highlight=False, soft_wrap=True)
 
     def pytest_collection_finish(self, session: Any) -> None:
         self.total = len(session.items)
@@ -53,19 +53,25 @@ class Progress:
             seconds = getattr(report, "duration", 0.0)
             if report.outcome == "passed":
                 self.counts["passed"] += 1
-                self.console.print(f"  [green]✓[/green] {name} [dim]({seconds:.2f}s)[/dim]", highlight=False)
+                self.console.print(
+                    f"  [green]✓[/green] {name} [dim]({seconds:.2f}s)[/dim]", highlight=False, soft_wrap=True
+                )
             elif report.outcome == "skipped":
                 self.counts["skipped"] += 1
                 reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
                 reason = reason.removeprefix("Skipped: ")
-                self.console.print(f"  [yellow]↷[/yellow] {name} [dim]skipped: {reason}[/dim]", highlight=False)
+                self.console.print(
+                    f"  [yellow]↷[/yellow] {name} [dim]skipped: {reason}[/dim]", highlight=False, soft_wrap=True
+                )
             else:
                 self.counts["failed"] += 1
-                self.console.print(f"  [red]✗ {name}[/red] [dim]({seconds:.2f}s)[/dim]", highlight=False)
+                self.console.print(
+                    f"  [red]✗ {name}[/red] [dim]({seconds:.2f}s)[/dim]", highlight=False, soft_wrap=True
+                )
                 text = report.longreprtext.strip().splitlines()
                 shown = text if self.verbose else text[:30]
                 for line in shown:
-                    self.console.print(f"      {line}", highlight=False, markup=False)
+                    self.console.print(f"      {line}", highlight=False, markup=False, soft_wrap=True)
                 if len(text) > len(shown):
                     self.console.print("      ... (the report has the rest)", style="dim")
 
@@ -156,7 +162,7 @@ def run_cmd(lab_ref: str, **options: Any) -> None:
     console = Console()
     run_dir = Path(options["reports_dir"]).expanduser().resolve() / new_run_id(loaded.name)
     console.print(f"[bold]{loaded.title}[/bold] ({loaded.name}) on profile [bold]{profile.name}[/bold]: "
-                  f"{len(loaded.steps)} steps", highlight=False)  # fmt: skip
+                  f"{len(loaded.steps)} steps", highlight=False, soft_wrap=True)  # fmt: skip
     progress = Progress(console, verbose=options["verbose"])
     started = time.monotonic()
     # Only the harness plugin is needed; other installed pytest plugins cost seconds of imports.
@@ -173,11 +179,11 @@ def run_cmd(lab_ref: str, **options: Any) -> None:
     c = progress.counts
     colour = "green" if code == 0 else "red"
     console.print(f"[{colour}]{c['passed']} passed, {c['failed']} failed, {c['skipped']} skipped[/{colour}] "
-                  f"in {seconds:.1f}s", highlight=False)  # fmt: skip
+                  f"in {seconds:.1f}s", highlight=False, soft_wrap=True)  # fmt: skip
     report = run_dir / "report.md"
     if report.is_file():
         console.print(f"report: {report}\nhtml:   {run_dir / 'report.html'}\njunit:  {run_dir / 'junit.xml'}",
-                      highlight=False, markup=False)  # fmt: skip
+                      highlight=False, markup=False, soft_wrap=True)  # fmt: skip
     elif code != 0:
         raise UserError(f"the lab did not run (pytest exit code {code}); rerun with --verbose to see why")
     if code != 0:

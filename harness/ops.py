@@ -357,6 +357,8 @@ def op_read_cdi(ctx: Context, body: dict[str, Any], op: Operation) -> OpOutcome:
     shown = matching.excerpt(expected, view) if expected is not None else {}
     shown = {"node": view["node"], "files": view["files"], "cdiDeviceIDs": view["cdiDeviceIDs"], **shown}
     summary = f"CDI spec {', '.join(view['files'])} on node {view['node']}"
+    if expected is not None:
+        summary += f": {brief(matching.excerpt(expected, view), limit=8)}"
     if captured:
         summary += "; captured " + ", ".join(captured)
     return _outcome(op, summary, shown)
@@ -382,7 +384,9 @@ def op_run_with_claim_env(ctx: Context, body: dict[str, Any], op: Operation) -> 
     _capture_from(ctx, body, data, op)
     shown = matching.excerpt(body.get("expect") or {}, data) if body.get("expect") else data
     env_shown = {k: v for k, v in env.items() if k not in ("LD_PRELOAD", "PATH")}
-    return _outcome(op, f"probe ran with the CDI env of claim {uid}", {"env": env_shown, "result": shown})
+    return _outcome(
+        op, f"probe with the CDI env of claim {uid}: {brief(shown, limit=8)}", {"env": env_shown, "result": shown}
+    )
 
 
 def _plain(value: Any) -> Any:

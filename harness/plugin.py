@@ -63,10 +63,8 @@ def pytest_configure_node(node: Any) -> None:
 def lab_scope(nodeid: str) -> str | None:
     """The lab a step item belongs to (``<file>::<lab>``), or None for any other test."""
     path, _, rest = nodeid.partition("::")
-    if path.endswith(("/lab.yaml", "/labs.yaml")) or path in ("lab.yaml", "labs.yaml"):
-        if rest.count("::") == 1:
-            return nodeid.rsplit("::", 1)[0]
-    return None
+    is_lab_file = path.endswith(("/lab.yaml", "/labs.yaml")) or path in ("lab.yaml", "labs.yaml")
+    return nodeid.rsplit("::", 1)[0] if is_lab_file and rest.count("::") == 1 else None
 
 
 @pytest.hookimpl(optionalhook=True)

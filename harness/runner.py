@@ -181,7 +181,7 @@ class LabRunner:
                 kind=op.kind,
                 where=op.where,
                 status=SKIPPED,
-                summary=f"skipped: profile {self.env.profile.name} lacks {', '.join(missing)}",
+                summary=f"needs {', '.join(missing)}, which profile {self.env.profile.name} lacks here",
             )
         started = time.monotonic()
         if op.mark:
@@ -231,7 +231,7 @@ class LabRunner:
             ran = [o for o in result.ops if o.status != SKIPPED]
             if not ran:
                 result.status = SKIPPED
-                result.reason = "; ".join(sorted({o.summary for o in result.ops}))
+                result.reason = "no operation can run here: " + "; ".join(sorted({o.summary for o in result.ops}))
         except StepFailed as exc:
             self._fail(result, FAILED, str(exc))
         except (UserError, ClusterError) as exc:

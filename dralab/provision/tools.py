@@ -9,7 +9,7 @@ from pathlib import Path
 
 from dralab.gobuild import build_go_tools, cache_root
 
-HELM_VERSION = "v3.22.0"  # keep in step with dralab/gobuild/wrappers/helm/go.mod
+HELM_VERSION = "v3.20.2"  # keep in step with dralab/gobuild/wrappers/helm/go.mod
 ACTIONLINT_VERSION = "v1.7.12"  # keep in step with dralab/gobuild/wrappers/actionlint/go.mod
 TARGET_KUBE_MINOR = "35"  # what `helm template`/`lint` assume when no cluster is asked
 

@@ -53,6 +53,7 @@ def check_kubernetes_version(version: str) -> str:
     major, minor, patch = (int(g) for g in match.groups())
     if major != 1 or minor < MIN_MINOR:
         raise UserError(
-            f"Kubernetes {version} is too old: DRA consumable capacity needs v1.{MIN_MINOR} or newer (use {KUBERNETES_VERSION})"
+            f"Kubernetes {version} is too old: DRA consumable capacity needs v1.{MIN_MINOR} or newer "
+            f"(use {KUBERNETES_VERSION})"
         )
     return f"v{major}.{minor}.{patch}"

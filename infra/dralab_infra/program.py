@@ -48,7 +48,8 @@ def main() -> None:
             key = pulumi.Config("dralab").get_secret("sshPrivateKey")
             if key is None:
                 raise UserError(
-                    "the baremetal profile needs an SSH key: pulumi config set --secret dralab:sshPrivateKey -- < KEYFILE"
+                    "the baremetal profile needs an SSH key: "
+                    "pulumi config set --secret dralab:sshPrivateKey -- < KEYFILE"
                 )
             outputs = provision_baremetal(settings, key)
     except UserError as exc:

@@ -73,7 +73,7 @@ def split_key(text):
             buf += ch
         i += 1
     if quote:
-        raise ConfigError("unterminated quote in key {!r}".format(text))
+        raise ConfigError(f"unterminated quote in key {text!r}")
     parts.append(buf.strip())
     return tuple(parts)
 
@@ -87,7 +87,7 @@ def parse_value(text):
     value, rest = _parse(text.strip(), 0)
     tail = text.strip()[rest:].strip()
     if tail and not tail.startswith("#"):
-        raise ValueError("trailing text {!r}".format(tail))
+        raise ValueError(f"trailing text {tail!r}")
     return value
 
 
@@ -132,7 +132,7 @@ def _parse(text, i):
     match = re.compile(r"[+-]?\d+").match(text, i)
     if match:
         return int(match.group(0)), match.end()
-    raise ValueError("unsupported value at {!r}".format(text[i : i + 20]))
+    raise ValueError(f"unsupported value at {text[i : i + 20]!r}")
 
 
 def render_value(value):
@@ -144,7 +144,7 @@ def render_value(value):
         return json.dumps(value)
     if isinstance(value, (list, tuple)):
         return "[" + ", ".join(render_value(v) for v in value) + "]"
-    raise ConfigError("cannot write a value of type {}".format(type(value).__name__))
+    raise ConfigError(f"cannot write a value of type {type(value).__name__}")
 
 
 def _value_extent(lines, start, first):
@@ -214,8 +214,8 @@ def set_key(lines, parts, key, value, quote='"'):
     if span is None:
         if lines and lines[-1].strip():
             lines.append("")
-        lines.append("[{}]".format(render_key(parts, quote)))
-        lines.append("  {} = {}".format(key, rendered))
+        lines.append(f"[{render_key(parts, quote)}]")
+        lines.append(f"  {key} = {rendered}")
         return True
     head, end = span
     key_re = re.compile(r"^(\s*)(%s|\"%s\"|'%s')\s*=\s*(.*)$" % ((re.escape(key),) * 3))
@@ -233,7 +233,7 @@ def set_key(lines, parts, key, value, quote='"'):
                 same = False
             if same:
                 return False
-            lines[i:stop] = ["{}{} = {}".format(match.group(1), key, rendered)]
+            lines[i:stop] = [f"{match.group(1)}{key} = {rendered}"]
             return True
         if line.strip() and not line.strip().startswith("#"):
             last_content = i
@@ -246,7 +246,7 @@ def set_key(lines, parts, key, value, quote='"'):
     if indent is None:
         header = lines[head]
         indent = header[: len(header) - len(header.lstrip())] + "  "
-    lines.insert(last_content + 1, "{}{} = {}".format(indent, key, rendered))
+    lines.insert(last_content + 1, f"{indent}{key} = {rendered}")
     return True
 
 
@@ -269,9 +269,9 @@ def apply(text, settings, default_version):
                 "migrate it with 'containerd config migrate' or set version = 2"
             )
         version = int(default_version)
-        lines = ["version = %d" % version, "", *lines]
+        lines = [f"version = {version}", "", *lines]
     if version not in PLUGIN_TABLES:
-        raise ConfigError("containerd config version {} is not supported (2, 3 or 4)".format(version))
+        raise ConfigError(f"containerd config version {version} is not supported (2, 3 or 4)")
     quote = '"' if version == 2 else "'"
     changed = []
     for setting in settings:
@@ -296,7 +296,7 @@ def _verify(text, settings, version):
     try:
         doc = tomllib.loads(text)
     except Exception as exc:
-        raise ConfigError("editing would leave invalid TOML ({}); set the keys by hand".format(exc)) from None
+        raise ConfigError(f"editing would leave invalid TOML ({exc}); set the keys by hand") from None
     for setting in settings:
         versions = setting.get("versions")
         if versions and version not in [int(v) for v in versions]:
@@ -328,7 +328,7 @@ def main():
     try:
         after, version, changed = apply(before, module.params["settings"], module.params["default_version"])
     except ConfigError as exc:
-        module.fail_json(msg="{}: {}".format(path, exc))
+        module.fail_json(msg=f"{path}: {exc}")
     if after == before or not changed:
         module.exit_json(changed=False, version=version, keys=[])
     diff = {"before": before, "after": after, "before_header": path, "after_header": path}

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import grpc
+import httpx
 
 from dralab.cluster.kubeapi import ApiError, Kube
 from dralab.cluster.kwok import PREPARED_ANNOTATION
@@ -111,7 +112,15 @@ class StandIn:
 
     def run(self) -> None:
         """Run until ``stop``."""
-        self._list_pods()
+        failures = 0
+        while not self.stopping.is_set():
+            try:
+                self._list_pods()
+                break
+            except Exception as exc:  # the API server may be down (fault tests): keep trying
+                failures += 1
+                log.info("initial pod list failed", extra={"fields": {"error": str(exc)[:200]}})
+                self.stopping.wait(logic.backoff(failures, cap=5.0))
         for uid in self.checkpoint.pod_uids() | {c.uid for c in self.checkpoint.unused()}:
             self.enqueue(uid)
         self._note_existing_slices()
@@ -192,14 +201,17 @@ class StandIn:
 
     def _plugin_loop(self) -> None:
         while not self.stopping.wait(0.25):
-            registered = self.plugins.scan()
-            if registered:
-                # pods waiting for a driver may proceed now
-                for uid in list(self.pods):
-                    self.enqueue(uid)
-            now = time.time()
-            self.plugins.check_reachability(now)
-            self._cleanup_slices(now)
+            try:
+                registered = self.plugins.scan()
+                if registered:
+                    # pods waiting for a driver may proceed now
+                    for uid in list(self.pods):
+                        self.enqueue(uid)
+                now = time.time()
+                self.plugins.check_reachability(now)
+                self._cleanup_slices(now)
+            except Exception:  # never let discovery die silently
+                log.exception("plugin loop iteration failed")
 
     # ------------------------------------------------------------ ResourceSlice cleanup
 
@@ -256,6 +268,14 @@ class StandIn:
         except logic.NotReady as exc:
             log.info("pod not ready for prepare", extra={"fields": {"pod": pod["metadata"]["name"], "why": str(exc)}})
             self.enqueue(uid, 0.5)
+        except (ApiError, httpx.HTTPError) as exc:  # API server restarting: retry soon, no event
+            failures = self.failures.get(uid, 0) + 1
+            self.failures[uid] = failures
+            log.info(
+                "API call failed during prepare",
+                extra={"fields": {"pod": pod["metadata"]["name"], "error": str(exc)[:200]}},
+            )
+            self.enqueue(uid, logic.backoff(failures, cap=5.0))
         except logic.PrepareError as exc:
             failures = self.failures.get(uid, 0) + 1
             self.failures[uid] = failures

@@ -7,8 +7,8 @@ the command runner is the only I/O. Commands used:
 - ``npu-smi info -m``: chip mapping (logic id, physical id where the version prints it, chip name);
 - ``npu-smi info -t board -i <id> -c <chip>``: chip name, VDie ID (the chip uuid), PCIe bus;
 - ``npu-smi info -t memory -i <id> -c <chip>``: DDR/HBM capacity in MB;
-- ``npu-smi info -t device-share -i <id> -c <chip>``: whether the chip may be shared;
-- ``npu-smi set -t device-share -i <id> -c <chip> -d 1`` (asks for confirmation: fed ``Y``).
+- ``npu-smi info -t device-share``: whether each NPU may be shared (Lab 20's prerequisite check);
+- ``npu-smi set -t device-share -i <id> -d 1`` (all chips of that NPU; asks for confirmation: fed ``Y``).
 
 Device nodes ``/dev/davinci<phy>``, ``/dev/davinci_manager``, ``/dev/devmm_svm``, ``/dev/hisi_hdc`` are
 added to CDI specs unless a runtime class injects them (config ``driver.injectDeviceNodes``).
@@ -84,6 +84,22 @@ def parse_list(text: str) -> list[tuple[int, int]]:
     if not cards:
         raise NpuSmiError("npu-smi info -l listed no NPU")
     return cards
+
+
+def parse_device_share(text: str) -> dict[int, bool]:
+    """``npu-smi info -t device-share`` -> {NPU id: enabled}; a status line belongs to the NPU above it."""
+    out: dict[int, bool] = {}
+    current: int | None = None
+    for line in text.splitlines():
+        key, sep, value = line.partition(":")
+        if not sep:
+            continue
+        key, value = key.strip(), value.strip()
+        if key == "NPU ID" and value.isdigit():
+            current = int(value)
+        elif key == "Device-share Status" and current is not None:
+            out[current] = value.lower() == "true"
+    return out
 
 
 @dataclass(frozen=True)
@@ -199,6 +215,7 @@ class AscendBackend:
         """Query npu-smi; raises NpuSmiError when its output cannot be understood."""
         cards = parse_list(self.run(["info", "-l"], None))
         mapping = {(m.npu_id, m.chip_id): m for m in parse_mapping(self.run(["info", "-m"], None))}
+        self._check_share([npu_id for npu_id, _ in cards])
         devices = []
         for index, (npu_id, _count) in enumerate(sorted(cards)):
             chips = sorted(m for (n, m) in mapping if n == npu_id)
@@ -207,7 +224,6 @@ class AscendBackend:
                 args = ["-i", str(npu_id), "-c", str(chip)]
                 board = parse_one(self.run(["info", "-t", "board", *args], None))
                 memory = parse_one(self.run(["info", "-t", "memory", *args], None))
-                self._check_share(npu_id, chip, args)
                 product = product_name(board.get("Chip Name") or chip_map.chip_name)
                 attributes = {}
                 root = pcie_root(board.get("PCIe Bus Info", ""), self.sysfs) if board.get("PCIe Bus Info") else None
@@ -232,26 +248,26 @@ class AscendBackend:
                 )
         return devices
 
-    def _check_share(self, npu_id: int, chip: int, args: list[str]) -> None:
+    def _check_share(self, npu_ids: list[int]) -> None:
+        """Warn about (or, when asked, enable) NPUs whose device-share is off: they cannot be shared."""
         try:
-            status = parse_one(self.run(["info", "-t", "device-share", *args], None)).get("Device-share Status", "")
+            status = parse_device_share(self.run(["info", "-t", "device-share"], None))
         except NpuSmiError as exc:
-            log.warning(
-                "device-share status unknown", extra={"fields": {"npu": npu_id, "chip": chip, "error": str(exc)}}
-            )
+            log.warning("device-share status unknown", extra={"fields": {"error": str(exc)}})
             return
-        if status.lower() == "true":
-            return
-        if self.enable_share:
-            self.run(["set", "-t", "device-share", *args, "-d", "1"], "Y\n")
-            log.info("enabled device-share", extra={"fields": {"npu": npu_id, "chip": chip}})
-        else:
-            log.warning(
-                "device-share is off: several containers cannot use this NPU at once; run "
-                f"`npu-smi set -t device-share -i {npu_id} -c {chip} -d 1` "
-                "and `npu-smi set -t device-share-cfg-recover -d 1` to persist it",
-                extra={"fields": {"npu": npu_id, "chip": chip}},
-            )
+        for npu_id in sorted(npu_ids):
+            if status.get(npu_id, False):
+                continue
+            if self.enable_share:
+                self.run(["set", "-t", "device-share", "-i", str(npu_id), "-d", "1"], "Y\n")
+                log.info("enabled device-share", extra={"fields": {"npu": npu_id}})
+            else:
+                log.warning(
+                    "device-share is off: several containers cannot use this NPU at once; run "
+                    f"`npu-smi set -t device-share -i {npu_id} -d 1` "
+                    "and `npu-smi set -t device-share-cfg-recover -d 1` to persist it",
+                    extra={"fields": {"npu": npu_id}},
+                )
 
     def enumerate(self) -> list[Device]:
         """Discover again on every call, so the publisher's resync sees hardware changes."""

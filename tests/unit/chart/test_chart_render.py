@@ -45,7 +45,7 @@ def test_default_render_has_every_component(render: Render) -> None:
     )  # fmt: skip
 
 
-@pytest.mark.parametrize(  # fmt: skip
+@pytest.mark.parametrize(
     "overrides",
     [
         {},
@@ -179,7 +179,8 @@ def test_driver_daemonset_mounts_host_paths_at_the_same_paths(render: Render) ->
         assert mounts[name] == host[name], name
     assert host["enforcement"] == "/usr/local/dralab/lib"
     assert c["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "metrics"}
-    assert args[args.index("--metrics-host") + 1] == "0.0.0.0"  # probes come from the kubelet, not localhost
+    assert args[args.index("--metrics-host") + 1] == "0.0.0.0"
+    assert args[args.index("--npu-smi") + 1] == mounts["npu-smi"]  # probes come from the kubelet, not localhost
     assert c["securityContext"]["privileged"] is True
     init = pod["initContainers"][0]
     assert init["volumeMounts"][0]["mountPath"] == "/usr/local/dralab/lib"

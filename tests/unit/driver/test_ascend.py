@@ -12,6 +12,7 @@ from dralab.driver.devices.ascend import (
     NpuSmiError,
     chip_uuid,
     memory_mib,
+    parse_device_share,
     parse_list,
     parse_mapping,
     parse_one,
@@ -84,14 +85,20 @@ def test_missing_binary_is_a_user_error(tmp_path: Path) -> None:
         backend.enumerate()
 
 
+def test_device_share_status_as_lab20_prints_it() -> None:
+    text = (FIXTURES / "info_-t_device-share.txt").read_text()
+    assert parse_device_share(text) == {4: True, 5: True}
+    assert parse_device_share(text.replace("True", "False", 1)) == {4: False, 5: True}
+
+
 def test_device_share_off_is_enabled_only_when_asked() -> None:
     calls: list[tuple[tuple[str, ...], str | None]] = []
     base = recorded_runner(FIXTURES)
 
     def runner(args, stdin=None):
         calls.append((tuple(args), stdin))
-        if args[:3] == ["info", "-t", "device-share"]:
-            return "\tDevice-share Status            : False\n"
+        if args == ["info", "-t", "device-share"]:
+            return base(args).replace("True", "False", 1)  # NPU 4 off, NPU 5 on
         if args[0] == "set":
             return "Status : OK\n"
         return base(args, stdin)
@@ -100,11 +107,7 @@ def test_device_share_off_is_enabled_only_when_asked() -> None:
     assert not [c for c in calls if c[0][0] == "set"]
     calls.clear()
     _backend(runner, enable_share=True).enumerate()
-    sets = [c for c in calls if c[0][0] == "set"]
-    assert sets == [
-        (("set", "-t", "device-share", "-i", "4", "-c", "0", "-d", "1"), "Y\n"),
-        (("set", "-t", "device-share", "-i", "5", "-c", "0", "-d", "1"), "Y\n"),
-    ]
+    assert [c for c in calls if c[0][0] == "set"] == [(("set", "-t", "device-share", "-i", "4", "-d", "1"), "Y\n")]
 
 
 def test_pcie_root_from_sysfs(tmp_path: Path) -> None:

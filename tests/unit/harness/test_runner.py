@@ -147,7 +147,7 @@ def test_capabilities_skip_steps_and_operations_with_the_reason(write_lab, make_
     hw, mixed, only_exec, after = _run(LabRunner(lab, make_env(capabilities=("node-files",)), "run-6"))
     assert hw.status == SKIPPED and "lacks hardware" in hw.reason
     assert mixed.status == PASSED and [o.status for o in mixed.ops] == [PASSED, SKIPPED]
-    assert only_exec.status == SKIPPED and "lacks container-exec" in only_exec.reason
+    assert only_exec.status == SKIPPED and "needs container-exec, which profile memory lacks" in only_exec.reason
     assert after.status == PASSED  # a capability skip does not stop the lab
 
 

@@ -171,3 +171,16 @@ def test_feature_gate_flag_merge() -> None:
     assert filters.merge_gate_flag(done, want) == done
     assert filters.gates_missing({"A": True}, {"A": True, "B": True}) == {"B": True}
     assert filters.gates_missing(None, {}) == {}
+
+
+def test_site_yml_passes_ansible_syntax_check() -> None:
+    import subprocess
+
+    proc = subprocess.run(
+        [str(Path(sys.executable).parent / "ansible-playbook"), "--syntax-check", "-i", "localhost,", "site.yml"],
+        cwd=PLAYBOOKS,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr

@@ -1,0 +1,494 @@
+"""``dralab bench concurrency``: bursts of sharing pods through the webhook and the real scheduler.
+
+The claim under test: with the device-plugin path pod creation slows down as more pods land on
+one node at once (the extender's node lock), while the DRA path does not. A burst of N pods is
+created at once against one KWOK node with 8 shareable fake devices; each pod's latency runs from
+the moment its create was issued to the moment a watch sees it bound to the node. In a burst the
+latency grows with N by queueing alone (Little's law), so "no degradation" means the per-pod
+cost stays flat: pods/s at N=200 within 80% of pods/s at N=10.
+
+The baseline of the same run is the same bursts of plain pods (no HAMi resources: the webhook
+still sees them, no claim, no DRA allocation). A second DRA series runs with the scheduler's
+client at the upstream default QPS 50 / burst 100 instead of the local cluster's 500 / 1000.
+
+The cluster helpers here (an 8-device inventory, the sharing pod, a throw-away cluster of its
+own name) are shared with ``dralab bench faults``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import math
+import os
+import ssl
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import click
+import httpx
+import yaml
+from rich.console import Console
+
+from dralab.bench import DEFAULT_OUT
+from dralab.bench.common import percentile, write_result
+
+NODE = "bench-node"
+DEVICES = 8
+DEVICE_MEMORY_MIB = 21525
+POD_MEMORY_MIB = 512
+POD_CORES = 2
+SIZES_FULL = (1, 10, 50, 100, 200)
+SIZES_QUICK = (1, 10, 50)
+RATIO_TARGET = 0.8  # pods/s at the largest N >= this x pods/s at N=10
+RATE_TARGET = 50.0  # pods/s end to end at the largest N
+DEFAULT_QPS = (50, 100)  # kube-scheduler's client default (qps, burst)
+CHIP = "Ascend310P"
+
+console = Console(stderr=True)
+
+
+# ---------------------------------------------------------------- pure: inventory and pods
+
+
+def inventory_doc(node: str = NODE, devices: int = DEVICES) -> dict[str, Any]:
+    """A device inventory (dralab/model inventory format): one node with ``devices`` 310P3 cards."""
+    return {
+        "nodes": [
+            {
+                "name": node,
+                "devices": [
+                    {
+                        "vendor": "ascend",
+                        "name": f"npu-{i}-0",
+                        "uuid": f"BENCH-{i:04d}-{node.upper()}",
+                        "productName": "310P3",
+                        "model": "310P3",
+                        "memory": f"{DEVICE_MEMORY_MIB}Mi",
+                        "cores": 100,
+                        "physicalID": i,
+                        "index": i,
+                    }
+                    for i in range(devices)
+                ],
+            }
+        ]
+    }
+
+
+def capacity_pods(devices: int = DEVICES, memory_mib: int = POD_MEMORY_MIB, cores: int = POD_CORES) -> int:
+    """How many sharing pods of this size the node holds at once (memory or cores run out first)."""
+    per_device = min(DEVICE_MEMORY_MIB // memory_mib, 100 // cores if cores else 10**9)
+    return per_device * devices
+
+
+def sharing_pod(
+    name: str | None = None,
+    *,
+    memory_mib: int = POD_MEMORY_MIB,
+    cores: int = POD_CORES,
+    labels: dict[str, str] | None = None,
+    generate_name: str | None = None,
+) -> dict[str, Any]:
+    """A pod in HAMi syntax asking for a share of one 310P (what the webhook converts)."""
+    limits = {
+        f"huawei.com/{CHIP}": "1",
+        f"huawei.com/{CHIP}-memory": str(memory_mib),
+        f"huawei.com/{CHIP}-core": str(cores),
+    }
+    meta: dict[str, Any] = {"labels": dict(labels or {})}
+    if name:
+        meta["name"] = name
+    else:
+        meta["generateName"] = generate_name or "share-"
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": meta,
+        "spec": {
+            "runtimeClassName": "ascend",
+            "terminationGracePeriodSeconds": 0,
+            "containers": [{"name": "app", "image": "busybox", "resources": {"limits": limits}}],
+        },
+    }
+
+
+def plain_pod(name: str) -> dict[str, Any]:
+    """The baseline: the same pod without accelerator resources (no claim, no DRA allocation)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name},
+        "spec": {
+            "terminationGracePeriodSeconds": 0,
+            "containers": [{"name": "app", "image": "busybox"}],
+        },
+    }
+
+
+@dataclass
+class Burst:
+    """One burst's raw figures (seconds; times relative to the burst's start)."""
+
+    n: int
+    latencies: list[float] = field(default_factory=list)  # create issued -> bound to the node
+    running: list[float] = field(default_factory=list)  # create issued -> Running (claims prepared)
+    completion_s: float = math.nan  # start -> last pod bound
+    failures: int = 0
+    first_error: str = ""
+
+
+def summarize(bursts: list[Burst]) -> dict[str, Any]:
+    """p50/p99 over every pod of the bursts of one size; pods/s = pods bound / time the bursts took."""
+    lat = [x for b in bursts for x in b.latencies]
+    run = [x for b in bursts for x in b.running]
+    total_time = sum(b.completion_s for b in bursts if not math.isnan(b.completion_s))
+    bound = sum(len(b.latencies) for b in bursts)
+    return {
+        "n": bursts[0].n,
+        "bursts": len(bursts),
+        "p50_s": _r(percentile(lat, 50)),
+        "p99_s": _r(percentile(lat, 99)),
+        "completion_s": _r(max((b.completion_s for b in bursts), default=math.nan)),
+        "pods_per_s": _r(bound / total_time) if total_time > 0 else None,
+        "running_p50_s": _r(percentile(run, 50)),
+        "running_p99_s": _r(percentile(run, 99)),
+        "failures": sum(b.failures for b in bursts),
+        "first_error": next((b.first_error for b in bursts if b.first_error), ""),
+    }
+
+
+def _r(value: float) -> float | None:
+    return None if value is None or math.isnan(value) else round(value, 4)
+
+
+def series(rows: list[dict[str, Any]]) -> dict[str, list[Any]]:
+    """Rows per N -> the issue's column format ``{"n": [...], "p50_s": [...], ...}``."""
+    keys = ("n", "p50_s", "p99_s", "pods_per_s", "completion_s", "running_p50_s", "running_p99_s", "failures")
+    return {k: [row[k] for row in rows] for k in keys}
+
+
+def verdict(cols: dict[str, list[Any]]) -> dict[str, Any]:
+    """Targets: flat per-pod cost (largest N vs N=10) and the absolute rate at the largest N."""
+    rates = dict(zip(cols["n"], cols["pods_per_s"], strict=True))
+    largest = max(rates)
+    at10, at_max = rates.get(10), rates.get(largest)
+    ratio = (at_max / at10) if at10 and at_max else None
+    return {
+        "largest_n": largest,
+        "ratio_largest_to_10": round(ratio, 3) if ratio is not None else None,
+        "ratio_target": RATIO_TARGET,
+        "flat": ratio is not None and ratio >= RATIO_TARGET,
+        "rate_target_pods_per_s": RATE_TARGET,
+        "meets_rate": bool(at_max and at_max >= RATE_TARGET),
+    }
+
+
+# ---------------------------------------------------------------- a throw-away cluster
+
+
+@contextlib.contextmanager
+def own_cluster(prefix: str, config: dict[str, Any] | None = None, keep: bool = False) -> Iterator[Any]:
+    """A cluster named ``<prefix><pid>`` with one node of 8 fake devices; taken down afterwards.
+
+    Never the developer's cluster: everything destructive in the benchmarks happens here.
+    """
+    from dralab.cluster.api import down, ensure_cluster
+
+    name = f"{prefix}{os.getpid() % 100000}"
+    folder = Path(tempfile.mkdtemp(prefix=f"dralab-{prefix}-"))
+    inv = folder / "inventory.yaml"
+    inv.write_text(yaml.safe_dump(inventory_doc()))
+    cfg_path = None
+    if config is not None:
+        cfg_path = folder / "config.yaml"
+        cfg_path.write_text(yaml.safe_dump(config))
+    try:
+        handle = ensure_cluster(name, devices=str(inv), config=str(cfg_path) if cfg_path else None)
+        wait_slices(handle)
+        yield handle
+    finally:
+        if not keep:
+            down(name, keep_logs=False)
+        for path in folder.iterdir():
+            path.unlink()
+        folder.rmdir()
+
+
+def wait_slices(handle: Any, devices: int = DEVICES, timeout: float = 90.0) -> None:
+    """Wait until the node driver has published every device (pods cannot be scheduled before)."""
+    from dralab.util import wait_for
+
+    kube = handle.kube()
+
+    def published() -> bool:
+        items = (kube.get("/apis/resource.k8s.io/v1/resourceslices") or {}).get("items") or []
+        return sum(len((s.get("spec") or {}).get("devices") or []) for s in items) >= devices
+
+    try:
+        wait_for(published, timeout, "the driver's ResourceSlices", interval=0.2)
+    finally:
+        kube.close()
+
+
+def async_client(handle: Any, limit: int = 256) -> httpx.AsyncClient:
+    """An HTTP/1.1 client with the admin identity (many connections: the creates of a burst overlap)."""
+    from dralab.cluster.pki import Pki
+
+    pki = Pki(handle.layout.pki_dir)
+    ctx = ssl.create_default_context(cafile=str(pki.ca_cert))
+    ctx.load_cert_chain(str(pki.cert("admin")), str(pki.key("admin")))
+    limits = httpx.Limits(max_connections=limit, max_keepalive_connections=limit)
+    return httpx.AsyncClient(base_url=handle.server, verify=ctx, limits=limits, timeout=60.0)
+
+
+def set_scheduler_qps(handle: Any, qps: int, burst: int) -> None:
+    """Rewrite this cluster's scheduler client QPS/burst and restart the scheduler.
+
+    The cluster API has no parameter for scheduler flags, so this edits the scheduler config file
+    the cluster wrote (``dralab.cluster.components.scheduler_config_path``) of a throw-away cluster.
+    """
+    from dralab.cluster import api, components
+
+    path = Path(components.scheduler_config_path(handle.layout))
+    doc = yaml.safe_load(path.read_text())
+    doc.setdefault("clientConnection", {}).update({"qps": qps, "burst": burst})
+    from dralab.util import atomic_write
+
+    atomic_write(path, yaml.safe_dump(doc, sort_keys=False))
+    api.restart(handle.name, "scheduler")
+
+
+# ---------------------------------------------------------------- one burst
+
+
+class BurstRunner:
+    """Creates bursts in fresh namespaces and times them with a watch started before the creates."""
+
+    def __init__(self, client: httpx.AsyncClient, timeout: float = 300.0) -> None:
+        self.client = client
+        self.timeout = timeout
+
+    async def _ok(self, method: str, path: str, **kw: Any) -> dict[str, Any]:
+        resp = await self.client.request(method, path, **kw)
+        if resp.status_code >= 400 and resp.status_code != 404:
+            raise RuntimeError(f"{method} {path}: HTTP {resp.status_code}: {resp.text[:300]}")
+        return resp.json() if resp.content else {}
+
+    async def namespace(self, prefix: str) -> str:
+        name = f"{prefix}-{uuid.uuid4().hex[:6]}"
+        await self._ok("POST", "/api/v1/namespaces", json={"metadata": {"name": name}})
+        return name
+
+    async def run(self, ns: str, pods: list[dict[str, Any]], wait_running: bool) -> Burst:
+        n = len(pods)
+        burst = Burst(n=n)
+        base = f"/api/v1/namespaces/{ns}/pods"
+        listed = await self._ok("GET", base)
+        rv = listed["metadata"]["resourceVersion"]
+        bound: dict[str, float] = {}
+        running: dict[str, float] = {}
+        issued: dict[str, float] = {}
+        done = asyncio.Event()
+        expected: set[str] = set()
+
+        def check_done() -> None:
+            if expected and expected <= bound.keys() and (not wait_running or expected <= running.keys()):
+                done.set()
+
+        async def watch() -> None:
+            params = {"watch": "true", "resourceVersion": rv, "timeoutSeconds": str(int(self.timeout) + 30)}
+            async with self.client.stream("GET", base, params=params, timeout=None) as resp:
+                async for line in resp.aiter_lines():
+                    if not line.strip():
+                        continue
+                    obj = json.loads(line).get("object") or {}
+                    name = (obj.get("metadata") or {}).get("name")
+                    now = time.monotonic()
+                    if name and (obj.get("spec") or {}).get("nodeName") and name not in bound:
+                        bound[name] = now
+                    if name and (obj.get("status") or {}).get("phase") == "Running" and name not in running:
+                        running[name] = now
+                    check_done()
+
+        async def create(pod: dict[str, Any]) -> None:
+            name = pod["metadata"]["name"]
+            issued[name] = time.monotonic()
+            try:
+                resp = await self.client.post(base, json=pod)
+            except httpx.HTTPError as exc:
+                burst.failures += 1
+                burst.first_error = burst.first_error or f"{type(exc).__name__}: {exc}"
+                return
+            if resp.status_code >= 300:
+                burst.failures += 1
+                burst.first_error = burst.first_error or f"HTTP {resp.status_code}: {resp.text[:200]}"
+                return
+            expected.add(name)
+
+        watcher = asyncio.create_task(watch())
+        await asyncio.sleep(0)  # let the watch request go out before the creates (ordering, not timing)
+        start = time.monotonic()
+        await asyncio.gather(*(create(p) for p in pods))
+        check_done()
+        if expected:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(done.wait(), self.timeout)
+        watcher.cancel()
+        with contextlib.suppress(asyncio.CancelledError, httpx.HTTPError):
+            await watcher
+        missing = expected - bound.keys()
+        if missing:
+            burst.failures += len(missing)
+            burst.first_error = burst.first_error or f"{len(missing)} pod(s) not bound within {self.timeout:.0f}s"
+        burst.latencies = [bound[p] - issued[p] for p in expected if p in bound]
+        burst.running = [running[p] - issued[p] for p in expected if p in running]
+        if bound:
+            burst.completion_s = max(bound[p] for p in expected if p in bound) - start
+        return burst
+
+    async def clear(self, ns: str, kube_wait: float = 180.0) -> None:
+        """Delete the namespace's pods, wait until their claims are gone, then the namespace."""
+        await self._ok("DELETE", f"/api/v1/namespaces/{ns}/pods", params={"gracePeriodSeconds": "0"})
+        deadline = time.monotonic() + kube_wait
+        while time.monotonic() < deadline:
+            pods = await self._ok("GET", f"/api/v1/namespaces/{ns}/pods")
+            claims = await self._ok("GET", f"/apis/resource.k8s.io/v1/namespaces/{ns}/resourceclaims")
+            if not pods.get("items") and not claims.get("items"):
+                break
+            await asyncio.sleep(0.5)  # polling interval while the garbage collector works
+        await self._ok("DELETE", f"/api/v1/namespaces/{ns}")
+
+
+async def measure(client: httpx.AsyncClient, sizes: tuple[int, ...], dra: bool, label: str) -> list[dict[str, Any]]:
+    """Bursts of every size (small sizes repeated so their percentiles rest on several pods)."""
+    runner = BurstRunner(client)
+    rows = []
+    for n in sizes:
+        repeats = 5 if n == 1 else 3 if n <= 10 else 1
+        bursts = []
+        for r in range(repeats):
+            ns = await runner.namespace(f"{label}-{n}")
+            stem = f"p{r}-{uuid.uuid4().hex[:4]}"
+            pods = [sharing_pod(f"{stem}-{i}") if dra else plain_pod(f"{stem}-{i}") for i in range(n)]
+            bursts.append(await runner.run(ns, pods, wait_running=dra))
+            await runner.clear(ns)
+        row = summarize(bursts)
+        rows.append(row)
+        console.print(
+            f"[{label}] N={n:<4d} p50 {row['p50_s']}s p99 {row['p99_s']}s completion {row['completion_s']}s "
+            f"{row['pods_per_s']} pods/s running p50 {row['running_p50_s']}s failures {row['failures']}"
+        )
+    return rows
+
+
+def plot(result: dict[str, Any], path: Path) -> None:
+    """Latency (p50/p99) and throughput against N, DRA and plain-pod baseline (and default QPS)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4.2))
+    lines = [("DRA sharing pods", result, "-o"), ("plain pods (baseline)", result["baseline"], "--s")]
+    if result.get("default_qps"):
+        lines.append(("DRA, scheduler QPS 50/100", result["default_qps"], ":^"))
+    for label, cols, style in lines:
+        ax1.plot(cols["n"], cols["p50_s"], style, label=f"{label} p50")
+        ax1.plot(cols["n"], cols["p99_s"], style, alpha=0.5, label=f"{label} p99")
+        ax2.plot(cols["n"], cols["pods_per_s"], style, label=label)
+    for ax in (ax1, ax2):
+        ax.set_xscale("log")
+        ax.set_xlabel("pods created at once (N)")
+        ax.grid(True, alpha=0.3)
+    ax1.set_ylabel("creation to scheduled (s)")
+    ax2.set_ylabel("pods scheduled per second")
+    ax2.axhline(RATE_TARGET, color="grey", lw=0.8, ls="--")
+    ax1.legend(fontsize=7)
+    ax2.legend(fontsize=7)
+    fig.suptitle(f"Burst scheduling on one KWOK node with {DEVICES} shared devices ({os.cpu_count()} CPUs)")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp.png")
+    fig.savefig(tmp, dpi=110)
+    plt.close(fig)
+    os.replace(tmp, path)
+
+
+async def _bench(handle: Any, sizes: tuple[int, ...], default_qps_sizes: tuple[int, ...]) -> dict[str, Any]:
+    async with async_client(handle) as client:
+        # one warm-up burst: first requests pay for connections, the webhook's first conversion, caches
+        warm = BurstRunner(client)
+        ns = await warm.namespace("warm")
+        await warm.run(ns, [sharing_pod(f"w-{i}") for i in range(5)], wait_running=True)
+        await warm.clear(ns)
+        dra = await measure(client, sizes, True, "dra")
+        plain = await measure(client, sizes, False, "plain")
+    default_rows: list[dict[str, Any]] = []
+    if default_qps_sizes:
+        set_scheduler_qps(handle, *DEFAULT_QPS)
+        async with async_client(handle) as client:
+            default_rows = await measure(client, default_qps_sizes, True, "qps50")
+    result: dict[str, Any] = series(dra)
+    result["baseline"] = {"what": "plain pods, same bursts, same run (webhook called, no claim)", **series(plain)}
+    if default_rows:
+        result["default_qps"] = {
+            "what": f"DRA pods with the scheduler client at QPS {DEFAULT_QPS[0]} / burst {DEFAULT_QPS[1]}",
+            **series(default_rows),
+        }
+        result["default_qps"]["verdict"] = verdict(series(default_rows))
+    result["verdict"] = verdict(series(dra))
+    result["first_errors"] = [r["first_error"] for r in dra + plain + default_rows if r["first_error"]][:5]
+    return result
+
+
+@click.command()
+@click.option("--out", default=DEFAULT_OUT, show_default=True, help="folder for concurrency.json and the plot")
+@click.option("--quick", is_flag=True, help="N = 1, 10, 50 only")
+@click.option("--no-default-qps", is_flag=True, help="skip the series at the scheduler's default client QPS")
+@click.option("--keep", is_flag=True, help="leave the benchmark's cluster running (for debugging)")
+def concurrency(out: str, quick: bool, no_default_qps: bool, keep: bool) -> None:
+    """Bursts of N sharing pods through the webhook and the real scheduler; p50/p99 and pods/s.
+
+    Runs on a throw-away cluster of its own (one KWOK node, 8 fake 310P3), never on `dralab`.
+
+    \b
+    Example:
+      dralab bench concurrency --quick --out /tmp/results
+    """
+    from dralab.cluster import build
+
+    build.require_binaries()
+    sizes = SIZES_QUICK if quick else SIZES_FULL
+    if max(sizes) > capacity_pods():
+        raise click.ClickException(f"N={max(sizes)} does not fit the node ({capacity_pods()} pods)")
+    default_sizes: tuple[int, ...] = () if no_default_qps else ((10, 50) if quick else (10, 200))
+    load_before = os.getloadavg()
+    started = time.monotonic()
+    with own_cluster("bench", keep=keep) as handle:
+        result = asyncio.run(_bench(handle, sizes, default_sizes))
+    result.update(
+        {
+            "node": {"devices": DEVICES, "pod_memory_mib": POD_MEMORY_MIB, "pod_cores": POD_CORES,
+                     "capacity_pods": capacity_pods()},
+            "scheduler_qps": {"local": [500, 1000], "default": list(DEFAULT_QPS)},
+            "load_average": {"before": [round(x, 2) for x in load_before],
+                             "after": [round(x, 2) for x in os.getloadavg()]},
+            "duration_s": round(time.monotonic() - started, 1),
+            "quick": quick,
+        }
+    )
+    path = write_result(out, "concurrency", result)
+    plot(result, Path(out) / "concurrency.png")
+    v = result["verdict"]
+    click.echo(
+        f"pods/s {dict(zip(result['n'], result['pods_per_s'], strict=True))}; N={v['largest_n']} vs N=10: "
+        f"{v['ratio_largest_to_10']} (target >= {RATIO_TARGET}); rate target {RATE_TARGET}: "
+        f"{'met' if v['meets_rate'] else 'NOT met'} -> {path}"
+    )
