@@ -18,6 +18,8 @@ BENCHMARKS: dict[str, str] = {
     "lab": "dralab.bench.lab:lab",
     "concurrency": "dralab.bench.concurrency:concurrency",
     "faults": "dralab.bench.faults:faults",
+    "fuzz": "dralab.bench.fuzz:fuzz",
+    "report": "dralab.bench.report:report",
 }
 
 DEFAULT_OUT = "bench/results"

@@ -297,9 +297,10 @@ class BurstRunner:
         issued: dict[str, float] = {}
         done = asyncio.Event()
         expected: set[str] = set()
+        created_all = False
 
         def check_done() -> None:
-            if expected and expected <= bound.keys() and (not wait_running or expected <= running.keys()):
+            if created_all and expected <= bound.keys() and (not wait_running or expected <= running.keys()):
                 done.set()
 
         async def watch() -> None:
@@ -336,6 +337,7 @@ class BurstRunner:
         await asyncio.sleep(0)  # let the watch request go out before the creates (ordering, not timing)
         start = time.monotonic()
         await asyncio.gather(*(create(p) for p in pods))
+        created_all = True
         check_done()
         if expected:
             with contextlib.suppress(TimeoutError):
@@ -383,7 +385,10 @@ async def measure(client: httpx.AsyncClient, sizes: tuple[int, ...], dra: bool, 
         rows.append(row)
         console.print(
             f"[{label}] N={n:<4d} p50 {row['p50_s']}s p99 {row['p99_s']}s completion {row['completion_s']}s "
-            f"{row['pods_per_s']} pods/s running p50 {row['running_p50_s']}s failures {row['failures']}"
+            f"{row['pods_per_s']} pods/s running p50 {row['running_p50_s']}s failures {row['failures']} "
+            f"{row['first_error'][:160]}",
+            markup=False,
+            highlight=False,
         )
     return rows
 

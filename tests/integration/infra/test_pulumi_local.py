@@ -27,7 +27,8 @@ from dralab.gobuild import cache_root
 from dralab.model.objects import device_classes
 from dralab.util import wait_for
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+# A cold machine builds the Pulumi CLI and provider inside the first fixture: allow for it.
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(3600)]
 
 INFRA_CLUSTER = os.environ.get("DRALAB_INFRA_TEST_CLUSTER", "infra-it")
 STACK = "it-local"

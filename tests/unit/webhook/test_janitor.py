@@ -95,3 +95,42 @@ def test_reconcile_adopts_and_reaps_after_checking_live_pods(fake_api) -> None:
     rendered = jan.metrics.render()
     assert b"dralab_janitor_claims_adopted_total 1.0" in rendered
     assert b"dralab_janitor_claims_reaped_total 1.0" in rendered
+
+
+class WatchingApi:
+    """list() and watch() scripted: the first watch delivers events then an expiry, later ones block."""
+
+    def __init__(self) -> None:
+        import threading
+
+        self.lists = 0
+        self.release = threading.Event()
+
+    def list(self, path: str, label_selector: str | None = None) -> dict[str, Any]:
+        self.lists += 1
+        items = [pod("a", "ua")] if self.lists == 1 else [pod("b", "ub")]
+        return {"metadata": {"resourceVersion": str(self.lists)}, "items": items}
+
+    def watch(self, path, resource_version, label_selector=None, timeout_seconds=0, stop=None, on_open=None):
+        if self.lists == 1:
+            yield {"type": "ADDED", "object": pod("c", "uc")}
+            yield {"type": "DELETED", "object": pod("a", "ua")}
+            yield {"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": "9"}}}
+            yield {"type": "ERROR", "object": {"code": 410, "message": "too old resource version"}}
+        else:
+            stop.wait(10)
+
+
+def test_informer_applies_events_and_relists_after_expiry() -> None:
+    from dralab.util import wait_for
+
+    api = WatchingApi()
+    changes = []
+    informer = janitor.Informer(api, "/api/v1/pods", "hami.io/dra=true", lambda: changes.append(1), "pods")
+    informer.start()
+    try:
+        wait_for(lambda: api.lists == 2 and informer.synced.is_set(), 10, "the informer to relist")
+        wait_for(lambda: [p["metadata"]["name"] for p in informer.snapshot()] == ["b"], 10, "the relisted state")
+        assert len(changes) >= 3  # first list, ADDED, DELETED, relist
+    finally:
+        informer.stop()
