@@ -549,6 +549,20 @@ def preview_summary(doc: Mapping[str, Any]) -> dict[str, int]:
     return {k: int(v) for k, v in (doc.get("changeSummary") or {}).items()}
 
 
+def render_preview(doc: Mapping[str, Any]) -> str:
+    """``pulumi preview --json`` as lines a person reads: each planned step, then the engine's messages."""
+    lines = []
+    for step in doc.get("steps") or []:
+        state = step.get("newState") or step.get("oldState") or {}
+        urn = str(step.get("urn", ""))
+        lines.append(f"  {step.get('op', '?'):<8} {state.get('type', '?')}  {urn.rsplit('::', 1)[-1]}")
+    for diag in doc.get("diagnostics") or []:
+        message = str(diag.get("message", "")).strip()
+        if message:
+            lines.append(f"{diag.get('severity', 'info')}: {message}")
+    return "\n".join(lines) + ("\n" if lines else "")
+
+
 def has_changes(summary: Mapping[str, int]) -> bool:
     """True when a summary holds anything but unchanged resources."""
     return any(count for op, count in summary.items() if op != "same")
@@ -720,8 +734,7 @@ def run_action(action: str, target: Target, *, capture: bool = False, extra: Seq
             run.preview = None
         if not capture:
             sys.stderr.write(proc.stderr or "")
-            if run.preview is None:
-                sys.stdout.write(proc.stdout or "")
+            sys.stdout.write(render_preview(run.preview) if run.preview is not None else proc.stdout or "")
     elif proc.returncode == 0:
         run.changes = change_summary(stack_history(target))
     return run

@@ -93,6 +93,20 @@ def version_at_least(text, minimum):
     return bool(have) and have >= version_tuple(minimum)
 
 
+def containerd_layout(version_output):
+    """Config version for a new containerd config from ``containerd --version`` output.
+
+    1.x -> 2, 2.0-2.2 -> 3, 2.3 and later -> 4; unreadable output -> 2 (what 1.7 and 2.x both read).
+    """
+    match = re.search(r"\sv?(\d+)\.(\d+)\.\d+", " " + (version_output or ""))
+    if not match:
+        return 2
+    major, minor = int(match.group(1)), int(match.group(2))
+    if major < 2:
+        return 2
+    return 4 if (major, minor) >= (2, 3) else 3
+
+
 def gates_missing(current, wanted):
     """The gates of ``wanted`` that ``current`` (a featureGates mapping, maybe None) does not already set."""
     current = current or {}
@@ -137,5 +151,6 @@ class FilterModule:
             "dralab_driver_version": npu_driver_version,
             "dralab_version_at_least": version_at_least,
             "dralab_gates_missing": gates_missing,
+            "dralab_containerd_layout": containerd_layout,
             "dralab_merge_gate_flag": merge_gate_flag,
         }

@@ -167,6 +167,23 @@ def test_summaries() -> None:
     assert ic.describe_changes({}) == "no resources"
 
 
+def test_render_preview() -> None:
+    doc = {
+        "steps": [
+            {
+                "op": "create",
+                "urn": "urn:pulumi:local::dralab::kubernetes:node.k8s.io/v1:RuntimeClass::runtimeclass-ascend",
+                "newState": {"type": "kubernetes:node.k8s.io/v1:RuntimeClass"},
+            }
+        ],
+        "diagnostics": [{"severity": "error", "message": "boom\n"}],
+    }
+    text = ic.render_preview(doc)
+    assert "create" in text and "kubernetes:node.k8s.io/v1:RuntimeClass  runtimeclass-ascend" in text
+    assert "error: boom" in text
+    assert ic.render_preview({}) == ""
+
+
 def test_provider_schema_embed_sets_the_version() -> None:
     data = json.loads(ic.provider_schema_embed({"name": "kubernetes", "version": ""}, "4.25.0"))
     assert data == {"name": "kubernetes", "version": "4.25.0"}

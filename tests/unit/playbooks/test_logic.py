@@ -184,3 +184,17 @@ def test_site_yml_passes_ansible_syntax_check() -> None:
         timeout=120,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+@pytest.mark.parametrize(
+    ("output", "layout"),
+    [
+        ("containerd containerd.io 1.7.29 442cb34bda9a6a0fed82a2ca7cade05c5c749582", 2),
+        ("containerd github.com/containerd/containerd/v2 v2.2.0 1c4457e00facac03ce1d75f7b6777a7a851e5c41", 3),
+        ("containerd github.com/containerd/containerd/v2 v2.3.1 abc", 4),
+        ("containerd github.com/containerd/containerd/v2 v2.10.0 abc", 4),
+        ("", 2),
+    ],
+)
+def test_containerd_layout_from_its_version(output: str, layout: int) -> None:
+    assert filters.containerd_layout(output) == layout
