@@ -63,7 +63,7 @@ def cli() -> None:
 def main(argv: list[str] | None = None) -> None:
     """Entry point: user errors become one line on stderr and exit code 2, never a traceback."""
     try:
-        cli.main(args=argv, prog_name="dralab", standalone_mode=False)
+        code = cli.main(args=argv, prog_name="dralab", standalone_mode=False)
     except click.exceptions.Abort:
         click.echo("aborted", err=True)
         sys.exit(130)
@@ -75,6 +75,8 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(2)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
+    # Without standalone mode click returns ctx.exit(n)'s code instead of exiting: pass it on.
+    sys.exit(code if isinstance(code, int) else 0)
 
 
 if __name__ == "__main__":

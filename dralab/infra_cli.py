@@ -16,8 +16,10 @@ import json
 import os
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -112,11 +114,6 @@ def compact_json(data: Any) -> bytes:
     return json.dumps(data, separators=(",", ":")).encode()
 
 
-def overlay_config(replacements: Mapping[str, str]) -> str:
-    """``go build -overlay`` JSON: file paths the build sees -> files that hold their content."""
-    return json.dumps({"Replace": dict(sorted(replacements.items()))}, indent=1) + "\n"
-
-
 def _go_module_dir(go: str, module: str, version: str) -> Path:
     """Download one module (through the module proxy) and return its directory in the module cache."""
     out = subprocess.run(
@@ -139,39 +136,36 @@ def _go_module_dir(go: str, module: str, version: str) -> Path:
     return Path(info["Dir"])
 
 
-def _provider_overlay(go: str) -> Path:
-    """Overlay that supplies the two files the provider embeds but its module does not ship.
+def _prepare_provider_build(go: str) -> None:
+    """Put the provider's main package and the two files it embeds into the wrapper's build directory.
 
-    ``cmd/pulumi-resource-kubernetes`` embeds ``schema-embed.json`` and ``terraform-mapping-embed.json``,
-    which its ``go generate`` step writes; they are made here from the shipped ``schema.json`` and
-    ``terraform-mapping.json`` and handed to ``go build -overlay``.
+    The upstream ``cmd/pulumi-resource-kubernetes`` embeds ``schema-embed.json`` and
+    ``terraform-mapping-embed.json``, which its ``go generate`` step writes and the module does not
+    ship (and ``go build -overlay`` may not replace files in the module cache). The wrapper module's
+    own ``main.go`` embeds them instead; they are made here from the shipped ``schema.json`` (with
+    the version set) and ``terraform-mapping.json``.
     """
+    from importlib import resources
+
     from dralab.gobuild import cache_root
     from dralab.util import atomic_write
 
     module_dir = _go_module_dir(go, KUBERNETES_PROVIDER_MODULE, KUBERNETES_PROVIDER_MODULE_VERSION)
     cmd_dir = module_dir / "cmd" / PROVIDER_BINARY
-    work = cache_root() / "gobuild" / "pulumi_kubernetes-overlay"
-    work.mkdir(parents=True, exist_ok=True)
     schema = json.loads((cmd_dir / "schema.json").read_text())
     mapping = json.loads((cmd_dir / "terraform-mapping.json").read_text())
+    main_go = resources.files("dralab.gobuild").joinpath("wrappers", "pulumi_kubernetes", "main.go").read_bytes()
+    work = cache_root() / "gobuild" / "pulumi_kubernetes"  # where build_go_tools builds this wrapper
+    work.mkdir(parents=True, exist_ok=True)
     files = {
+        "main.go": main_go,
         "schema-embed.json": provider_schema_embed(schema, KUBERNETES_PROVIDER_VERSION),
         "terraform-mapping-embed.json": compact_json(mapping),
     }
-    replacements = {}
     for name, data in files.items():
         target = work / name
         if not target.is_file() or target.read_bytes() != data:
             atomic_write(target, data)
-        replacements[str(cmd_dir / name)] = str(target)
-    overlay = work / "overlay.json"
-    text = overlay_config(replacements)
-    if not overlay.is_file() or overlay.read_text() != text:
-        atomic_write(overlay, text)
-    if " " in str(overlay):
-        raise UserError(f"the build cache {overlay.parent} has a space in its path; set DRALAB_CACHE to one without")
-    return overlay
 
 
 @dataclass(frozen=True)
@@ -200,13 +194,12 @@ def build_tools(force: bool = False, progress: bool = True, go: str | None = Non
         progress=progress,
     )
     results.append(ToolBuild("pulumi", cli.paths["pulumi"], bool(cli.built), cli.seconds))
-    overlay = _provider_overlay(tool.path)
+    _prepare_provider_build(tool.path)
     prov = build_go_tools(
         "pulumi_kubernetes",
-        {PROVIDER_BINARY: f"{KUBERNETES_PROVIDER_MODULE}/cmd/{PROVIDER_BINARY}"},
+        {PROVIDER_BINARY: "dralab.local/wrappers/pulumi_kubernetes"},
         provider_bin_dir(),
         ldflags=f"-X {KUBERNETES_PROVIDER_MODULE}/pkg/version.Version={KUBERNETES_PROVIDER_VERSION}",
-        env={"GOFLAGS": f"-overlay={overlay}"},
         force=force,
         go=tool.path,
         progress=progress,
@@ -389,10 +382,15 @@ def serve_language_host(argv: Sequence[str]) -> None:
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=4), options=options)
     language_pb2_grpc.add_LanguageRuntimeServicer_to_server(Host(), server)
     port = server.add_insecure_port("127.0.0.1:0")
+    # The engine ends its plugins with SIGINT (then SIGKILL): stop quietly, not with a traceback.
+    stop = threading.Event()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, lambda *_: stop.set())
     server.start()
     sys.stdout.write(f"{port}\n")
     sys.stdout.flush()
-    server.wait_for_termination()
+    stop.wait()
+    server.stop(grace=None)
 
 
 def run_program(opts: Mapping[str, Any], program: str, args: Sequence[str]) -> int:

@@ -12,7 +12,7 @@ import shutil
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -37,6 +37,7 @@ class Environment:
     kubeconfig: Path | None = None
     node_root: Callable[[str], Path] | None = None
     logs_dir: Path | None = None
+    context: str | None = None
     bring_up_seconds: float = 0.0
     notes: list[str] = field(default_factory=list)
 
@@ -117,7 +118,36 @@ def _kubeconfig_path(profile: Profile, override: Path | None) -> Path:
     return Path(configured or "~/.kube/config").expanduser()
 
 
-def helm_command(profile: Profile, kubeconfig: Path, values_file: Path, root: Path) -> list[str]:
+def environment_overrides(profile: Profile, environ: Mapping[str, str]) -> tuple[dict[str, Any], str | None]:
+    """Helm values and kube context that CI sets through the environment (pure).
+
+    ``DRALAB_IMAGE=repo:tag`` installs that image (e.g. one loaded into kind, never pulled);
+    ``DRALAB_KIND_CLUSTER=name`` selects the context ``kind-<name>``.
+    """
+    values: dict[str, Any] = {}
+    image = environ.get("DRALAB_IMAGE")
+    if image:
+        repo, sep, tag = image.rpartition(":")
+        if not sep or "/" in tag:
+            repo, tag = image, "latest"
+        values["image"] = {"repository": repo, "tag": tag, "pullPolicy": "IfNotPresent"}
+    context = profile.cluster.get("context")
+    kind = environ.get("DRALAB_KIND_CLUSTER")
+    if kind and context and str(context).startswith("kind-"):
+        context = f"kind-{kind}"
+    return values, (str(context) if context else None)
+
+
+def _merged(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in extra.items():
+        out[key] = _merged(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
+    return out
+
+
+def helm_command(
+    profile: Profile, kubeconfig: Path, values_file: Path, root: Path, context: str | None = None
+) -> list[str]:
     """The ``helm upgrade --install`` command line of a profile's deploy section (pure)."""
     deploy = profile.deploy
     chart = Path(str(deploy["chart"]))
@@ -129,7 +159,7 @@ def helm_command(profile: Profile, kubeconfig: Path, values_file: Path, root: Pa
         "--kubeconfig", str(kubeconfig), "--values", str(values_file),
         "--wait", "--timeout", str(deploy.get("timeout", "5m")),
     ]  # fmt: skip
-    context = profile.cluster.get("context")
+    context = context or profile.cluster.get("context")
     if context:
         cmd += ["--kube-context", str(context)]
     return cmd
@@ -145,18 +175,20 @@ def deploy_helm(profile: Profile, kubeconfig: Path, progress: Progress, force: b
         )
     deploy = profile.deploy
     release, namespace = str(deploy.get("release", "dralab")), str(deploy.get("namespace", "dralab-system"))
+    extra, context = environment_overrides(profile, os.environ)
     status = [helm, "status", release, "--namespace", namespace, "--kubeconfig", str(kubeconfig)]
+    if context:
+        status += ["--kube-context", context]
     if not force and subprocess.run(status, capture_output=True, check=False).returncode == 0:
         progress(f"dralab release {release!r} already installed in {namespace}")
         return
     with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as fh:
-        yaml.safe_dump(deploy.get("values") or {}, fh)
+        yaml.safe_dump(_merged(deploy.get("values") or {}, extra), fh)
         values = Path(fh.name)
     try:
         progress(f"installing dralab with Helm into {namespace}")
-        result = subprocess.run(
-            helm_command(profile, kubeconfig, values, repo_root()), capture_output=True, text=True, check=False
-        )
+        cmd = helm_command(profile, kubeconfig, values, repo_root(), context)
+        result = subprocess.run([helm, *cmd[1:]], capture_output=True, text=True, check=False)
     finally:
         values.unlink(missing_ok=True)
     if result.returncode != 0:
@@ -178,15 +210,17 @@ def open_environment(
         return _local(profile, inventory, override, say)
     started = time.monotonic()
     path = _kubeconfig_path(profile, override)
-    client = KubeClient(path, context=profile.cluster.get("context"))
+    _, context = environment_overrides(profile, os.environ)
+    client = KubeClient(path, context=context)
     if profile.deploy_method == "helm":
         deploy_helm(profile, path, say)
     return Environment(
         profile=profile,
         client=client,
         capabilities=frozenset(profile.capabilities),
-        cluster_name=profile.cluster.get("context") or path.name,
+        cluster_name=context or path.name,
         kubeconfig=path,
+        context=context,
         bring_up_seconds=time.monotonic() - started,
     )
 

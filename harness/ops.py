@@ -426,6 +426,8 @@ def op_exec_in_pod(ctx: Context, body: dict[str, Any], op: Operation) -> OpOutco
     cmd = [kubectl, "exec", "-n", ctx.namespace, str(body["pod"])]
     if ctx.env.kubeconfig:
         cmd[1:1] = ["--kubeconfig", str(ctx.env.kubeconfig)]
+    if ctx.env.context:
+        cmd[1:1] = ["--context", ctx.env.context]
     if body.get("container"):
         cmd += ["-c", str(body["container"])]
     cmd += ["--", *argv]

@@ -25,7 +25,7 @@ from dralab.errors import UserError
 CAPABILITIES = ("node-files", "host-probe", "component-logs", "container-exec", "hardware")
 SOURCES = ("local", "kubeconfig", "memory")
 DEPLOY_METHODS = ("host-processes", "helm", "none")
-_KEYS = {"name", "description", "cluster", "deploy", "capabilities", "vendors", "vars"}
+_KEYS = {"name", "description", "cluster", "deploy", "capabilities", "vendors", "vars", "inventory"}
 _CLUSTER_KEYS = {"source", "name", "defaultInventory", "kubeconfig", "context", "objects", "nodeRoot", "logsDir"}
 _DEPLOY_KEYS = {"method", "release", "chart", "namespace", "timeout", "values"}
 
@@ -41,6 +41,7 @@ class Profile:
     vendors: tuple[str, ...] = ()
     vars: dict[str, Any] = field(default_factory=dict)
     path: Path | None = None
+    inventory: str | None = None  # fake devices of a deployed (non-local) cluster; None: real or any
 
     @property
     def deploy_method(self) -> str:
@@ -102,6 +103,7 @@ def parse_profile(data: Any, source: str, path: Path | None = None) -> Profile:
         vendors=tuple(data.get("vendors") or ()),
         vars=dict(data.get("vars") or {}),
         path=path,
+        inventory=str(data["inventory"]) if data.get("inventory") else None,
     )
 
 

@@ -13,7 +13,10 @@ semantics hold for ``dralab lab run``, ``pytest`` and unit tests with an in-memo
 
 from __future__ import annotations
 
+import calendar
+import os
 import secrets
+import socket
 import string
 import time
 import traceback
@@ -33,6 +36,8 @@ from harness.subst import substitute
 
 LAB_LABEL = "dralab.io/lab"
 RUN_LABEL = "dralab.io/run"
+OWNER_ANNOTATION = "dralab.io/owner"
+STALE_AFTER_SECONDS = 24 * 3600
 log = get_logger("dralab.harness")
 
 Say = Callable[[str], None]
@@ -44,6 +49,35 @@ def _now() -> str:
 
 def _first_line(text: str | None) -> str:
     return (text or "").strip().splitlines()[0] if (text or "").strip() else ""
+
+
+def owner() -> str:
+    """Who runs this lab: ``<host>:<pid>`` (a namespace whose owner is gone is a leftover)."""
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def is_stale(namespace: dict[str, Any], now: float | None = None) -> bool:
+    """A namespace left by a run that is over: its process is gone (same host) or it is over a day old.
+
+    Runs in progress elsewhere (another terminal, another xdist worker) keep their namespaces.
+    """
+    meta = namespace.get("metadata") or {}
+    if meta.get("deletionTimestamp"):
+        return False
+    host, _, pid = str((meta.get("annotations") or {}).get(OWNER_ANNOTATION, "")).partition(":")
+    if host == socket.gethostname() and pid.isdigit():
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            return True
+        except PermissionError:
+            return False
+        return False
+    created = meta.get("creationTimestamp")
+    if not created:
+        return True
+    age = (now or time.time()) - calendar.timegm(time.strptime(created, "%Y-%m-%dT%H:%M:%SZ"))
+    return age > STALE_AFTER_SECONDS
 
 
 def namespace_name(prefix: str) -> str:
@@ -100,6 +134,12 @@ class LabRunner:
                 f"lab {self.lab.name} needs {', '.join(vendors)} devices; profile {profile.name} has "
                 f"{', '.join(profile.vendors)}"
             )
+        inventory = self.lab.inventory
+        if profile.source != "local" and profile.inventory and inventory and inventory != profile.inventory:
+            return (
+                f"lab {self.lab.name} needs the {inventory} device inventory; profile {profile.name} "
+                f"deploys {profile.inventory}"
+            )
         needed = [str(c) for c in self.lab.prerequisites.get("capabilities") or []]
         missing = [c for c in needed if c not in self.env.capabilities]
         if missing:
@@ -117,7 +157,8 @@ class LabRunner:
         self._started = True
         self.result.started = _now()
         client = self.env.client
-        stale = client.list(Ref("v1", "Namespace", label_selector=f"{LAB_LABEL}={self.lab.name}"))
+        found = client.list(Ref("v1", "Namespace", label_selector=f"{LAB_LABEL}={self.lab.name}"))
+        stale = [ns for ns in found if is_stale(ns)]
         for ns in stale:
             name = ns["metadata"]["name"]
             self.say(f"deleting namespace {name} left by an earlier run")
@@ -130,7 +171,11 @@ class LabRunner:
             {
                 "apiVersion": "v1",
                 "kind": "Namespace",
-                "metadata": {"name": namespace, "labels": labels, "annotations": dict(self.lab.namespace_annotations)},
+                "metadata": {
+                    "name": namespace,
+                    "labels": labels,
+                    "annotations": {**self.lab.namespace_annotations, OWNER_ANNOTATION: owner()},
+                },
             }
         )
         self.ctx.namespace = namespace

@@ -28,6 +28,7 @@ from typing import Any
 import click
 import yaml
 from rich.console import Console
+from rich.progress import Progress
 
 from dralab.bench.common import percentile, write_result
 from dralab.util import free_port, wait_for
@@ -286,15 +287,22 @@ def run(quick: bool, kubeconfig: str | None, cluster_name: str, duration: float 
     with tempfile.TemporaryDirectory(prefix="dralab-bench-") as tmp:
         proc, port, ctx = _start_server(Path(tmp), kube)
         try:
-            for name, path in handlers.items():
-                bodies = Bodies(namespace)
-                entry: dict[str, Any] = {"path": path, "open_loop": []}
+            # Handlers take turns at each step, so a shared machine's drifting load hits them alike.
+            bodies = {name: Bodies(namespace) for name in handlers}
+            results = {name: {"path": path, "open_loop": []} for name, path in handlers.items()}
+            with Progress(console=console, transient=True) as progress:
+                task = progress.add_task("admission", total=(len(rates) + 1) * len(handlers))
                 for rate in rates:
-                    console.print(f"[bold]{name}[/bold]: open loop at {rate} req/s for {seconds:.0f}s")
-                    entry["open_loop"].append(asyncio.run(open_loop(port, ctx, path, bodies, rate, seconds)))
-                console.print(f"[bold]{name}[/bold]: closed loop, {workers} workers, {seconds:.0f}s")
-                entry["closed_loop"] = asyncio.run(closed_loop(port, ctx, path, bodies, workers, seconds))
-                results[name] = entry
+                    for name, path in handlers.items():
+                        progress.update(task, description=f"{name}: open loop at {rate} req/s")
+                        results[name]["open_loop"].append(
+                            asyncio.run(open_loop(port, ctx, path, bodies[name], rate, seconds)))
+                        progress.advance(task)
+                for name, path in handlers.items():
+                    progress.update(task, description=f"{name}: closed loop, {workers} workers")
+                    results[name]["closed_loop"] = asyncio.run(
+                        closed_loop(port, ctx, path, bodies[name], workers, seconds))
+                    progress.advance(task)
         finally:
             proc.terminate()
             try:

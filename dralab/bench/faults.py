@@ -425,6 +425,31 @@ def rolled_out(dep: dict[str, Any] | None, replicas: int) -> bool:
     )
 
 
+def stall_reason(ctx: Ctx, ns: str) -> str:
+    """Why a rollout may hang: pods Running but not Ready (KWOK never re-readies them after a node
+    NotReady episode), and the node's Ready condition now."""
+    pods = ctx.pods(ns)
+    unready = sum(
+        1 for p in pods
+        if (p.get("status") or {}).get("phase") == "Running"
+        and any(c.get("type") == "Ready" and c.get("status") != "True" for c in (p.get("status") or {}).get(
+            "conditions") or [])
+    )
+    node = ctx.kube.get(f"/api/v1/nodes/{NODE}") or {}
+    ready = [c.get("status") for c in (node.get("status") or {}).get("conditions") or [] if c.get("type") == "Ready"]
+    return f"{unready} of {len(pods)} pods Running but not Ready; node Ready={ready[0] if ready else '?'}"
+
+
+def wait_rollout(ctx: Ctx, ns: str, name: str, replicas: int, what: str, timeout: float = 300) -> None:
+    from dralab.util import WaitTimeout, wait_for
+
+    path = f"/apis/apps/v1/namespaces/{ns}/deployments/{name}"
+    try:
+        wait_for(lambda: rolled_out(ctx.kube.get(path), replicas), timeout, what, interval=0.2)
+    except WaitTimeout as exc:
+        raise RuntimeError(f"{exc} ({stall_reason(ctx, ns)})") from None
+
+
 # ---------------------------------------------------------------- scenarios
 
 
@@ -467,6 +492,8 @@ def rejected_by_later_webhook(ctx: Ctx) -> tuple[bool, dict[str, Any]]:
         orphans = len(ctx.claims(ns))
         ok_errors = ctx.create_pods(ns, [sharing_pod(f"ok{i}") for i in range(2)])
     ctx.running(ns, 2 - len(ok_errors))
+    ctx.kube.request("DELETE", f"/api/v1/namespaces/{ns}/pods", params={"gracePeriodSeconds": "0"})
+    ctx.gone(ns)
     by_denier = sum(1 for e in refused if "later admission webhook" in e)
     detail = {
         "pods": n,
@@ -481,19 +508,18 @@ def rejected_by_later_webhook(ctx: Ctx) -> tuple[bool, dict[str, Any]]:
 def deployment_churn(ctx: Ctx) -> tuple[bool, dict[str, Any]]:
     """A Deployment rolled over and over until 300 pods have been created (10 replicas x 30, quick 40)."""
     replicas, total = (10, 40) if ctx.quick else (30, 300)
-    from dralab.util import wait_for
 
     ns = ctx.namespace("f-dep")
     base = f"/apis/apps/v1/namespaces/{ns}/deployments"
     ctx.kube.create(base, deployment("churn", replicas))
     created = replicas
     rollouts = 0
-    wait_for(lambda: rolled_out(ctx.kube.get(f"{base}/churn"), replicas), 300, "the first rollout")
+    wait_rollout(ctx, ns, "churn", replicas, "the first rollout")
     while created < total:
         rollouts += 1
         patch = {"spec": {"template": {"metadata": {"annotations": {"bench.dralab.io/rev": str(rollouts)}}}}}
         ctx.kube.patch(f"{base}/churn", patch)
-        wait_for(lambda: rolled_out(ctx.kube.get(f"{base}/churn"), replicas), 300, f"rollout {rollouts}")
+        wait_rollout(ctx, ns, "churn", replicas, f"rollout {rollouts}")
         created += replicas
     steady = ctx.settle()
     ctx.kube.delete(f"{base}/churn", params={"propagationPolicy": "Foreground"})
@@ -573,29 +599,28 @@ def driver_killed_during_prepare(ctx: Ctx) -> tuple[bool, dict[str, Any]]:
 def cdi_wiped_reboot(ctx: Ctx) -> tuple[bool, dict[str, Any]]:
     """A reboot: node components stopped, the CDI dir emptied, restarted; claims prepared again; pods restarted."""
     from dralab.cluster import api
-    from dralab.util import wait_for
 
     replicas = 5 if ctx.quick else 10
     ns = ctx.namespace("f-cdi")
     base = f"/apis/apps/v1/namespaces/{ns}/deployments"
     ctx.kube.create(base, deployment("svc", replicas))
-    wait_for(lambda: rolled_out(ctx.kube.get(f"{base}/svc"), replicas), 180, "the deployment")
+    wait_rollout(ctx, ns, "svc", replicas, "the deployment")
     for comp in (f"kubelet/{NODE}", f"driver/{NODE}"):
         ctx.kill(comp)
     wiped = api.wipe_cdi(ctx.handle.name, NODE)
     for comp in (f"driver/{NODE}", f"kubelet/{NODE}"):
         ctx.start(comp)
-    # After a reboot the kubelet prepares the claims of the pods it restarts; the stand-in does not
-    # replay that, so the calls are made here, exactly as the kubelet makes them.
-    pods = [p for p in ctx.pods(ns) if is_live(p)]
-    refs = {(ns, name) for p in pods for name in pod_claim_names(p)}
-    claims = [c for c in ctx.claims(ns) if (ns, _meta(c)["name"]) in refs]
+    # After a reboot the kubelet prepares the claims of every pod it restarts on the node; the
+    # stand-in does not replay that, so the calls are made here, exactly as the kubelet makes them.
+    held = held_claims(p for p in ctx.pods() if (p.get("spec") or {}).get("nodeName") == NODE)
+    claims = [c for c in ctx.claims() if (_meta(c)["namespace"], _meta(c)["name"]) in held
+              and (c.get("status") or {}).get("allocation")]
     errors = reprepare(ctx, claims)
     after = node_audit(ctx.spec_files(), ctx.claims(), ctx.pods())
     common_back = any(n.endswith("_common.yaml") for n in ctx.spec_files())
     patch = {"spec": {"template": {"metadata": {"annotations": {"bench.dralab.io/rev": "restarted"}}}}}
     ctx.kube.patch(f"{base}/svc", patch)
-    wait_for(lambda: rolled_out(ctx.kube.get(f"{base}/svc"), replicas), 180, "the restarted pods")
+    wait_rollout(ctx, ns, "svc", replicas, "the restarted pods")
     steady = ctx.settle()
     ctx.kube.delete(f"{base}/svc", params={"propagationPolicy": "Foreground"})
     ctx.gone(ns)
@@ -645,9 +670,9 @@ def apiserver_restarted_mid_run(ctx: Ctx) -> tuple[bool, dict[str, Any]]:
     outage = time.monotonic() - started
     ctx.kube.close()
     ctx.kube = ctx.handle.kube()
-    wait_for(lambda: rolled_out(ctx.kube.get(f"{base}/grow"), first), 300, "the deployment after the restart")
+    wait_rollout(ctx, ns, "grow", first, "the deployment after the restart")
     ctx.kube.patch(f"{base}/grow", {"spec": {"replicas": second}})
-    wait_for(lambda: rolled_out(ctx.kube.get(f"{base}/grow"), second), 300, "the scale-up after the restart")
+    wait_rollout(ctx, ns, "grow", second, "the scale-up after the restart")
     steady = ctx.settle()
     ctx.kube.delete(f"{base}/grow", params={"propagationPolicy": "Foreground"})
     ctx.gone(ns)

@@ -195,9 +195,8 @@ def report(results_dir: str, out: str, quick: bool) -> None:
     png = folder / "concurrency.png"
     plot = None
     if png.is_file():
-        try:
-            plot = str(png.resolve().relative_to(target.resolve().parent))
-        except ValueError:
-            plot = str(png.resolve())
+        # the results folder is not versioned: the figure travels with the report
+        atomic_write(target.parent / png.name, png.read_bytes())
+        plot = png.name
     atomic_write(target, render(results, plot))
     click.echo(f"wrote {target} from {len(results)} result file(s) in {folder}")

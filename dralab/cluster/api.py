@@ -273,6 +273,8 @@ def _crash_message(handle: ClusterHandle, component: str) -> str:
 
 
 def _start(handle: ClusterHandle, spec: ComponentSpec) -> None:
+    if spec.code:
+        handle.state.setdefault("code", {})[spec.name] = components.code_fingerprint(spec.code)
     rec = start_process(spec.argv, handle.log_path(spec.name), spec.env)
     handle.state.setdefault("components", {})[spec.name] = rec.to_json()
     _write_state(handle.layout, handle.state)
@@ -401,7 +403,12 @@ def _ensure_running(handle: ClusterHandle, spec: ComponentSpec, say: Say) -> boo
     """Start ``spec`` unless it runs; True when it was (re)started."""
     rec = _record(handle.state, spec.name)
     if rec is not None and is_alive(rec):
-        return False
+        if not spec.code or handle.state.get("code", {}).get(spec.name) == components.code_fingerprint(spec.code):
+            return False
+        say(f"{spec.name}: its code changed since it started; restarting it")
+        stop_process(rec, timeout=spec.stop_timeout)
+        _start(handle, spec)
+        return True
     if rec is not None and spec.name not in handle.state.get("stopped", []):
         say(f"{spec.name} was not running (crashed?); restarting it. Log: {handle.log_path(spec.name)}")
     _start(handle, spec)
@@ -659,7 +666,7 @@ def _stop_all(records: list[ProcRecord]) -> None:
 
     for rec in records:
         signal_process(rec, signal.SIGTERM)
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 5  # all state is deleted next: no need to wait for long drains
     while time.monotonic() < deadline and any(is_alive(r) for r in records):
         time.sleep(0.05)
     for rec in records:

@@ -37,6 +37,10 @@ SA_ISSUER = "https://kubernetes.default.svc.cluster.local"
 WEBHOOK_NAMESPACE = "dralab-system"
 KWOK_NODE_ANNOTATION = "kwok.x-k8s.io/node"
 CONTROL_PLANE = ("etcd", "apiserver", "controller-manager", "scheduler", "kwok")
+_COMMON_CODE = ("model", "config.py", "util.py", "errors.py", "cli.py")
+WEBHOOK_CODE = ("webhook", *_COMMON_CODE)
+DRIVER_CODE = ("driver", "vcore.py", *_COMMON_CODE)
+STANDIN_CODE = ("cluster/standin", "cluster/kubeapi.py", "cluster/kwok.py", "driver/proto", "util.py")
 
 
 @dataclass(frozen=True)
@@ -57,6 +61,9 @@ class ComponentSpec:
     health: Health | None = None
     env: dict[str, str] = field(default_factory=dict)
     stop_timeout: float = 10.0  # seconds between SIGTERM and SIGKILL
+    # dralab source paths (relative to the package) the process runs: when they change, a running
+    # process is stale and ``up`` restarts it (a developer's cluster follows the working tree)
+    code: tuple[str, ...] = ()
 
 
 def _bin(binaries: dict[str, str], name: str) -> str:
@@ -188,6 +195,25 @@ def kwok_spec(layout: Layout, ports: dict[str, Any], binaries: dict[str, str]) -
     return ComponentSpec("kwok", argv, Health(f"http://127.0.0.1:{ports['kwok']}/healthz"))
 
 
+def code_fingerprint(paths: tuple[str, ...]) -> str:
+    """A hash of the names, sizes and modification times of dralab's source files under ``paths``."""
+    import hashlib
+    from pathlib import Path
+
+    import dralab
+
+    root = Path(dralab.__file__).parent
+    digest = hashlib.sha256()
+    for rel in paths:
+        target = root / rel
+        files = sorted(target.rglob("*")) if target.is_dir() else [target]
+        for path in files:
+            if path.suffix in (".py", ".yaml", ".so") and path.is_file():
+                st = path.stat()
+                digest.update(f"{path.relative_to(root)}:{st.st_size}:{st.st_mtime_ns}\n".encode())
+    return digest.hexdigest()[:16]
+
+
 def _dralab(*args: str) -> list[str]:
     return [sys.executable, "-m", "dralab.cli", *args]
 
@@ -212,7 +238,8 @@ def webhook_spec(layout: Layout, ports: dict[str, Any], config: str | None) -> C
     )
     if config:
         argv += ["--config", config]
-    return ComponentSpec("webhook", argv, Health(f"https://127.0.0.1:{ports['webhook']}/readyz", verify_ca=True))
+    health = Health(f"https://127.0.0.1:{ports['webhook']}/readyz", verify_ca=True)
+    return ComponentSpec("webhook", argv, health, code=WEBHOOK_CODE)
 
 
 def driver_spec(layout: Layout, ports: dict[str, Any], node: str, devices: str, config: str | None) -> ComponentSpec:
@@ -241,7 +268,7 @@ def driver_spec(layout: Layout, ports: dict[str, Any], node: str, devices: str, 
     )
     if config:
         argv += ["--config", config]
-    return ComponentSpec(f"driver/{node}", argv, Health(f"http://127.0.0.1:{port}/healthz"))
+    return ComponentSpec(f"driver/{node}", argv, Health(f"http://127.0.0.1:{port}/healthz"), code=DRIVER_CODE)
 
 
 def standin_spec(layout: Layout, ports: dict[str, Any], node: str) -> ComponentSpec:
@@ -259,4 +286,4 @@ def standin_spec(layout: Layout, ports: dict[str, Any], node: str) -> ComponentS
         "--port",
         str(port),
     ]
-    return ComponentSpec(f"kubelet/{node}", argv, Health(f"http://127.0.0.1:{port}/healthz"))
+    return ComponentSpec(f"kubelet/{node}", argv, Health(f"http://127.0.0.1:{port}/healthz"), code=STANDIN_CODE)

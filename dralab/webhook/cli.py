@@ -120,10 +120,12 @@ def serve(
     Example:
       dralab webhook serve --cert /tls/tls.crt --key /tls/tls.key --port 8443 --namespace dralab-system
     """
-    from dralab.webhook.kube import KubeApi
+    from dralab.webhook.kube import AsyncKubeApi, KubeApi
     from dralab.webhook.server import Server, build
 
     cfg = load_config(config_path)
-    api = None if no_kube else KubeApi.from_kubeconfig(kubeconfig)
-    server = Server(build(cfg, api, own_namespace), cert, key, host=host, port=port, bench_routes=bench_routes)
+    api = None if no_kube else KubeApi.from_kubeconfig(kubeconfig)  # also checks the credentials now
+    admission_api = None
+    webhook = build(cfg, api, own_namespace, admission_api=admission_api)
+    server = Server(webhook, cert, key, host=host, port=port, bench_routes=bench_routes)
     server.run()

@@ -9,6 +9,7 @@ resourceclaim controller then makes pod-owned claims from them.
 
 from __future__ import annotations
 
+import inspect
 import time
 from collections.abc import Callable
 from typing import Any
@@ -25,7 +26,7 @@ from dralab.model.convert import (
 )
 from dralab.model.objects import MANAGED_BY
 from dralab.util import get_logger
-from dralab.webhook.kube import ApiError, KubeApi, claims_path, templates_path
+from dralab.webhook.kube import ApiError, AsyncKubeApi, KubeApi, claims_path, templates_path
 from dralab.webhook.metrics import Metrics
 
 MAX_ATTEMPTS = 4
@@ -61,7 +62,7 @@ class ClaimLifecycle:
     def __init__(
         self,
         converter: Converter,
-        api: KubeApi | None,
+        api: KubeApi | AsyncKubeApi | None,
         metrics: Metrics,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
@@ -72,6 +73,9 @@ class ClaimLifecycle:
         self._templates: dict[tuple[str, str], float] = {}
 
     async def _call(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """Await an asyncio API; run a blocking one in a worker thread."""
+        if inspect.iscoroutinefunction(fn):
+            return await fn(*args)
         return await anyio.to_thread.run_sync(fn, *args)
 
     async def admit(

@@ -27,7 +27,7 @@ from dralab.model.convert import Converter
 from dralab.util import get_logger
 from dralab.webhook.handlers import AdmissionHandler, BadReview, parse_review, respond
 from dralab.webhook.janitor import Janitor
-from dralab.webhook.kube import KubeApi
+from dralab.webhook.kube import AsyncKubeApi, KubeApi
 from dralab.webhook.lifecycle import ClaimLifecycle
 from dralab.webhook.metrics import Metrics
 from dralab.webhook.tls import ReloadingTLS
@@ -49,13 +49,24 @@ class Webhook:
     metrics: Metrics
     api: KubeApi | None
     janitor: Janitor | None
+    admission_api: AsyncKubeApi | None = None
 
 
-def build(config: Config, api: KubeApi | None, own_namespace: str = "", janitor: bool = True) -> Webhook:
-    """Wire converter, lifecycle, handler and (claim mode with an API) the janitor."""
+def build(
+    config: Config,
+    api: KubeApi | None,
+    own_namespace: str = "",
+    janitor: bool = True,
+    admission_api: AsyncKubeApi | None = None,
+) -> Webhook:
+    """Wire converter, lifecycle, handler and (claim mode with an API) the janitor.
+
+    ``admission_api`` (asyncio) serves the admission path when given; else ``api`` does, in threads.
+    The janitor always uses ``api`` from its own threads.
+    """
     metrics = Metrics()
     converter = Converter(config.vendors, config.webhook.lifecycle, config.webhook.opt_out_label)
-    lifecycle = ClaimLifecycle(converter, api, metrics)
+    lifecycle = ClaimLifecycle(converter, admission_api or api, metrics)
     excluded = {*config.webhook.exclude_namespaces, "kube-system"}
     if own_namespace:
         excluded.add(own_namespace)
@@ -63,7 +74,7 @@ def build(config: Config, api: KubeApi | None, own_namespace: str = "", janitor:
     jan = None
     if api is not None and janitor and config.webhook.lifecycle == "claim":
         jan = Janitor(api, metrics, grace_seconds=float(config.webhook.claim_grace_period_seconds))
-    return Webhook(config, handler, metrics, api, jan)
+    return Webhook(config, handler, metrics, api, jan, admission_api)
 
 
 def create_app(webhook: Webhook, ready: Callable[[], bool] | None = None, bench_routes: bool = False) -> Starlette:
@@ -168,6 +179,8 @@ class Server:
         finally:
             if self.webhook.janitor is not None:
                 self.webhook.janitor.stop()
+            if self.webhook.admission_api is not None:
+                await self.webhook.admission_api.close()
 
     def run(self) -> None:
         log.info("webhook serving", extra={"fields": {"host": self.config.host, "port": self.config.port}})

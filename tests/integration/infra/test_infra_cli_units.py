@@ -190,11 +190,6 @@ def test_provider_schema_embed_sets_the_version() -> None:
     assert b" " not in ic.compact_json({"a": [1, 2]})
 
 
-def test_overlay_config() -> None:
-    doc = json.loads(ic.overlay_config({"/m/b.json": "/c/b.json", "/m/a.json": "/c/a.json"}))
-    assert doc == {"Replace": {"/m/a.json": "/c/a.json", "/m/b.json": "/c/b.json"}}
-
-
 def test_language_host_script_quotes_the_interpreter() -> None:
     script = ic.language_host_script("/path with space/python")
     assert script.startswith("#!/bin/sh\n")

@@ -251,3 +251,34 @@ def test_template_lifecycle_against_the_apiserver(api: KubeApi, namespace: str) 
         return len(owned) == 2
 
     wait_for(claims_owned_by_pods, 60, "the resourceclaim controller to make pod-owned claims from the template")
+
+
+def test_async_api_answers_like_the_sync_one(cluster, namespace: str) -> None:
+    from dralab.webhook.kube import AsyncKubeApi
+
+    claim = Converter(parse_config(None).vendors).convert(small_pod("aio"), namespace=namespace).objects[0]
+    path = claims_path(namespace, claim["metadata"]["name"])
+
+    async def scenario() -> tuple[str, int, int]:
+        aio = AsyncKubeApi(cluster.kubeconfig)
+        try:
+            made = await aio.create(claims_path(namespace), claim)
+            try:
+                await aio.create(claims_path(namespace), claim)
+                conflict = 0
+            except ApiError as exc:
+                conflict = exc.status
+            got = await aio.get(path)
+            assert got["metadata"]["uid"] == made["metadata"]["uid"]
+            await aio.delete(path, made["metadata"]["uid"])
+            try:
+                await aio.get("/apis/resource.k8s.io/v1/namespaces/" + namespace + "/resourceclaims/nope")
+                missing = 0
+            except ApiError as exc:
+                missing = exc.status
+            return made["metadata"]["name"], conflict, missing
+        finally:
+            await aio.close()
+
+    name, conflict, missing = anyio.run(scenario)
+    assert name == claim["metadata"]["name"] and conflict == 409 and missing == 404

@@ -176,3 +176,30 @@ def test_object_paths():
         collection_path("v1", "Pod")
     with pytest.raises(ValueError, match="no REST path"):
         collection_path("v9", "Nope")
+
+
+def test_code_fingerprint_follows_the_source(tmp_path, monkeypatch):
+    import os
+
+    import dralab
+
+    pkg = tmp_path / "dralab"
+    (pkg / "webhook").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    mod = pkg / "webhook" / "server.py"
+    mod.write_text("x = 1\n")
+    (pkg / "webhook" / "notes.txt").write_text("ignored")
+    monkeypatch.setattr(dralab, "__file__", str(pkg / "__init__.py"))
+    first = components.code_fingerprint(("webhook", "missing.py"))
+    assert components.code_fingerprint(("webhook", "missing.py")) == first
+    (pkg / "webhook" / "notes.txt").write_text("still ignored")
+    assert components.code_fingerprint(("webhook", "missing.py")) == first
+    os.utime(mod, ns=(1, 1))
+    assert components.code_fingerprint(("webhook", "missing.py")) != first
+
+
+def test_python_components_declare_their_code(layout):
+    assert "webhook" in components.webhook_spec(layout, PORTS, None).code
+    assert "driver" in components.driver_spec(layout, PORTS, "n1", "/inv.yaml", None).code
+    assert "cluster/standin" in components.standin_spec(layout, PORTS, "n1").code
+    assert components.apiserver_spec(layout, PORTS, BINS).code == ()

@@ -57,3 +57,28 @@ def test_helm_is_skipped_when_the_release_exists_and_run_otherwise(
 def test_bad_profiles_are_refused(doc: dict, message: str) -> None:
     with pytest.raises(UserError, match=message):
         parse_profile(doc, "p.yaml")
+
+
+def test_ci_environment_sets_the_image_and_the_kind_context() -> None:
+    from harness.environment import environment_overrides
+
+    profile = load_profile("kind")
+    values, context = environment_overrides(profile, {"DRALAB_IMAGE": "dralab:e2e", "DRALAB_KIND_CLUSTER": "ci"})
+    assert values == {"image": {"repository": "dralab", "tag": "e2e", "pullPolicy": "IfNotPresent"}}
+    assert context == "kind-ci"
+    assert environment_overrides(profile, {}) == ({}, "kind-dralab")
+    values, _ = environment_overrides(profile, {"DRALAB_IMAGE": "localhost:5000/dralab"})
+    assert values["image"] == {"repository": "localhost:5000/dralab", "tag": "latest", "pullPolicy": "IfNotPresent"}
+    assert environment_overrides(load_profile("nvidia"), {"DRALAB_KIND_CLUSTER": "ci"})[1] is None
+
+
+def test_labs_needing_another_inventory_skip_on_a_deployed_profile(write_lab, cluster) -> None:
+    from harness.environment import Environment
+    from harness.runner import LabRunner
+
+    kind = load_profile("kind")
+    env = Environment(profile=kind, client=cluster, capabilities=frozenset(kind.capabilities))
+    lab = write_lab([{"id": "a", "try": [{"events": {}}]}], prerequisites={"inventory": "nvidia-gpus"})
+    assert (
+        LabRunner(lab, env, "r").gate == "lab demo needs the nvidia-gpus device inventory; profile kind deploys lab20"
+    )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -162,9 +163,13 @@ def test_lab_not_for_this_profile_skips_every_step_without_touching_the_cluster(
 
 
 def test_namespace_is_ephemeral_labelled_and_leftovers_are_removed(write_lab, make_env, cluster: FakeCluster) -> None:
-    cluster.apply(
-        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "lab-old", "labels": {LAB_LABEL: "demo"}}}
-    )
+    import socket
+
+    gone = f"{socket.gethostname()}:99999999"  # no such process: a leftover
+    alive = f"{socket.gethostname()}:1"  # a live process: another run in progress
+    for name, who in (("lab-old", gone), ("lab-busy", alive)):
+        meta = {"name": name, "labels": {LAB_LABEL: "demo"}, "annotations": {"dralab.io/owner": who}}
+        cluster.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": meta})
     lab = write_lab([{"id": "a", "try": [{"events": {}}]}], namespace={"prefix": "demo-ns", "labels": {"x": "y"}})
     runner = LabRunner(lab, make_env(), "run-8")
     runner.run_step(lab.steps[0])
@@ -173,6 +178,8 @@ def test_namespace_is_ephemeral_labelled_and_leftovers_are_removed(write_lab, ma
     obj = cluster.get(Ref("v1", "Namespace", name=ns))
     assert obj["metadata"]["labels"] == {"x": "y", LAB_LABEL: "demo", "dralab.io/run": "run-8"}
     assert cluster.get(Ref("v1", "Namespace", name="lab-old")) is None
+    assert cluster.get(Ref("v1", "Namespace", name="lab-busy")) is not None
+    assert obj["metadata"]["annotations"]["dralab.io/owner"].endswith(f":{os.getpid()}")
     result = runner.finish()
     assert cluster.get(Ref("v1", "Namespace", name=ns)) is None
     assert result.cleanup[-1].summary == f"namespace {ns} deleted"
@@ -334,3 +341,35 @@ def test_run_with_claim_env_matches_the_probe_result(
     assert step.status == PASSED, step.reason
     assert seen["vendor"] == "ascend" and seen["steps"] == [2050] * 4
     assert seen["env"]["NPU_MEM_QUOTA"] == "8192" and seen["env"]["COMMON"] == "1"
+
+
+def test_exec_in_pod_runs_kubectl_and_parses_env(
+    write_lab, make_env, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import stat
+
+    args_file = tmp_path / "kubectl-args"
+    kubectl = tmp_path / "bin" / "kubectl"
+    kubectl.parent.mkdir()
+    kubectl.write_text(f'#!/bin/sh\necho "$@" > {args_file}\nprintf "NPU_MEM_QUOTA=8192\\nNPU_PRIORITY=50\\n"\n')
+    kubectl.chmod(kubectl.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setenv("PATH", f"{kubectl.parent}:/usr/bin:/bin")
+    lab = write_lab([{"id": "env", "try": [{"exec-in-pod": {
+        "pod": "a", "container": "app", "command": "env", "parse": "env",
+        "expect": {"exitCode": 0, "stdout": {"NPU_MEM_QUOTA": "8192"}}, "capture": {"prio": "stdout.NPU_PRIORITY"}},
+        "requires": ["container-exec"]}]}])  # fmt: skip
+    runner = LabRunner(lab, make_env(capabilities=("container-exec",)), "run-17")
+    (step,) = _run(runner)
+    assert step.status == PASSED, step.reason
+    assert runner.result.captured == {"prio": "50"}
+    assert args_file.read_text().split() == ["exec", "-n", runner.result.namespace, "a", "-c", "app", "--", "sh",
+                                             "-c", "env"]  # fmt: skip
+
+
+def test_namespaces_without_an_owner_are_stale_after_a_day() -> None:
+    from harness.runner import is_stale
+
+    old = {"metadata": {"creationTimestamp": "2026-01-01T00:00:00Z"}}
+    assert is_stale(old, now=1767225600 + 2 * 86400)
+    assert not is_stale(old, now=1767225600 + 3600)
+    assert not is_stale({"metadata": {"deletionTimestamp": "x"}})
