@@ -125,7 +125,7 @@ def serve(
 
     cfg = load_config(config_path)
     api = None if no_kube else KubeApi.from_kubeconfig(kubeconfig)  # also checks the credentials now
-    admission_api = None
+    admission_api = None if no_kube else AsyncKubeApi(kubeconfig)
     webhook = build(cfg, api, own_namespace, admission_api=admission_api)
     server = Server(webhook, cert, key, host=host, port=port, bench_routes=bench_routes)
     server.run()

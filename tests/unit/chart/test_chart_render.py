@@ -38,11 +38,15 @@ def test_default_render_has_every_component(render: Render) -> None:
     assert kinds == sorted(
         [
             "Certificate", "ClusterRole", "ClusterRoleBinding", "ConfigMap", "DaemonSet", "Deployment",
-            "DeviceClass", "Issuer", "MutatingWebhookConfiguration", "PodDisruptionBudget", "Service",
+            "DeviceClass", "Issuer", "MutatingWebhookConfiguration", "PodDisruptionBudget", "RuntimeClass", "Service",
             "ServiceAccount", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding",
             "ValidatingWebhookConfiguration",
         ]
     )  # fmt: skip
+
+
+def test_runtime_class_ascend_is_rendered_for_lab20(render: Render) -> None:
+    assert one(render(), "RuntimeClass")["handler"] == "ascend"
 
 
 @pytest.mark.parametrize(

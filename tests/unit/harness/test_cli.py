@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 import yaml
 
 from dralab.cli import main
@@ -75,6 +76,8 @@ def test_unknown_lab_and_profile_are_one_line_errors(tmp_path: Path, capsys) -> 
 
 
 def test_list_shows_the_shipped_labs(capsys) -> None:
-    main(["lab", "list"])
+    with pytest.raises(SystemExit) as exc:
+        main(["lab", "list"])
+    assert exc.value.code == 0
     out = capsys.readouterr().out
     assert "lab20-ascend-hami-dra" in out and "nvidia-gpu-share" in out
