@@ -212,6 +212,12 @@ async def closed_loop(port: int, ctx: ssl.SSLContext, path: str, bodies: Bodies,
     return {"workers": workers, "throughput_rps": round(len(sample.latencies) / elapsed, 1), **sample.summary()}
 
 
+def _process_cpu(pid: int) -> float:
+    """User plus system CPU seconds of process ``pid`` so far (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def _kubeconfig(explicit: str | None, cluster_name: str) -> tuple[str | None, str]:
     """The kubeconfig of a reachable cluster, or None and why not."""
     path = explicit
@@ -300,8 +306,13 @@ def run(quick: bool, kubeconfig: str | None, cluster_name: str, duration: float 
                         progress.advance(task)
                 for name, path in handlers.items():
                     progress.update(task, description=f"{name}: closed loop, {workers} workers")
-                    results[name]["closed_loop"] = asyncio.run(
-                        closed_loop(port, ctx, path, bodies[name], workers, seconds))
+                    cpu0 = _process_cpu(proc.pid)
+                    closed = asyncio.run(closed_loop(port, ctx, path, bodies[name], workers, seconds))
+                    # CPU seconds the server spent per request: far less sensitive to a busy machine than wall time.
+                    if closed["completed"]:
+                        closed["server_cpu_ms_per_request"] = round(
+                            (_process_cpu(proc.pid) - cpu0) / closed["completed"] * 1000, 3)
+                    results[name]["closed_loop"] = closed
                     progress.advance(task)
         finally:
             proc.terminate()
@@ -379,7 +390,9 @@ def admission(out_dir: str, quick: bool, kubeconfig: str | None, cluster_name: s
             continue
         rates = ", ".join(f"{r['offered_rps']}/s p50 {r['p50_ms']} ms p99 {r['p99_ms']} ms"
                           for r in entry["open_loop"])
-        console.print(f"{name}: {rates}; max {entry['closed_loop']['throughput_rps']} req/s")
+        closed = entry["closed_loop"]
+        console.print(f"{name}: {rates}; max {closed['throughput_rps']} req/s, "
+                      f"server CPU {closed.get('server_cpu_ms_per_request')} ms/request")
     console.print(f"apiserver claim create, direct and sequential: {result['apiserver_create_sequential']}")
     console.print(f"load average before/after: {result['load_average']}")
     console.print(f"targets: {json.dumps(result['targets'])}")

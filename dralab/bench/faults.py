@@ -191,13 +191,27 @@ class Ctx:
         self.kube = handle.kube()
         self.quick = quick
         self.grace = grace
+        self.namespaces: list[str] = []
 
     # -- objects
 
     def namespace(self, prefix: str) -> str:
         name = f"{prefix}-{uuid.uuid4().hex[:5]}"
         self.kube.create("/api/v1/namespaces", {"metadata": {"name": name}})
+        self.namespaces.append(name)
         return name
+
+    def discard(self, namespaces: list[str]) -> None:
+        """Delete what a failed scenario left behind, so the next scenario starts from a clean node."""
+        from dralab.cluster.kubeapi import ApiError
+        from dralab.util import WaitTimeout
+
+        for ns in namespaces:
+            with contextlib.suppress(ApiError):
+                self.kube.delete(f"/api/v1/namespaces/{ns}", params={"propagationPolicy": "Background"})
+        for ns in namespaces:
+            with contextlib.suppress(ApiError, WaitTimeout):
+                self.gone(ns, 180)
 
     def pods(self, ns: str | None = None) -> list[dict[str, Any]]:
         path = f"/api/v1/namespaces/{ns}/pods" if ns else "/api/v1/pods"
@@ -697,6 +711,7 @@ def run_scenario(ctx: Ctx, name: str) -> dict[str, Any]:
     started = time.monotonic()
     detail: dict[str, Any] = {}
     ok = False
+    first_ns = len(ctx.namespaces)
     try:
         ok, detail = SCENARIOS[name](ctx)
     except Exception as exc:  # a scenario that breaks is a failed scenario, and the run goes on
@@ -704,6 +719,7 @@ def run_scenario(ctx: Ctx, name: str) -> dict[str, Any]:
         with contextlib.suppress(Exception):
             ctx.kube.close()
         ctx.kube = ctx.handle.kube()
+        ctx.discard(ctx.namespaces[first_ns:])
     final = ctx.settle()
     detail["final_audit"] = {
         "leaked_claims": final.leaked_claims[:10],

@@ -24,7 +24,7 @@ _SIMPLE_ESCAPES = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\r": "\\r", "\t": "\\
 
 def string_literal(value: str) -> str:
     """``value`` as a double-quoted CEL string literal that evaluates to exactly ``value``."""
-    if _PLAIN.match(value):
+    if _PLAIN.fullmatch(value):
         return f'"{value}"'
     out = []
     for ch in value:
@@ -88,7 +88,7 @@ def parse_values(annotation: str, raw: object, kind: SelectionKind) -> list[str]
     if len(values) > MAX_VALUES:
         raise Denied(field, f"lists {len(values)} values; at most {MAX_VALUES} are allowed")
     for value in values:
-        if len(value) > MAX_VALUE_LEN or not kind.pattern.match(value):
+        if len(value) > MAX_VALUE_LEN or not kind.pattern.fullmatch(value):
             shown = value if len(value) <= 80 else value[:77] + "..."
             raise Denied(
                 field,

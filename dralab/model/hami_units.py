@@ -24,7 +24,7 @@ _WHOLE_SCALE = {**BINARY, "": 1, "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12
 
 def _parse(text: object, field: str) -> Quantity:
     raw = text if isinstance(text, str) else str(text)
-    whole = _WHOLE.match(raw)
+    whole = _WHOLE.fullmatch(raw)
     if whole:
         number, suffix = int(whole[1]), whole[2] or ""
         return Quantity(text=raw, number=number, suffix=suffix, value=number * _WHOLE_SCALE[suffix])  # type: ignore[arg-type]

@@ -22,7 +22,7 @@ _GENERATE_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 
 
 def is_dns_label(name: str) -> bool:
-    return len(name) <= DNS_LABEL_MAX and bool(_LABEL.match(name))
+    return len(name) <= DNS_LABEL_MAX and bool(_LABEL.fullmatch(name))
 
 
 def digest(text: str, length: int = HASH_LEN) -> str:
@@ -79,7 +79,7 @@ def manifest_seed(obj: Any) -> str:
 
 def label_value(text: str) -> str:
     """``text`` as a valid label value (<= 63 characters), hashed when it does not fit."""
-    if len(text) <= DNS_LABEL_MAX and _LABEL_VALUE.match(text):
+    if len(text) <= DNS_LABEL_MAX and _LABEL_VALUE.fullmatch(text):
         return text
     return hashed_label(text)
 

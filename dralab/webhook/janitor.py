@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import functools
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -39,7 +40,9 @@ def _key(obj: dict[str, Any]) -> tuple[str, str]:
     return (m.get("namespace", ""), m.get("name", ""))
 
 
+@functools.lru_cache(maxsize=65536)
 def parse_time(text: str | None) -> float | None:
+    """An RFC 3339 timestamp as epoch seconds (cached: each pass sees the same timestamps again)."""
     if not text:
         return None
     return dt.datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
@@ -200,7 +203,7 @@ class Janitor:
         grace_seconds: float = 30.0,
         resync_seconds: float = 60.0,
         clock: Callable[[], float] = time.time,
-        min_interval: float = 0.2,
+        min_interval: float = 0.5,
     ) -> None:
         self.api = api
         self.min_interval = min_interval

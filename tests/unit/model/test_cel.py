@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import celpy
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from dralab.model import cel
@@ -27,6 +27,9 @@ def device(uuid: str = "68496E64-20E05477-92C31323-6E78030A-BD003019", product: 
 
 
 @given(st.text(alphabet=st.characters(exclude_categories=["Cs"]), max_size=80))
+@example("\n")
+@example('plain"quote')
+@example("trailing\n")
 def test_string_literal_round_trips(value: str) -> None:
     result = ENV.program(ENV.compile(cel.string_literal(value))).evaluate({})
     assert str(result) == value

@@ -76,3 +76,9 @@ def test_distinct_long_names_do_not_share_a_cut(a: str, b: str) -> None:
 def test_variants_are_valid_for_any_input(full: str, salt: str) -> None:
     assert naming.is_dns_label(naming.collision_variant(full, salt))
     assert naming.is_dns_label(naming.hashed_label(full))
+
+
+def test_a_trailing_newline_is_not_a_label() -> None:
+    assert not naming.is_dns_label("abc\n")
+    assert naming.dns_label("abc\n") != "abc\n" and naming.is_dns_label(naming.dns_label("abc\n"))
+    assert naming.label_value("abc\n") != "abc\n"

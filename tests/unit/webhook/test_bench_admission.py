@@ -24,6 +24,7 @@ def test_bench_writes_results_and_skip_reason(tmp_path: Path) -> None:
         assert entry["open_loop"][0]["offered_rps"] == 100
         assert entry["open_loop"][0]["errors"] == 0 and entry["open_loop"][0]["completed"] > 0
         assert entry["closed_loop"]["throughput_rps"] > 0
+        assert entry["closed_loop"]["server_cpu_ms_per_request"] >= 0
     assert "not up" in data["handlers"]["create"]["skipped"]
     assert "ratio" in data["targets"]["convert_max_throughput_vs_noop"]
     assert "skipped" in data["targets"]["create_p99_at_100_rps"]
