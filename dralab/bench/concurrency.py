@@ -139,6 +139,7 @@ class Burst:
     n: int
     latencies: list[float] = field(default_factory=list)  # create issued -> bound to the node
     running: list[float] = field(default_factory=list)  # create issued -> Running (claims prepared)
+    admitted: list[float] = field(default_factory=list)  # create issued -> apiserver answered (admission)
     completion_s: float = math.nan  # start -> last pod bound
     failures: int = 0
     first_error: str = ""
@@ -148,6 +149,7 @@ def summarize(bursts: list[Burst]) -> dict[str, Any]:
     """p50/p99 over every pod of the bursts of one size; pods/s = pods bound / time the bursts took."""
     lat = [x for b in bursts for x in b.latencies]
     run = [x for b in bursts for x in b.running]
+    adm = [x for b in bursts for x in b.admitted]
     total_time = sum(b.completion_s for b in bursts if not math.isnan(b.completion_s))
     bound = sum(len(b.latencies) for b in bursts)
     return {
@@ -157,6 +159,8 @@ def summarize(bursts: list[Burst]) -> dict[str, Any]:
         "p99_s": _r(percentile(lat, 99)),
         "completion_s": _r(max((b.completion_s for b in bursts), default=math.nan)),
         "pods_per_s": _r(bound / total_time) if total_time > 0 else None,
+        "admitted_p50_s": _r(percentile(adm, 50)),
+        "admitted_p99_s": _r(percentile(adm, 99)),
         "running_p50_s": _r(percentile(run, 50)),
         "running_p99_s": _r(percentile(run, 99)),
         "failures": sum(b.failures for b in bursts),
@@ -170,7 +174,8 @@ def _r(value: float) -> float | None:
 
 def series(rows: list[dict[str, Any]]) -> dict[str, list[Any]]:
     """Rows per N -> the issue's column format ``{"n": [...], "p50_s": [...], ...}``."""
-    keys = ("n", "p50_s", "p99_s", "pods_per_s", "completion_s", "running_p50_s", "running_p99_s", "failures")
+    keys = ("n", "p50_s", "p99_s", "pods_per_s", "completion_s", "admitted_p50_s", "admitted_p99_s",
+            "running_p50_s", "running_p99_s", "failures")
     return {k: [row[k] for row in rows] for k in keys}
 
 
@@ -331,6 +336,7 @@ class BurstRunner:
                 burst.failures += 1
                 burst.first_error = burst.first_error or f"HTTP {resp.status_code}: {resp.text[:200]}"
                 return
+            burst.admitted.append(time.monotonic() - issued[name])
             expected.add(name)
 
         watcher = asyncio.create_task(watch())
@@ -384,7 +390,8 @@ async def measure(client: httpx.AsyncClient, sizes: tuple[int, ...], dra: bool, 
         row = summarize(bursts)
         rows.append(row)
         console.print(
-            f"[{label}] N={n:<4d} p50 {row['p50_s']}s p99 {row['p99_s']}s completion {row['completion_s']}s "
+            f"[{label}] N={n:<4d} p50 {row['p50_s']}s p99 {row['p99_s']}s admitted p50 {row['admitted_p50_s']}s "
+            f"completion {row['completion_s']}s "
             f"{row['pods_per_s']} pods/s running p50 {row['running_p50_s']}s failures {row['failures']} "
             f"{row['first_error'][:160]}",
             markup=False,

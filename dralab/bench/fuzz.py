@@ -615,8 +615,9 @@ def check_driver_case(t: DriverTarget, case: Any, found: Findings) -> bool:
         outcome.add("error" if entry.error else "prepared")
         if not entry.error and entry.devices and not t.spec(c["uid"]).is_file():
             found.problem("prepared_without_spec", case)
-        if not entry.error and not entry.devices and uids.count(c["uid"]) == 1 \
-                and _own_results(c["doc"], t.state.driver):
+        served = t.source.claims.get((c["ns"], c["name"]))
+        if not entry.error and not entry.devices and uids.count(c["uid"]) == 1 and c["known"] \
+                and served is c["doc"] and _own_results(served, t.state.driver):
             found.problem("prepared_without_devices", case)
     found.seen("prepare " + ("+".join(sorted(outcome)) or "empty"))
     unprep = req + [pb.Claim(namespace=n, name=m, uid=u) for n, m, u in case["extra_unprepare"]]

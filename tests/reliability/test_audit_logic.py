@@ -131,12 +131,13 @@ def test_the_sharing_pod_is_converted_to_one_claim_of_its_size(factory) -> None:
 
 
 def test_summaries_use_every_pod_and_the_time_the_bursts_took() -> None:
-    bursts = [conc.Burst(n=2, latencies=[0.1, 0.3], running=[0.2, 0.4], completion_s=0.5),
+    bursts = [conc.Burst(n=2, latencies=[0.1, 0.3], running=[0.2, 0.4], completion_s=0.5, admitted=[0.05, 0.1]),
               conc.Burst(n=2, latencies=[0.2, 0.2], running=[], completion_s=0.5, failures=1, first_error="x")]
     row = conc.summarize(bursts)
     assert row["p50_s"] == 0.2 and row["p99_s"] == 0.3
     assert row["pods_per_s"] == 4.0
     assert row["failures"] == 1 and row["first_error"] == "x"
+    assert row["admitted_p99_s"] == 0.1
     assert conc.summarize([conc.Burst(n=1)])["p50_s"] is None
 
 
@@ -150,6 +151,7 @@ def test_verdict_compares_the_largest_burst_with_ten() -> None:
 
 def _results() -> dict:
     cols = {"n": [1, 10], "p50_s": [0.1, 0.5], "p99_s": [0.1, 0.9], "pods_per_s": [10.0, 20.0],
+            "admitted_p50_s": [0.05, 0.25],
             "completion_s": [0.1, 0.5], "running_p50_s": [0.2, 0.6], "running_p99_s": [0.2, 1.0], "failures": [0, 0]}
     return {
         "concurrency": {**cols, "baseline": dict(cols), "verdict": conc.verdict(cols), "measured_at": "T",
@@ -169,7 +171,7 @@ def test_the_report_states_every_figure_and_verdict() -> None:
     text = report.render(_results(), "results/concurrency.png")
     assert "| faults: s1 | PASS |" in text and "| faults: s2 | FAIL |" in text
     assert "| s2 | **FAIL** | 2 | 1 |" in text
-    assert "| 10 | 0.5 | 0.9 | 0.5 | 20 | 0.6 | 0 |" in text
+    assert "| 10 | 0.5 | 0.9 | 0.25 | 0.5 | 20 | 0.6 | 0 |" in text
     assert "| fuzz: t (5 cases) | FAIL |" in text and "http_500: 2" in text
     assert "![concurrency](results/concurrency.png)" in text
     assert "| other | T2 | `other.json` |" in text
