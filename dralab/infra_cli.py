@@ -179,7 +179,20 @@ class ToolBuild:
 
 
 def build_tools(force: bool = False, progress: bool = True, go: str | None = None) -> list[ToolBuild]:
-    """Build the Pulumi CLI and the kubernetes provider (one ``go build`` at a time), write the language host."""
+    """Build the Pulumi CLI and the kubernetes provider (one ``go build`` at a time), write the language host.
+
+    A file lock makes concurrent callers (a test fixture, a shell) wait for one build and then skip it.
+    """
+    import filelock
+
+    from dralab.gobuild import cache_root
+
+    cache_root().mkdir(parents=True, exist_ok=True)
+    with filelock.FileLock(str(cache_root() / ".infra-build.lock")):
+        return _build_tools(force, progress, go)
+
+
+def _build_tools(force: bool, progress: bool, go: str | None) -> list[ToolBuild]:
     from dralab.gobuild import build_go_tools, find_go
 
     tool = find_go(go)
@@ -781,7 +794,10 @@ def build(force: bool) -> None:
     """
     console = _console()
     for result in build_tools(force=force):
-        state = f"built in {result.seconds:.1f}s" if result.built else "already built"
+        if result.name == LANGUAGE_HOST:
+            state = "launcher written"
+        else:
+            state = f"built in {result.seconds:.1f}s" if result.built else "already built"
         console.print(f"{result.name}: {state} ({result.path})")
 
 

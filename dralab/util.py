@@ -6,6 +6,7 @@ import contextlib
 import json
 import logging
 import os
+import random
 import socket
 import sys
 import tempfile
@@ -77,8 +78,34 @@ def wait_for(
         delay = min(delay * 1.5, max_interval)
 
 
+def _ephemeral_range() -> tuple[int, int]:
+    """The kernel's range for outgoing connections' local ports (where a listener may collide)."""
+    try:
+        low, high = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()
+        return int(low), int(high)
+    except (OSError, ValueError):
+        return 32768, 60999
+
+
 def free_port(host: str = "127.0.0.1") -> int:
-    """Return a TCP port that is free right now on ``host`` (the OS picks it)."""
+    """Return a TCP port that is free right now on ``host``, outside the ephemeral range.
+
+    A port handed out by the OS (bind to 0) lies in the ephemeral range, so between this call
+    and the server's own bind an outgoing connection can take it as its local port: servers of
+    a busy local cluster then fail with "address already in use". Picking below that range
+    avoids the collision; the bind test guards against listeners already there.
+    """
+    low, _ = _ephemeral_range()
+    top = max(low - 1, 12000)
+    rng = random.SystemRandom()
+    for _ in range(200):
+        port = rng.randint(10000, top)
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            try:
+                sock.bind((host, port))
+            except OSError:
+                continue
+            return port
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((host, 0))
         return int(sock.getsockname()[1])

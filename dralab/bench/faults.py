@@ -192,6 +192,7 @@ class Ctx:
         self.quick = quick
         self.grace = grace
         self.namespaces: list[str] = []
+        self.readiness_repairs = 0  # pods re-marked Ready after a node NotReady episode (see ``reready``)
 
     # -- objects
 
@@ -454,12 +455,48 @@ def stall_reason(ctx: Ctx, ns: str) -> str:
     return f"{unready} of {len(pods)} pods Running but not Ready; node Ready={ready[0] if ready else '?'}"
 
 
+def reready(ctx: Ctx, ns: str) -> int:
+    """Mark Running pods Ready again once their node is Ready; returns how many were repaired.
+
+    What a kubelet does after a node NotReady episode and KWOK's stages do not: the node lifecycle
+    controller sets every pod of a NotReady node to Ready=False, and on the local cluster the node
+    goes NotReady for a few seconds about once a minute, so without this a rollout stalls for good.
+    """
+    node = ctx.kube.get(f"/api/v1/nodes/{NODE}") or {}
+    if not any(c.get("type") == "Ready" and c.get("status") == "True"
+               for c in (node.get("status") or {}).get("conditions") or []):
+        return 0
+    repaired = 0
+    for pod in ctx.pods(ns):
+        st = pod.get("status") or {}
+        if st.get("phase") != "Running" or _meta(pod).get("deletionTimestamp"):
+            continue
+        conds = st.get("conditions") or []
+        if not any(c.get("type") == "Ready" and c.get("status") == "False" for c in conds):
+            continue
+        now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        fixed = [dict(c, status="True", lastTransitionTime=now) if c.get("type") in ("Ready", "ContainersReady")
+                 else c for c in conds]
+        with contextlib.suppress(Exception):
+            ctx.kube.patch(f"/api/v1/namespaces/{ns}/pods/{_meta(pod)['name']}/status",
+                           {"status": {"conditions": fixed}})
+            repaired += 1
+    return repaired
+
+
 def wait_rollout(ctx: Ctx, ns: str, name: str, replicas: int, what: str, timeout: float = 300) -> None:
     from dralab.util import WaitTimeout, wait_for
 
     path = f"/apis/apps/v1/namespaces/{ns}/deployments/{name}"
+
+    def done() -> bool:
+        if rolled_out(ctx.kube.get(path), replicas):
+            return True
+        ctx.readiness_repairs += reready(ctx, ns)
+        return False
+
     try:
-        wait_for(lambda: rolled_out(ctx.kube.get(path), replicas), timeout, what, interval=0.2)
+        wait_for(done, timeout, what, interval=0.2)
     except WaitTimeout as exc:
         raise RuntimeError(f"{exc} ({stall_reason(ctx, ns)})") from None
 
@@ -712,6 +749,7 @@ def run_scenario(ctx: Ctx, name: str) -> dict[str, Any]:
     detail: dict[str, Any] = {}
     ok = False
     first_ns = len(ctx.namespaces)
+    repairs_before = ctx.readiness_repairs
     try:
         ok, detail = SCENARIOS[name](ctx)
     except Exception as exc:  # a scenario that breaks is a failed scenario, and the run goes on
@@ -728,6 +766,7 @@ def run_scenario(ctx: Ctx, name: str) -> dict[str, Any]:
         **final.node,
     }
     detail["duration_s"] = round(time.monotonic() - started, 1)
+    detail["pods_reready_after_node_notready"] = ctx.readiness_repairs - repairs_before
     row = {
         "name": name,
         "passed": bool(ok and final.clean),

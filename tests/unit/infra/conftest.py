@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sys
 from dataclasses import dataclass, field
@@ -78,6 +79,9 @@ class Recorder(pulumi.runtime.Mocks):
 def run_program(config: dict[str, Any], secrets: dict[str, str] | None = None) -> Recorder:
     """Run infra/dralab_infra's program with ``dralab:`` config ``config``; returns what it created."""
     recorder = Recorder()
+    # Pulumi's mocks need a current event loop; an earlier asyncio test in the same worker may have
+    # closed and unset it.
+    asyncio.set_event_loop(asyncio.new_event_loop())
     pulumi.runtime.set_mocks(recorder, project="dralab", stack="test", preview=False)
     values = {f"dralab:{k}": v if isinstance(v, str) else json.dumps(v) for k, v in config.items()}
     values.update({f"dralab:{k}": v for k, v in (secrets or {}).items()})
