@@ -3,7 +3,7 @@ VENV ?= .venv
 PYTHON ?= python3
 BIN := $(VENV)/bin
 
-.PHONY: lab test env vcore binaries lint unit clean-cluster
+.PHONY: lab test env vcore binaries tools lint unit clean-cluster
 
 ## env: a virtual environment with dralab and its test tools installed
 env: $(VENV)/.installed
@@ -21,6 +21,11 @@ vcore:
 binaries: env
 	$(BIN)/dralab cluster build
 
+## tools: the Pulumi CLI and kubernetes provider (for `dralab infra`), helm and actionlint, from Go modules
+tools: env
+	$(BIN)/dralab infra build
+	$(BIN)/python -c "from dralab.provision.tools import ensure_helm, ensure_actionlint; ensure_helm(); ensure_actionlint()"
+
 ## lab: bring up the local cluster and replay Lab 20 as assertions; prints the report path
 lab: env vcore binaries
 	$(BIN)/dralab lab run lab20-ascend-hami-dra
@@ -34,7 +39,7 @@ unit: env vcore
 	$(BIN)/pytest -n 2 tests/unit
 
 ## test: lint, then every test (unit, integration and the lab replays on the local profile)
-test: env vcore binaries lint
+test: env vcore binaries tools lint
 	$(BIN)/pytest -n 2
 
 clean-cluster: env

@@ -926,6 +926,7 @@ def env_command(profile, cluster_name, state_dir) -> None:
         python=sys.executable,
         kubeconfig=kubeconfig,
     )
+    env.pop("PULUMI_SKIP_CONFIRMATIONS", None)  # a person at the shell keeps Pulumi's own prompts
     for key in sorted(env):
         if os.environ.get(key) != env[key]:
             click.echo(f"export {key}={shlex.quote(env[key])}")

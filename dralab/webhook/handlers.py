@@ -21,15 +21,57 @@ class BadReview(ValueError):
     """The body is not an AdmissionReview v1 with a request (HTTP 400)."""
 
 
+# The request fields the handlers read, with the JSON type each must have when present (null = absent).
+# The apiserver always sends these types; checking them once here lets the handlers trust the shape.
+_REQUEST_FIELDS: dict[str, type] = {
+    "uid": str,
+    "kind": dict,
+    "subResource": str,
+    "namespace": str,
+    "operation": str,
+    "object": dict,
+    "oldObject": dict,
+    "dryRun": bool,
+}
+_KIND_FIELDS = ("group", "version", "kind")
+_JSON_TYPES: dict[type, str] = {dict: "an object", list: "a list", str: "a string", bool: "a boolean"}
+
+
+def _json_type(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return "a number"
+    return _JSON_TYPES.get(type(value), type(value).__name__)
+
+
+def check_request(request: dict[str, Any]) -> None:
+    """Raise :class:`BadReview` naming the first request field of the wrong JSON type."""
+    for name, expected in _REQUEST_FIELDS.items():
+        value = request.get(name)
+        if value is not None and not isinstance(value, expected):
+            raise BadReview(f"request.{name} must be {_JSON_TYPES[expected]}, got {_json_type(value)}")
+    for name in _KIND_FIELDS:
+        value = (request.get("kind") or {}).get(name)
+        if value is not None and not isinstance(value, str):
+            raise BadReview(f"request.kind.{name} must be a string, got {_json_type(value)}")
+
+
 def parse_review(body: bytes) -> dict[str, Any]:
+    """The decoded AdmissionReview, its request checked for shape; :class:`BadReview` (HTTP 400) otherwise."""
     try:
         review = json.loads(body)
+    except RecursionError:
+        raise BadReview("body is not an AdmissionReview: JSON nested too deeply") from None
     except ValueError as exc:
         raise BadReview(f"body is not JSON: {exc}") from None
     if not isinstance(review, dict) or not isinstance(review.get("request"), dict):
         raise BadReview("expected an AdmissionReview with a request")
-    if review.get("apiVersion") not in (None, "admission.k8s.io/v1"):
-        raise BadReview(f"unsupported AdmissionReview version {review.get('apiVersion')!r}; use admission.k8s.io/v1")
+    version = review.get("apiVersion")
+    if version not in (None, "admission.k8s.io/v1"):
+        shown = repr(version[:60]) if isinstance(version, str) else _json_type(version)
+        raise BadReview(f"unsupported AdmissionReview version {shown}; use admission.k8s.io/v1")
+    check_request(review["request"])
     return review
 
 
@@ -122,10 +164,17 @@ class AdmissionHandler:
         pod = request.get("object") or {}
         if self.converter.opted_out(pod):
             return respond(uid)
-        left = self.converter.leftovers(pod)
+        try:
+            left = self.converter.leftovers(pod)
+        except Denied as exc:
+            self.metrics.denials.labels("validate").inc()
+            return respond(uid, False, message=str(exc), code=400)
         if operation == "UPDATE":
             # Only what this update introduced: pods admitted before dralab keep working (finalizers, labels).
-            before = set(self.converter.leftovers(request.get("oldObject") or {}))
+            try:
+                before = set(self.converter.leftovers(request.get("oldObject") or {}))
+            except Denied:
+                before = set()  # an unreadable old pod excuses nothing: judge the new one whole
             left = [f for f in left if f not in before]
         if left:
             self.metrics.denials.labels("validate").inc()
