@@ -143,6 +143,7 @@ class Burst:
     completion_s: float = math.nan  # start -> last pod bound
     failures: int = 0
     first_error: str = ""
+    watch_restarts: int = 0
 
 
 def summarize(bursts: list[Burst]) -> dict[str, Any]:
@@ -164,6 +165,7 @@ def summarize(bursts: list[Burst]) -> dict[str, Any]:
         "running_p50_s": _r(percentile(run, 50)),
         "running_p99_s": _r(percentile(run, 99)),
         "failures": sum(b.failures for b in bursts),
+        "watch_restarts": sum(b.watch_restarts for b in bursts),
         "first_error": next((b.first_error for b in bursts if b.first_error), ""),
     }
 
@@ -308,20 +310,44 @@ class BurstRunner:
             if created_all and expected <= bound.keys() and (not wait_running or expected <= running.keys()):
                 done.set()
 
+        def seen(obj: dict[str, Any]) -> None:
+            name = (obj.get("metadata") or {}).get("name")
+            now = time.monotonic()
+            if name and (obj.get("spec") or {}).get("nodeName") and name not in bound:
+                bound[name] = now
+            if name and (obj.get("status") or {}).get("phase") == "Running" and name not in running:
+                running[name] = now
+
         async def watch() -> None:
-            params = {"watch": "true", "resourceVersion": rv, "timeoutSeconds": str(int(self.timeout) + 30)}
-            async with self.client.stream("GET", base, params=params, timeout=None) as resp:
-                async for line in resp.aiter_lines():
-                    if not line.strip():
-                        continue
-                    obj = json.loads(line).get("object") or {}
-                    name = (obj.get("metadata") or {}).get("name")
-                    now = time.monotonic()
-                    if name and (obj.get("spec") or {}).get("nodeName") and name not in bound:
-                        bound[name] = now
-                    if name and (obj.get("status") or {}).get("phase") == "Running" and name not in running:
-                        running[name] = now
-                    check_done()
+            # A watch the apiserver ends or breaks is resumed after a fresh list: a pod found bound by
+            # the list counts from then (later than it was: the figures can only get worse, never better).
+            version = rv
+            while True:
+                params = {"watch": "true", "resourceVersion": version, "allowWatchBookmarks": "true",
+                          "timeoutSeconds": str(int(self.timeout) + 30)}
+                try:
+                    async with self.client.stream("GET", base, params=params, timeout=None) as resp:
+                        if resp.status_code >= 400:
+                            raise RuntimeError(f"watch answered HTTP {resp.status_code}")
+                        async for line in resp.aiter_lines():
+                            if not line.strip():
+                                continue
+                            event = json.loads(line)
+                            obj = event.get("object") or {}
+                            if event.get("type") == "ERROR":
+                                raise RuntimeError(str(obj.get("message")))
+                            version = (obj.get("metadata") or {}).get("resourceVersion") or version
+                            if event.get("type") != "BOOKMARK":
+                                seen(obj)
+                            check_done()
+                except (httpx.HTTPError, RuntimeError, ValueError):
+                    pass
+                burst.watch_restarts += 1
+                listed = await self._ok("GET", base)
+                version = listed["metadata"]["resourceVersion"]
+                for obj in listed.get("items") or []:
+                    seen(obj)
+                check_done()
 
         async def create(pod: dict[str, Any]) -> None:
             name = pod["metadata"]["name"]

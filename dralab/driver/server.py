@@ -29,7 +29,7 @@ from dralab.driver.proto import (
     pluginregistration_pb2,
     pluginregistration_pb2_grpc,
 )
-from dralab.driver.state import DriverState
+from dralab.driver.state import DriverState, claim_uid_problem
 from dralab.errors import UserError
 from dralab.util import get_logger
 
@@ -87,8 +87,17 @@ class RegistrationService(pluginregistration_pb2_grpc.RegistrationServicer):
         return pluginregistration_pb2.RegistrationStatusResponse()
 
 
-def _refs(claims) -> list[ClaimRef]:
-    return [ClaimRef(namespace=c.namespace, name=c.name, uid=c.uid) for c in claims]
+def _split(claims) -> tuple[list[ClaimRef], dict[str, str]]:
+    """The claims whose uid can name files, and an error per uid that cannot (that claim fails alone)."""
+    refs: list[ClaimRef] = []
+    refused: dict[str, str] = {}
+    for c in claims:
+        problem = claim_uid_problem(c.uid)
+        if problem:
+            refused[c.uid] = problem
+        else:
+            refs.append(ClaimRef(namespace=c.namespace, name=c.name, uid=c.uid))
+    return refs, refused
 
 
 class _DRAService:
@@ -103,8 +112,13 @@ class _DRAService:
     def NodePrepareResources(self, request, context):
         start = time.perf_counter()
         resp = self.pb.NodePrepareResourcesResponse()
-        if request.claims:
-            for uid, result in self.state.prepare(_refs(request.claims)).items():
+        refs, refused = _split(request.claims)
+        for uid, problem in refused.items():
+            resp.claims[uid].error = problem
+        if refused:
+            self.state.refused("prepare", refused)
+        if refs:
+            for uid, result in self.state.prepare(refs).items():
                 entry = resp.claims[uid]
                 if result.error:
                     entry.error = result.error
@@ -124,7 +138,12 @@ class _DRAService:
     def NodeUnprepareResources(self, request, context):
         start = time.perf_counter()
         resp = self.pb.NodeUnprepareResourcesResponse()
-        for uid, error in self.state.unprepare(_refs(request.claims)).items():
+        refs, refused = _split(request.claims)
+        for uid, problem in refused.items():
+            resp.claims[uid].error = problem
+        if refused:
+            self.state.refused("unprepare", refused)
+        for uid, error in self.state.unprepare(refs).items():
             resp.claims[uid].error = error
         self.state.metrics.duration.labels(self.state.driver, "unprepare").observe(time.perf_counter() - start)
         return resp

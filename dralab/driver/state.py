@@ -13,6 +13,7 @@ serializes all transitions of a driver.
 from __future__ import annotations
 
 import contextlib
+import re
 import shutil
 import threading
 from collections.abc import Sequence
@@ -46,6 +47,33 @@ class ClaimError(Exception):
     def __init__(self, message: str, reason: str = "invalid") -> None:
         super().__init__(message)
         self.reason = reason
+
+
+# A Kubernetes object UID (a UUID in practice): it names a claim's CDI spec file and folder, so
+# anything else (path separators, dots, NUL, the common spec's name) is refused before any path is built.
+MAX_UID_LENGTH = 128
+_UID = re.compile(r"[A-Za-z0-9-]+")
+
+
+def claim_uid_problem(uid: str) -> str:
+    """Why ``uid`` cannot be a claim UID ('' when it can); the text is one claim's error for the kubelet."""
+    if not uid:
+        return "claim uid is empty: expected the ResourceClaim's metadata.uid"
+    if len(uid) > MAX_UID_LENGTH:
+        return f"claim uid is {len(uid)} characters long, over the limit of {MAX_UID_LENGTH}"
+    if not _UID.fullmatch(uid):
+        return f"claim uid {uid[:64]!r} is not a Kubernetes UID: only letters, digits and '-' are allowed"
+    if uid == cdi.COMMON:
+        return f"claim uid {uid!r} is reserved for the driver's common CDI spec"
+    return ""
+
+
+def _child(folder: Path, name: str) -> Path:
+    """``folder / name`` when that is a direct child of ``folder``; ClaimError for anything else."""
+    path = folder / name
+    if not name or name in (".", "..") or "\x00" in name or path.parent != folder:
+        raise ClaimError(f"refusing claim path {name!r}: it is not a single name inside {folder}")
+    return path
 
 
 def default_library() -> Path:
@@ -153,10 +181,14 @@ class DriverState:
         return self.root / "shared"
 
     def claim_dir(self, uid: str) -> Path:
-        return self.root / "claims" / uid
+        """The claim's own folder; ClaimError for a uid that would name anything else."""
+        return _child(self.root / "claims", uid)
 
     def spec_path(self, uid: str) -> Path:
-        return self.cdi_dir / cdi.spec_file_name(self.driver, self.cdi_class, uid)
+        """The claim's CDI spec; ClaimError for a uid that would name a file elsewhere or the common spec."""
+        if uid == cdi.COMMON:
+            raise ClaimError(claim_uid_problem(uid))
+        return _child(self.cdi_dir, cdi.spec_file_name(self.driver, self.cdi_class, uid))
 
     def _sweep_orphans(self) -> None:
         """Remove claim specs and directories the checkpoint does not know: a Prepare that never answered."""
@@ -170,7 +202,11 @@ class DriverState:
         if claims_root.is_dir():
             orphans |= {p.name for p in claims_root.iterdir() if p.name not in known}
         for uid in sorted(orphans):
-            self._remove_files(uid)
+            try:
+                self._remove_files(uid)
+            except ClaimError as exc:
+                fields = {"driver": self.driver, "error": str(exc)}
+                log.warning("left an unexpected entry alone", extra={"fields": fields})
         if orphans:
             log.info(
                 "removed files of unfinished prepares",
@@ -229,7 +265,7 @@ class DriverState:
                     out[ref.uid] = self._failed("prepare", exc)
                 except OSError as exc:
                     self.checkpoint.claims.pop(ref.uid, None)
-                    with contextlib.suppress(OSError):
+                    with contextlib.suppress(OSError, ClaimError):
                         self._remove_files(ref.uid)
                     out[ref.uid] = self._failed("prepare", ClaimError(f"writing the claim's files: {exc}", "io"))
             if fresh or changed:
@@ -238,7 +274,7 @@ class DriverState:
                 except OSError as exc:
                     for uid in fresh:
                         self.checkpoint.claims.pop(uid, None)
-                        with contextlib.suppress(OSError):
+                        with contextlib.suppress(OSError, ClaimError):
                             self._remove_files(uid)
                         out[uid] = self._failed("prepare", ClaimError(f"writing the checkpoint: {exc}", "io"))
                     fresh = []
@@ -399,6 +435,11 @@ class DriverState:
             for ref in refs:
                 try:
                     self._remove_files(ref.uid)
+                except ClaimError as exc:
+                    out[ref.uid] = str(exc)
+                    self._count("unprepare", "error")
+                    self.metrics.errors.labels(self.driver, "unprepare", exc.reason).inc()
+                    continue
                 except OSError as exc:
                     out[ref.uid] = f"removing files of claim {ref.uid}: {exc}"
                     self._count("unprepare", "error")
@@ -451,6 +492,11 @@ class DriverState:
 
     def _count(self, call: str, result: str) -> None:
         self.metrics.calls.labels(self.driver, call, result).inc()
+
+    def refused(self, call: str, problems: dict[str, str]) -> None:
+        """Count and log claims refused before reaching this state (uids that cannot name files)."""
+        for problem in problems.values():
+            self._failed(call, ClaimError(problem, "invalid_uid"))
 
     def _failed(self, call: str, exc: ClaimError) -> PrepareResult:
         self._count(call, "error")

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dralab.model import cel, naming
-from dralab.model.denials import Denied
+from dralab.model.denials import Denied, check_type, json_type
 from dralab.model.hami_units import compute_units, cores_percent, device_count, memory_bytes, same_quantity
 from dralab.model.jsonpatch import copy_json, diff
 from dralab.model.objects import MANAGED_BY
@@ -118,11 +118,18 @@ class Converter:
     # -- questions -------------------------------------------------------------------------
 
     def opted_out(self, pod: dict[str, Any]) -> bool:
-        labels = (pod.get("metadata") or {}).get("labels") or {}
+        meta = pod.get("metadata") if isinstance(pod, dict) else None
+        labels = meta.get("labels") if isinstance(meta, dict) else None
+        if not isinstance(labels, dict):
+            return False
         return str(labels.get(self.opt_out_label, "")).lower() == "false"
 
     def leftovers(self, pod: dict[str, Any]) -> list[str]:
-        """Fields of ``pod`` that still carry HAMi resources of an enabled vendor."""
+        """Fields of ``pod`` that still carry HAMi resources of an enabled vendor.
+
+        Raises :class:`Denied` for a pod whose fields have the wrong JSON types (see :func:`check_pod`).
+        """
+        check_pod(pod)
         found = []
         for kind, index, container in _containers(pod):
             res = container.get("resources") or {}
@@ -156,8 +163,7 @@ class Converter:
         claims; offline a hash of the manifest seeds them. ``renames`` maps a claim's uncut base name
         to the name to use instead (the webhook's answer to a name held by another pod's claim).
         """
-        if not isinstance(pod, dict) or pod.get("kind", "Pod") != "Pod":
-            raise Denied("kind", "expected a Pod")
+        check_pod(pod)
         meta = pod.get("metadata") or {}
         ns = namespace or meta.get("namespace") or "default"
         pod_name = meta.get("name") or ""
@@ -181,8 +187,6 @@ class Converter:
             return result
 
         annotations = meta.get("annotations") or {}
-        if not isinstance(annotations, dict):
-            annotations = {}
         mutated = copy_json(pod)
         spec = mutated.setdefault("spec", {})
         pod_claims = spec.setdefault("resourceClaims", [])
@@ -369,12 +373,43 @@ class Converter:
         }
 
 
+def check_pod(pod: Any) -> None:
+    """Raise :class:`Denied` naming the first field conversion reads whose JSON type is wrong.
+
+    The apiserver decodes pods into typed structs before admission, so only a direct caller can send
+    such a pod; checking the shape once here lets every later step read fields without type guards.
+    Absent and null fields are fine.
+    """
+    if not isinstance(pod, dict) or pod.get("kind", "Pod") != "Pod":
+        raise Denied("kind", "expected a Pod")
+    meta = check_type(pod, "metadata", dict, "metadata") or {}
+    for key in ("name", "generateName", "namespace"):
+        check_type(meta, key, str, f"metadata.{key}")
+    for key in ("labels", "annotations"):
+        check_type(meta, key, dict, f"metadata.{key}")
+    spec = check_type(pod, "spec", dict, "spec") or {}
+    for index, claim in enumerate(check_type(spec, "resourceClaims", list, "spec.resourceClaims") or []):
+        if not isinstance(claim, dict):
+            raise Denied(f"spec.resourceClaims[{index}]", f"must be an object, got {json_type(claim)}")
+        check_type(claim, "name", str, f"spec.resourceClaims[{index}].name")
+    for kind in CONTAINER_KINDS:
+        for index, container in enumerate(check_type(spec, kind, list, f"spec.{kind}") or []):
+            path = f"spec.{kind}[{index}]"
+            if not isinstance(container, dict):
+                raise Denied(path, f"must be an object, got {json_type(container)}")
+            check_type(container, "name", str, f"{path}.name")
+            res = check_type(container, "resources", dict, f"{path}.resources") or {}
+            for where in ("limits", "requests"):
+                check_type(res, where, dict, f"{path}.resources.{where}")
+            check_type(res, "claims", list, f"{path}.resources.claims")
+
+
 def _containers(pod: dict[str, Any]):
+    """(kind, index, container) of every container of a pod that passed :func:`check_pod`."""
     spec = pod.get("spec") or {}
     for kind in CONTAINER_KINDS:
         for index, container in enumerate(spec.get(kind) or []):
-            if isinstance(container, dict):
-                yield kind, index, container
+            yield kind, index, container
 
 
 def convert_pod(

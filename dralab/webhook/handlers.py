@@ -9,7 +9,7 @@ import base64
 import json
 from typing import Any
 
-from dralab.model.denials import Denied
+from dralab.model.denials import Denied, check_type, json_type
 from dralab.util import get_logger
 from dralab.webhook.lifecycle import ClaimLifecycle, LifecycleError
 from dralab.webhook.metrics import Metrics
@@ -34,27 +34,35 @@ _REQUEST_FIELDS: dict[str, type] = {
     "dryRun": bool,
 }
 _KIND_FIELDS = ("group", "version", "kind")
-_JSON_TYPES: dict[type, str] = {dict: "an object", list: "a list", str: "a string", bool: "a boolean"}
+# A pod's deepest fields sit about 15 levels below the review; the recursive steps of conversion
+# (copy, diff, encode) need the body bounded far below Python's recursion limit.
+MAX_DEPTH = 100
 
 
-def _json_type(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return "a number"
-    return _JSON_TYPES.get(type(value), type(value).__name__)
+def nesting_exceeds(value: Any, limit: int) -> bool:
+    """Whether decoded JSON nests objects/lists more than ``limit`` levels deep (iterative: no recursion)."""
+    stack = [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        children = node.values() if isinstance(node, dict) else node
+        for child in children:
+            if isinstance(child, (dict, list)):
+                if depth >= limit:
+                    return True
+                stack.append((child, depth + 1))
+    return False
 
 
 def check_request(request: dict[str, Any]) -> None:
     """Raise :class:`BadReview` naming the first request field of the wrong JSON type."""
-    for name, expected in _REQUEST_FIELDS.items():
-        value = request.get(name)
-        if value is not None and not isinstance(value, expected):
-            raise BadReview(f"request.{name} must be {_JSON_TYPES[expected]}, got {_json_type(value)}")
-    for name in _KIND_FIELDS:
-        value = (request.get("kind") or {}).get(name)
-        if value is not None and not isinstance(value, str):
-            raise BadReview(f"request.kind.{name} must be a string, got {_json_type(value)}")
+    try:
+        for name, expected in _REQUEST_FIELDS.items():
+            check_type(request, name, expected, f"request.{name}")
+        kind = request.get("kind") or {}
+        for name in _KIND_FIELDS:
+            check_type(kind, name, str, f"request.kind.{name}")
+    except Denied as exc:
+        raise BadReview(str(exc)) from None
 
 
 def parse_review(body: bytes) -> dict[str, Any]:
@@ -67,9 +75,11 @@ def parse_review(body: bytes) -> dict[str, Any]:
         raise BadReview(f"body is not JSON: {exc}") from None
     if not isinstance(review, dict) or not isinstance(review.get("request"), dict):
         raise BadReview("expected an AdmissionReview with a request")
+    if nesting_exceeds(review, MAX_DEPTH):
+        raise BadReview(f"body is not an AdmissionReview: JSON nested more than {MAX_DEPTH} levels deep")
     version = review.get("apiVersion")
     if version not in (None, "admission.k8s.io/v1"):
-        shown = repr(version[:60]) if isinstance(version, str) else _json_type(version)
+        shown = repr(version[:60]) if isinstance(version, str) else json_type(version)
         raise BadReview(f"unsupported AdmissionReview version {shown}; use admission.k8s.io/v1")
     check_request(review["request"])
     return review

@@ -14,9 +14,9 @@ from kubernetes import client
 
 from dralab.util import wait_for
 
-pytestmark = pytest.mark.integration
+from ..helpers import GROUP, VERSION, allocation, claim_pod, device_class, resource_claim
 
-GROUP, VERSION = "resource.k8s.io", "v1"
+pytestmark = pytest.mark.integration
 
 
 def _slice(driver: str, node: str) -> dict:
@@ -57,49 +57,12 @@ def _slice(driver: str, node: str) -> dict:
     }
 
 
-def _device_class(driver: str) -> dict:
-    return {
-        "apiVersion": "resource.k8s.io/v1",
-        "kind": "DeviceClass",
-        "metadata": {"name": driver},
-        "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{driver}"'}}]},
-    }
+def _claim(name: str, device_class_name: str) -> dict:
+    return resource_claim(name, device_class_name, count=1, capacity={"memory": "8Gi", "cores": "50"})
 
 
-def _claim(name: str, device_class: str) -> dict:
-    return {
-        "apiVersion": "resource.k8s.io/v1",
-        "kind": "ResourceClaim",
-        "metadata": {"name": name},
-        "spec": {
-            "devices": {
-                "requests": [
-                    {
-                        "name": "npu",
-                        "exactly": {
-                            "deviceClassName": device_class,
-                            "allocationMode": "ExactCount",
-                            "count": 1,
-                            "capacity": {"requests": {"memory": "8Gi", "cores": "50"}},
-                        },
-                    }
-                ]
-            }
-        },
-    }
-
-
-def _pod(name: str, claim: str) -> dict:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name},
-        "spec": {
-            "terminationGracePeriodSeconds": 0,
-            "containers": [{"name": "app", "image": "busybox", "resources": {"claims": [{"name": "npu"}]}}],
-            "resourceClaims": [{"name": "npu", "resourceClaimName": claim}],
-        },
-    }
+def _pod(name: str, claim_name: str) -> dict:
+    return claim_pod(name, {"resourceClaimName": claim_name})
 
 
 @pytest.fixture
@@ -107,16 +70,15 @@ def shared_device(cluster, k8s_client):
     """A test driver's slice with one shareable device on the cluster's first node, and its DeviceClass."""
     custom = client.CustomObjectsApi(k8s_client)
     driver = f"share-{uuid.uuid4().hex[:6]}.test.dralab.io"
-    custom.create_cluster_custom_object(GROUP, VERSION, "deviceclasses", _device_class(driver))
+    custom.create_cluster_custom_object(GROUP, VERSION, "deviceclasses", device_class(driver))
     custom.create_cluster_custom_object(GROUP, VERSION, "resourceslices", _slice(driver, cluster.nodes[0]))
     yield driver
     custom.delete_cluster_custom_object(GROUP, VERSION, "resourceslices", f"{driver}-slice")
     custom.delete_cluster_custom_object(GROUP, VERSION, "deviceclasses", driver)
 
 
-def _allocation(custom, namespace: str, claim: str) -> dict | None:
-    obj = custom.get_namespaced_custom_object(GROUP, VERSION, namespace, "resourceclaims", claim)
-    return (obj.get("status") or {}).get("allocation")
+def _allocation(custom, namespace: str, claim_name: str) -> dict | None:
+    return allocation(custom.get_namespaced_custom_object(GROUP, VERSION, namespace, "resourceclaims", claim_name))
 
 
 def _scheduling_message(core, namespace: str, pod: str) -> str:

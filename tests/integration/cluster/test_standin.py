@@ -18,9 +18,9 @@ from dralab.cluster.kwok import PREPARED_ANNOTATION
 from dralab.cluster.standin.testdriver import TestDriver
 from dralab.util import wait_for
 
-pytestmark = pytest.mark.integration
+from ..helpers import GROUP, VERSION, claim_pod, claim_spec, device_class, node_slice, resource_claim
 
-GROUP, VERSION = "resource.k8s.io", "v1"
+pytestmark = pytest.mark.integration
 
 
 @pytest.fixture
@@ -38,33 +38,9 @@ def test_driver(cluster, k8s_client):
 
     driver = TestDriver(name, cluster.node_dir(node) / "registry", cluster.node_dir(node) / "plugins", on_call=observe)
     driver.start()
-    custom.create_cluster_custom_object(
-        GROUP,
-        VERSION,
-        "deviceclasses",
-        {
-            "apiVersion": "resource.k8s.io/v1",
-            "kind": "DeviceClass",
-            "metadata": {"name": name},
-            "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{name}"'}}]},
-        },
-    )
-    custom.create_cluster_custom_object(
-        GROUP,
-        VERSION,
-        "resourceslices",
-        {
-            "apiVersion": "resource.k8s.io/v1",
-            "kind": "ResourceSlice",
-            "metadata": {"name": f"{name}-{node}"},
-            "spec": {
-                "driver": name,
-                "nodeName": node,
-                "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
-                "devices": [{"name": f"dev-{i}"} for i in range(4)],
-            },
-        },
-    )
+    custom.create_cluster_custom_object(GROUP, VERSION, "deviceclasses", device_class(name))
+    devices = [{"name": f"dev-{i}"} for i in range(4)]
+    custom.create_cluster_custom_object(GROUP, VERSION, "resourceslices", node_slice(name, node, devices))
     assert driver.registered.wait(15), f"the stand-in did not register {name}: {driver.registration_errors}"
     yield driver
     driver.stop()
@@ -72,21 +48,12 @@ def test_driver(cluster, k8s_client):
     custom.delete_cluster_custom_object(GROUP, VERSION, "deviceclasses", name)
 
 
-def _claim_spec(device_class: str) -> dict:
-    return {"devices": {"requests": [{"name": "req", "exactly": {"deviceClassName": device_class}}]}}
+def _claim_spec(device_class_name: str) -> dict:
+    return claim_spec(device_class_name, "req")
 
 
-def _pod(name: str, claim_entry: dict) -> dict:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name},
-        "spec": {
-            "terminationGracePeriodSeconds": 0,
-            "containers": [{"name": "app", "image": "busybox", "resources": {"claims": [{"name": "dev"}]}}],
-            "resourceClaims": [{"name": "dev", **claim_entry}],
-        },
-    }
+def _pod(name: str, source: dict) -> dict:
+    return claim_pod(name, source, "dev")
 
 
 def _phase(core, namespace: str, pod: str) -> str | None:
@@ -170,9 +137,8 @@ def test_failed_prepare_is_reported_and_retried(cluster, k8s_client, namespace, 
         VERSION,
         namespace,
         "resourceclaims",
-        {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {"name": "shared"},
-         "spec": _claim_spec(test_driver.name)},
-    )  # fmt: skip
+        resource_claim("shared", test_driver.name, "req"),
+    )
     core.create_namespaced_pod(namespace, _pod("first", {"resourceClaimName": "shared"}))
 
     def failure_event():
@@ -224,15 +190,4 @@ def test_slices_of_a_driver_gone_for_30s_are_removed(cluster, k8s_client, test_d
     # a grace period, not a speed: a driver restart must not cost its slices
     assert time.monotonic() - stopped >= 20, "slices were removed before the ~30 s grace period"
     # recreate it so the fixture's cleanup finds it
-    custom.create_cluster_custom_object(
-        GROUP,
-        VERSION,
-        "resourceslices",
-        {
-            "apiVersion": "resource.k8s.io/v1",
-            "kind": "ResourceSlice",
-            "metadata": {"name": slice_name},
-            "spec": {"driver": test_driver.name, "nodeName": node, "pool": {"name": node, "generation": 1,
-                     "resourceSliceCount": 1}, "devices": []},
-        },
-    )  # fmt: skip
+    custom.create_cluster_custom_object(GROUP, VERSION, "resourceslices", node_slice(test_driver.name, node, []))

@@ -28,11 +28,14 @@ from dralab.driver.runner import DriverProcess, RunOptions
 from dralab.driver.samples import lab20_claim
 from dralab.util import wait_for
 
+from ..helpers import allocation, claim_pod, resource_claim
+
 pytestmark = pytest.mark.integration
 
 DRIVER = "ascend.project-hami.io"
 KIND = "k8s.ascend.project-hami.io/npu"
 LAB20_NODE = "aio-node74-arm"
+DEVICE_CLASS = "hami-vnpu-core.project-hami.io"
 
 
 @pytest.fixture
@@ -189,19 +192,7 @@ def test_slices_go_with_their_node(private: PrivateDriver, kube: KubeClient) -> 
 
 def _allocated_claim(kube: KubeClient, namespace: str, name: str, node: str) -> dict:
     base = f"/apis/resource.k8s.io/v1/namespaces/{namespace}/resourceclaims"
-    made = kube.create(
-        base,
-        {
-            "apiVersion": "resource.k8s.io/v1",
-            "kind": "ResourceClaim",
-            "metadata": {"name": name},
-            "spec": {
-                "devices": {
-                    "requests": [{"name": "npu", "exactly": {"deviceClassName": "hami-vnpu-core.project-hami.io"}}]
-                }
-            },
-        },
-    )
+    made = kube.create(base, resource_claim(name, DEVICE_CLASS))
     made["status"] = lab20_claim(uid=made["metadata"]["uid"], name=name, namespace=namespace, node=node)["status"]
     return kube.request("PUT", f"{base}/{name}/status", body=made)
 
@@ -251,41 +242,18 @@ def test_prepare_through_the_kubelet_standin(cluster, kube: KubeClient, namespac
     """Lab 20's claim A, scheduled by the real scheduler onto Lab 20's node, prepared via the stand-in."""
     base = f"/apis/resource.k8s.io/v1/namespaces/{namespace}/resourceclaims"
     kube.create(
-        base,
-        {
-            "apiVersion": "resource.k8s.io/v1",
-            "kind": "ResourceClaim",
-            "metadata": {"name": "share-a"},
-            "spec": {
-                "devices": {
-                    "requests": [
-                        {
-                            "name": "npu",
-                            "exactly": {
-                                "deviceClassName": "hami-vnpu-core.project-hami.io",
-                                "allocationMode": "ExactCount",
-                                "count": 1,
-                                "capacity": {"requests": {"memory": "8589934592", "cores": "50"}},
-                            },
-                        }
-                    ]
-                }
-            },
-        },
+        base, resource_claim("share-a", DEVICE_CLASS, count=1, capacity={"memory": "8589934592", "cores": "50"})
     )
-    pod = {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": "share-a", "labels": {"hami.io/webhook": "ignore"}},
-        "spec": {
-            "nodeSelector": {"kubernetes.io/hostname": LAB20_NODE},
-            "containers": [{"name": "app", "image": "busybox", "resources": {"claims": [{"name": "npu"}]}}],
-            "resourceClaims": [{"name": "npu", "resourceClaimName": "share-a"}],
-        },
-    }
+    pod = claim_pod(
+        "share-a",
+        {"resourceClaimName": "share-a"},
+        grace_period=None,
+        labels={"hami.io/webhook": "ignore"},
+        nodeSelector={"kubernetes.io/hostname": LAB20_NODE},
+    )
     kube.create(f"/api/v1/namespaces/{namespace}/pods", pod)
     claim = wait_for(
-        lambda: (c := kube.get(claim_path(namespace, "share-a"))) and (c.get("status") or {}).get("allocation") and c,
+        lambda: (c := kube.get(claim_path(namespace, "share-a"))) and allocation(c) and c,
         60,
         "the claim's allocation",
     )

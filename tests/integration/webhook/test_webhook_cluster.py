@@ -23,6 +23,8 @@ from dralab.webhook.kube import ApiError, KubeApi, claims_path, pods_path
 from dralab.webhook.lifecycle import ClaimLifecycle
 from dralab.webhook.metrics import Metrics
 
+from ..helpers import resource_claim
+
 pytestmark = pytest.mark.integration
 
 LAB20_POD = Path(__file__).parents[2] / "unit" / "webhook" / "fixtures" / "lab20-pod.yaml"
@@ -202,25 +204,7 @@ def test_partial_failure_rolls_back(api: KubeApi, namespace: str) -> None:
 
 def test_name_held_by_another_claim_gets_a_variant(api: KubeApi, namespace: str) -> None:
     name = naming.claim_name(namespace, "stateful-0", "app", "ascend310p")
-    squatter = {
-        "apiVersion": "resource.k8s.io/v1",
-        "kind": "ResourceClaim",
-        "metadata": {"name": name},
-        "spec": {
-            "devices": {
-                "requests": [
-                    {
-                        "name": "npu",
-                        "exactly": {
-                            "deviceClassName": "hami-vnpu-core.project-hami.io",
-                            "allocationMode": "ExactCount",
-                            "count": 1,
-                        },
-                    }
-                ]
-            }
-        },
-    }
+    squatter = resource_claim(name, "hami-vnpu-core.project-hami.io", count=1)
     api.create(claims_path(namespace), squatter)
     created = api.create(pods_path(namespace), small_pod("stateful-0"))
     (ref,) = created["spec"]["resourceClaims"]
