@@ -177,7 +177,7 @@ def _r(value: float) -> float | None:
 def series(rows: list[dict[str, Any]]) -> dict[str, list[Any]]:
     """Rows per N -> the issue's column format ``{"n": [...], "p50_s": [...], ...}``."""
     keys = ("n", "p50_s", "p99_s", "pods_per_s", "completion_s", "admitted_p50_s", "admitted_p99_s",
-            "running_p50_s", "running_p99_s", "failures")
+            "running_p50_s", "running_p99_s", "failures", "watch_restarts")
     return {k: [row[k] for row in rows] for k in keys}
 
 

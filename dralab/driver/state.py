@@ -49,6 +49,18 @@ class ClaimError(Exception):
         self.reason = reason
 
 
+# What reading a ResourceClaim of the wrong shape raises (a field of the wrong JSON type or missing):
+# the apiserver never sends one, but a broken claim source must fail that claim alone, not the call.
+MALFORMED = (AttributeError, TypeError, KeyError, ValueError)
+
+
+def malformed(ref: ClaimRef, exc: Exception) -> ClaimError:
+    """The one claim's error for a ResourceClaim document that could not be read."""
+    return ClaimError(
+        f"ResourceClaim {ref.namespace}/{ref.name} is malformed ({type(exc).__name__}: {exc})", "malformed"
+    )
+
+
 # A Kubernetes object UID (a UUID in practice): it names a claim's CDI spec file and folder, so
 # anything else (path separators, dots, NUL, the common spec's name) is refused before any path is built.
 MAX_UID_LENGTH = 128
@@ -188,6 +200,7 @@ class DriverState:
         """The claim's CDI spec; ClaimError for a uid that would name a file elsewhere or the common spec."""
         if uid == cdi.COMMON:
             raise ClaimError(claim_uid_problem(uid))
+        _child(self.cdi_dir, uid)  # the uid itself must be a single plain name, as for claim_dir
         return _child(self.cdi_dir, cdi.spec_file_name(self.driver, self.cdi_class, uid))
 
     def _sweep_orphans(self) -> None:
@@ -263,6 +276,8 @@ class DriverState:
                     fresh.append(ref.uid)
                 except ClaimError as exc:
                     out[ref.uid] = self._failed("prepare", exc)
+                except MALFORMED as exc:
+                    out[ref.uid] = self._failed("prepare", malformed(ref, exc))
                 except OSError as exc:
                     self.checkpoint.claims.pop(ref.uid, None)
                     with contextlib.suppress(OSError, ClaimError):
@@ -295,6 +310,8 @@ class DriverState:
                 return self._fetch(ref)
             except ClaimError as exc:
                 return exc
+            except MALFORMED as exc:
+                return malformed(ref, exc)
 
         if len(refs) <= 1:
             return {r.uid: one(r) for r in refs}
@@ -309,6 +326,8 @@ class DriverState:
             raise ClaimError(f"reading ResourceClaim {ref.namespace}/{ref.name}: {exc}", "api") from None
         if claim is None:
             raise ClaimError(f"ResourceClaim {ref.namespace}/{ref.name} not found", "not_found")
+        if not isinstance(claim, dict):
+            raise ClaimError(f"ResourceClaim {ref.namespace}/{ref.name} is not an object", "malformed")
         uid = (claim.get("metadata") or {}).get("uid")
         if uid != ref.uid:
             raise ClaimError(
