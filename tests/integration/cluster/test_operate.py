@@ -1,4 +1,9 @@
-"""Operating local clusters: up/down/status/restart through the CLI, fault hooks on the shared cluster."""
+"""Operating local clusters: up/down/status/restart through the CLI, fault hooks on a private cluster.
+
+Fault hooks stop and kill components: they run on a cluster of this module's own, so labs and
+tests on the shared cluster (on other xdist workers) never see the outage, and no other
+worker's ``ensure_cluster`` restarts a component this module killed on purpose.
+"""
 
 from __future__ import annotations
 
@@ -29,6 +34,15 @@ def _dralab(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
 def _status(name: str) -> dict[str, dict]:
     proc = _dralab("cluster", "status", "--name", name, "--json", check=False)
     return {row["name"]: row for row in json.loads(proc.stdout)}
+
+
+@pytest.fixture(scope="module")
+def own_cluster(cluster):
+    """A private cluster for the fault hooks, taken down after the module."""
+    name = f"op-{uuid.uuid4().hex[:6]}"
+    handle = api.ensure_cluster(name)
+    yield handle
+    api.down(name)
 
 
 @pytest.mark.slow
@@ -73,7 +87,8 @@ def test_second_cluster_up_status_restart_down(cluster):
     assert all(r.state == "running" for r in api.status(cluster.name) if r.name in ("apiserver", "etcd"))
 
 
-def test_stop_start_restart_on_shared_cluster(cluster):
+def test_stop_start_restart(own_cluster):
+    cluster = own_cluster
     node = cluster.nodes[0]
     component = f"kubelet/{node}"
     try:
@@ -92,10 +107,11 @@ def test_stop_start_restart_on_shared_cluster(cluster):
     assert rows["scheduler"].healthy is True
 
 
-def test_crashed_component_is_reported_then_restarted_by_up(cluster):
+def test_crashed_component_is_reported_then_restarted_by_up(own_cluster):
     import os
     import signal
 
+    cluster = own_cluster
     node = cluster.nodes[0]
     component = f"kubelet/{node}"
     state = api.get_cluster(cluster.name).state
