@@ -191,6 +191,9 @@ def kwok_spec(layout: Layout, ports: dict[str, Any], binaries: dict[str, str]) -
         f"--cidr={POD_CIDR}",
         "--node-ip=10.240.0.1",
         f"--server-address=127.0.0.1:{ports['kwok']}",
+        # Node leases keep the controller-manager's node monitor satisfied; without them KWOK nodes
+        # flap NotReady about once a minute and every pod on them loses its Ready condition.
+        "--node-lease-duration-seconds=40",
     ]
     return ComponentSpec("kwok", argv, Health(f"http://127.0.0.1:{ports['kwok']}/healthz"))
 
