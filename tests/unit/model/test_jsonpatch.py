@@ -1,6 +1,9 @@
-"""JSON Patch by difference: applying the diff always gives the target document."""
+"""JSON Patch by difference: the patch, applied by an independent RFC 6902 implementation, gives the target."""
 
 from __future__ import annotations
+
+import json
+from typing import Any
 
 from hypothesis import given
 from hypothesis import strategies as st
@@ -14,9 +17,72 @@ JSON = st.recursive(
 )
 
 
+def as_json(doc: Any) -> str:
+    """JSON text with sorted keys: equal only when the documents are equal as JSON (``1`` is not ``true``)."""
+    return json.dumps(doc, sort_keys=True)
+
+
+def apply_independently(doc: Any, ops: list[dict[str, Any]]) -> Any:
+    """Apply ``ops`` by hand through JSON text round trips, so the check does not trust the diff's own library."""
+    out = json.loads(json.dumps(doc))
+    for op in ops:
+        tokens = [t.replace("~1", "/").replace("~0", "~") for t in op["path"].split("/")[1:]]
+        if op["op"] in ("move", "copy"):
+            source = [t.replace("~1", "/").replace("~0", "~") for t in op["from"].split("/")[1:]]
+            value = _get(out, source)
+            if op["op"] == "move":
+                out = _remove(out, source)
+            out = _add(out, tokens, json.loads(json.dumps(value)))
+        elif op["op"] == "remove":
+            out = _remove(out, tokens)
+        elif op["op"] == "replace":
+            out = _remove(out, tokens) if tokens else None
+            out = _add(out, tokens, op["value"])
+        elif op["op"] == "add":
+            out = _add(out, tokens, op["value"])
+        elif op["op"] == "test":
+            assert as_json(_get(out, tokens)) == as_json(op["value"])
+        else:
+            raise AssertionError(f"unexpected operation {op}")
+    return out
+
+
+def _get(doc: Any, tokens: list[str]) -> Any:
+    for t in tokens:
+        doc = doc[int(t)] if isinstance(doc, list) else doc[t]
+    return doc
+
+
+def _remove(doc: Any, tokens: list[str]) -> Any:
+    parent = _get(doc, tokens[:-1])
+    del parent[int(tokens[-1]) if isinstance(parent, list) else tokens[-1]]
+    return doc
+
+
+def _add(doc: Any, tokens: list[str], value: Any) -> Any:
+    if not tokens:
+        return json.loads(json.dumps(value))
+    parent = _get(doc, tokens[:-1])
+    last = tokens[-1]
+    if isinstance(parent, list):
+        parent.insert(len(parent) if last == "-" else int(last), json.loads(json.dumps(value)))
+    else:
+        parent[last] = json.loads(json.dumps(value))
+    return doc
+
+
 @given(JSON, JSON)
 def test_apply_of_diff_is_the_target(a: object, b: object) -> None:
-    assert jsonpatch.apply(a, jsonpatch.diff(a, b)) == b
+    ops = jsonpatch.diff(a, b)
+    assert as_json(jsonpatch.apply(a, ops)) == as_json(b)
+    assert as_json(apply_independently(a, ops)) == as_json(b)
+
+
+def test_an_integer_that_becomes_a_boolean_is_replaced() -> None:
+    # Python says 1 == True; JSON and the apiserver do not.
+    assert jsonpatch.diff({"a": 1}, {"a": True}) == [{"op": "replace", "path": "/a", "value": True}]
+    assert jsonpatch.diff({"a": [0]}, {"a": [False]}) == [{"op": "replace", "path": "/a/0", "value": False}]
+    assert as_json(jsonpatch.apply({"a": 1}, jsonpatch.diff({"a": 1}, {"a": True}))) == '{"a": true}'
 
 
 def test_keys_with_slashes_and_tildes_are_escaped() -> None:
@@ -27,3 +93,10 @@ def test_keys_with_slashes_and_tildes_are_escaped() -> None:
 
 def test_equal_documents_give_no_operations() -> None:
     assert jsonpatch.diff({"a": [1, {"b": 2}]}, {"a": [1, {"b": 2}]}) == []
+
+
+def test_inputs_are_not_mutated() -> None:
+    old, new = {"a": [1, 2]}, {"a": [2]}
+    ops = jsonpatch.diff(old, new)
+    assert jsonpatch.apply(old, ops) == new
+    assert old == {"a": [1, 2]}
