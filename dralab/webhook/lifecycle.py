@@ -26,6 +26,7 @@ from dralab.model.convert import (
 )
 from dralab.model.objects import MANAGED_BY
 from dralab.util import get_logger
+from dralab.webhook.budgets import BudgetGate
 from dralab.webhook.kube import ApiError, AsyncKubeApi, KubeApi, claims_path, templates_path
 from dralab.webhook.metrics import Metrics
 
@@ -65,11 +66,13 @@ class ClaimLifecycle:
         api: KubeApi | AsyncKubeApi | None,
         metrics: Metrics,
         clock: Callable[[], float] = time.monotonic,
+        budgets: BudgetGate | None = None,
     ) -> None:
         self.converter = converter
         self.api = api
         self.metrics = metrics
         self.clock = clock
+        self.budgets = budgets  # ShareBudgets, checked over the claims this webhook creates
         self._templates: dict[tuple[str, str], float] = {}
 
     async def _call(self, fn: Callable[..., Any], *args: Any) -> Any:
@@ -88,6 +91,9 @@ class ClaimLifecycle:
         if self.converter.lifecycle == "template":
             await self._ensure_templates(conv)
             return conv
+        if self.budgets is not None:
+            async with self.budgets.admit(namespace, conv.objects):  # held until the claims exist
+                return await self._create_claims(pod, namespace, uid or "", conv)
         return await self._create_claims(pod, namespace, uid or "", conv)
 
     async def _create_claims(self, pod: dict[str, Any], namespace: str, uid: str, conv: Conversion) -> Conversion:

@@ -25,6 +25,7 @@ from starlette.routing import Route
 from dralab.config import Config
 from dralab.model.convert import Converter
 from dralab.util import get_logger
+from dralab.webhook.budgets import BudgetGate, BudgetMetrics, BudgetReconciler
 from dralab.webhook.handlers import AdmissionHandler, BadReview, parse_review, respond
 from dralab.webhook.janitor import Janitor
 from dralab.webhook.kube import AsyncKubeApi, KubeApi
@@ -50,6 +51,7 @@ class Webhook:
     api: KubeApi | None
     janitor: Janitor | None
     admission_api: AsyncKubeApi | None = None
+    budgets: BudgetReconciler | None = None
 
 
 def build(
@@ -66,7 +68,9 @@ def build(
     """
     metrics = Metrics()
     converter = Converter(config.vendors, config.webhook.lifecycle, config.webhook.opt_out_label)
-    lifecycle = ClaimLifecycle(converter, admission_api or api, metrics)
+    budget_metrics = BudgetMetrics(metrics.registry)
+    gate = BudgetGate(admission_api or api, budget_metrics) if (admission_api or api) is not None else None
+    lifecycle = ClaimLifecycle(converter, admission_api or api, metrics, budgets=gate)
     excluded = {*config.webhook.exclude_namespaces, "kube-system"}
     if own_namespace:
         excluded.add(own_namespace)
@@ -74,7 +78,8 @@ def build(
     jan = None
     if api is not None and janitor and config.webhook.lifecycle == "claim":
         jan = Janitor(api, metrics, grace_seconds=float(config.webhook.claim_grace_period_seconds))
-    return Webhook(config, handler, metrics, api, jan, admission_api)
+    budgets = BudgetReconciler(api, budget_metrics) if api is not None and janitor else None
+    return Webhook(config, handler, metrics, api, jan, admission_api, budgets)
 
 
 def create_app(webhook: Webhook, ready: Callable[[], bool] | None = None, bench_routes: bool = False) -> Starlette:
@@ -171,6 +176,8 @@ class Server:
     async def serve(self) -> None:
         if self.webhook.janitor is not None:
             self.webhook.janitor.start()
+        if self.webhook.budgets is not None:
+            self.webhook.budgets.start()
         try:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(self.tls.watch, self.reload_interval)
@@ -179,6 +186,8 @@ class Server:
         finally:
             if self.webhook.janitor is not None:
                 self.webhook.janitor.stop()
+            if self.webhook.budgets is not None:
+                self.webhook.budgets.stop()
             if self.webhook.admission_api is not None:
                 await self.webhook.admission_api.close()
 

@@ -1,0 +1,234 @@
+"""ShareBudgets at admission (the gate) and in the background (status, metrics, overshoot flag).
+
+Concurrency: the gate holds one lock per namespace from the budget check until the pod's claims
+exist, and reads the namespace's claims fresh (a quorum LIST, not a cache) inside it. Two pods of
+one namespace admitted at once are therefore checked one after the other, the second seeing the
+first's claims: within one webhook process the budget cannot be overshot. Several webhook
+replicas do not share the lock; concurrent admissions through different replicas can overshoot
+by at most one pod per other replica, and the reconciler flags any overshoot (the ``Overshoot``
+condition in the budget's status and ``dralab_budget_overshoot``) instead of hiding it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import threading
+import time
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+from urllib.parse import quote
+
+import anyio
+from prometheus_client import CollectorRegistry, Counter, Gauge
+
+from dralab.errors import UserError
+from dralab.model import budget as model
+from dralab.model.denials import Denied
+from dralab.util import get_logger
+from dralab.webhook.kube import ApiError, AsyncKubeApi, KubeApi, claims_path
+
+log = get_logger("dralab.webhook.budgets")
+
+GROUP_PATH = f"/apis/{model.API_VERSION}"
+CRD_RECHECK_SECONDS = 30.0
+
+
+def budgets_path(namespace: str | None = None, name: str | None = None) -> str:
+    if namespace is None:
+        return f"{GROUP_PATH}/{model.PLURAL}"
+    base = f"{GROUP_PATH}/namespaces/{quote(namespace)}/{model.PLURAL}"
+    return f"{base}/{quote(name)}" if name else base
+
+
+class BudgetMetrics:
+    """Budget limits, use, overshoot and denials, on the webhook's registry."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        labels = ["namespace", "budget", "device_class", "resource"]
+        self.limit = Gauge("dralab_budget_limit", "ShareBudget limit (bytes or cores)", labels, registry=registry)
+        self.used = Gauge("dralab_budget_used", "What the namespace's claims request", labels, registry=registry)
+        self.overshoot = Gauge(
+            "dralab_budget_overshoot", "Use past the budget (0 when within it)", labels, registry=registry
+        )
+        self.denials = Counter(
+            "dralab_budget_denials_total", "Pods denied for a ShareBudget", ["namespace", "device_class"],
+            registry=registry,
+        )
+        self._seen: set[tuple[str, ...]] = set()
+
+    def publish(self, budget: model.Budget, used: model.Demand) -> tuple[str, ...]:
+        over = model.overshoot(budget, used)
+        base = (budget.namespace, budget.name, budget.device_class)
+        for resource, limit, value, extra in (
+            (model.MEMORY, budget.memory, used.amount.memory, over.memory),
+            (model.CORES, budget.cores, used.amount.cores, over.cores),
+        ):
+            key = (*base, resource)
+            if limit is not None:
+                self.limit.labels(*key).set(limit)
+            self.used.labels(*key).set(value)
+            self.overshoot.labels(*key).set(extra)
+            self._seen.add(key)
+        return base
+
+    def forget_except(self, keep: set[tuple[str, ...]]) -> None:
+        """Drop the series of budgets that no longer exist."""
+        for key in list(self._seen):
+            if key[:3] in keep:
+                continue
+            for gauge in (self.limit, self.used, self.overshoot):
+                with contextlib.suppress(KeyError):
+                    gauge.remove(*key)
+            self._seen.discard(key)
+
+
+class BudgetGate:
+    """Admission: deny a pod whose claims would take its namespace past a ShareBudget."""
+
+    def __init__(
+        self, api: KubeApi | AsyncKubeApi, metrics: BudgetMetrics, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self.api = api
+        self.metrics = metrics
+        self.clock = clock
+        self._locks: dict[str, anyio.Lock] = {}
+        self._absent_until = 0.0  # the CRD is not installed: no budgets until then
+
+    async def _get(self, path: str) -> dict[str, Any]:
+        fn = self.api.request
+        if inspect.iscoroutinefunction(fn):
+            return await fn("GET", path)
+        return await anyio.to_thread.run_sync(lambda: fn("GET", path))
+
+    async def budgets(self, namespace: str) -> list[model.Budget]:
+        """The namespace's ShareBudgets (none while the CRD is not installed)."""
+        if self.clock() < self._absent_until:
+            return []
+        try:
+            listed = await self._get(budgets_path(namespace))
+        except ApiError as exc:
+            if exc.status == 404:
+                self._absent_until = self.clock() + CRD_RECHECK_SECONDS
+                return []
+            raise
+        out = []
+        for obj in listed.get("items") or []:
+            try:
+                out.append(model.parse_budget(obj))
+            except UserError as exc:  # the CRD's schema makes this rare; never let it block admission
+                log.warning("ignoring an invalid ShareBudget", extra={"fields": {"error": str(exc)}})
+        return out
+
+    @contextlib.asynccontextmanager
+    async def admit(self, namespace: str, claims: list[dict[str, Any]]) -> AsyncIterator[None]:
+        """Check ``claims`` against the namespace's budgets; hold the namespace until the body created them."""
+        demand: dict[str, model.Demand] = {}
+        for claim in claims:
+            for device_class, d in model.claim_demand(claim).items():
+                demand[device_class] = demand.get(device_class, model.Demand()) + d
+        if not demand:
+            yield
+            return
+        lock = self._locks.setdefault(namespace, anyio.Lock())
+        async with lock:
+            budgets = [b for b in await self.budgets(namespace) if b.device_class in demand]
+            if budgets:
+                existing = (await self._get(claims_path(namespace))).get("items") or []
+                for b in budgets:
+                    used = model.namespace_use(existing, b.device_class)
+                    why = model.refusal(b, used, demand[b.device_class])
+                    if why is not None:
+                        self.metrics.denials.labels(namespace, b.device_class).inc()
+                        raise Denied(f"ShareBudget {b.ref}", why)
+            yield
+
+
+class BudgetReconciler:
+    """Keeps every ShareBudget's status and the budget metrics equal to what the claims request.
+
+    Watches claims and budgets (the janitor's informer); each change leads to one pass that
+    recomputes use per budget and writes the status where it changed. Overshoot is flagged, never
+    corrected: deleting a team's pods is the team's call.
+    """
+
+    def __init__(self, api: KubeApi, metrics: BudgetMetrics, min_interval: float = 0.2) -> None:
+        from dralab.webhook.janitor import Informer
+
+        self.api = api
+        self.metrics = metrics
+        self.min_interval = min_interval
+        self._kick = threading.Event()
+        self._stop = threading.Event()
+        self.claims = Informer(api, "/apis/resource.k8s.io/v1/resourceclaims", "", self._kick.set, "budget-claims")
+        self.budgets = Informer(api, budgets_path(), "", self._kick.set, "budgets")
+        self._thread = threading.Thread(target=self._loop, name="budgets", daemon=True)
+        self._written: dict[tuple[str, str], dict[str, Any]] = {}
+        self._watching = False
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._kick.set()
+        if self._watching:
+            self.claims.stop()
+            self.budgets.stop()
+        if self._thread.is_alive():
+            self._thread.join(timeout=5)
+
+    def _crd_installed(self) -> bool:
+        try:
+            self.api.request("GET", GROUP_PATH)
+            return True
+        except ApiError:
+            return False
+
+    def _loop(self) -> None:
+        while not self._stop.is_set() and not self._crd_installed():
+            self._stop.wait(CRD_RECHECK_SECONDS)
+        if self._stop.is_set():
+            return
+        self._watching = True
+        self.claims.start()
+        self.budgets.start()
+        while not self._stop.is_set():
+            self._kick.wait(30.0)
+            self._kick.clear()
+            if not (self.claims.synced.is_set() and self.budgets.synced.is_set()):
+                continue
+            try:
+                self.reconcile_once()
+            except Exception:
+                log.exception("budget pass failed")
+            self._stop.wait(self.min_interval)  # a burst of events becomes one pass
+
+    def reconcile_once(self) -> int:
+        """One pass over the cached state; returns how many statuses were written."""
+        by_ns: dict[str, list[dict[str, Any]]] = {}
+        for claim in self.claims.snapshot():
+            by_ns.setdefault((claim.get("metadata") or {}).get("namespace", ""), []).append(claim)
+        keep: set[tuple[str, ...]] = set()
+        written = 0
+        for obj in self.budgets.snapshot():
+            try:
+                b = model.parse_budget(obj)
+            except UserError:
+                continue
+            used = model.namespace_use(by_ns.get(b.namespace, []), b.device_class)
+            keep.add(self.metrics.publish(b, used))
+            status = model.status_of(b, used)
+            status["observedGeneration"] = (obj.get("metadata") or {}).get("generation", 0)
+            key = (b.namespace, b.name)
+            if self._written.get(key) == status and obj.get("status", {}).get("used") == status["used"]:
+                continue
+            try:
+                self.api.merge_patch(budgets_path(b.namespace, b.name) + "/status", {"status": status})
+                self._written[key] = status
+                written += 1
+            except ApiError as exc:
+                if exc.status != 404:
+                    log.warning("could not write budget status", extra={"fields": {"budget": b.ref, "error": str(exc)}})
+        self.metrics.forget_except(keep)
+        return written
