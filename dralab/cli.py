@@ -23,6 +23,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "lab": ("harness.cli:lab", "List and replay labs on a cluster profile."),
     "bench": ("dralab.bench:bench", "Run benchmarks that write JSON results."),
     "infra": ("dralab.infra_cli:infra", "Build the Pulumi toolchain and run the infra/ program."),
+    "config": ("dralab.config_cli:config", "Show the effective configuration (also from a HAMi device config)."),
+    "migrate": ("dralab.migrate.cli:migrate", "Plan and apply a switch from HAMi / HAMi-DRA to dralab."),
+    "monitor": ("dralab.monitor.cli:monitor", "Serve per-device, per-pod and per-namespace allocation gauges."),
+    "top": ("dralab.monitor.cli:top", "A live table of device shares: memory, cores and sharers."),
 }
 
 
@@ -72,6 +76,14 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(exc.exit_code)
     except UserError as exc:
         click.echo(f"error: {exc}", err=True)
+        sys.exit(2)
+    except ModuleNotFoundError as exc:
+        from dralab.extras import missing_extra
+
+        hint = missing_extra(exc)
+        if hint is None:
+            raise
+        click.echo(f"error: {hint}", err=True)
         sys.exit(2)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)

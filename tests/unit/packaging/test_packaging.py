@@ -1,0 +1,86 @@
+"""Packaging: extras split by job, the harness as a pytest11 plugin, bounds on generated internals."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import tomllib
+from importlib import metadata
+from pathlib import Path
+
+import pytest
+
+from dralab.cli import main
+from dralab.extras import MODULE_EXTRAS, missing_extra
+
+ROOT = Path(__file__).resolve().parents[3]
+PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+EXTRAS: dict[str, list[str]] = PROJECT["optional-dependencies"]
+
+
+def names(requirements: list[str]) -> set[str]:
+    return {re.split(r"[<>=!~\[; ]", r, maxsplit=1)[0].lower() for r in requirements}
+
+
+def test_each_job_has_its_own_extra() -> None:
+    assert {"pulumi", "pulumi-kubernetes", "ansible-runner", "ansible-core"} <= names(EXTRAS["provision"])
+    assert {"matplotlib", "hypothesis"} <= names(EXTRAS["bench"])
+    assert {"pytest-xdist", "pytest-testinfra", "ruff"} <= names(EXTRAS["test"])
+    # the tests exercise provisioning and the benchmarks, so `.[test]` brings those extras along
+    assert "dralab[provision,bench]" in EXTRAS["test"]
+    # nothing of provisioning, plotting or linting in what `pip install dralab` installs
+    assert not names(PROJECT["dependencies"]) & {"pulumi", "ansible-core", "matplotlib", "ruff"}
+
+
+def test_every_mapped_extra_exists() -> None:
+    assert set(MODULE_EXTRAS.values()) <= set(EXTRAS)
+
+
+def test_kubernetes_is_bounded_above_because_its_generated_internals_are_used() -> None:
+    (kube,) = [r for r in PROJECT["dependencies"] if r.startswith("kubernetes")]
+    assert "<" in kube, kube
+    assert metadata.version("kubernetes").split(".")[0] == re.search(r">=(\d+)", kube)[1]  # type: ignore[index]
+
+
+def test_harness_is_a_pytest11_plugin_named_like_its_module() -> None:
+    assert PROJECT["entry-points"]["pytest11"] == {"harness.plugin": "harness.plugin"}
+    installed = {ep.name: ep.value for ep in metadata.entry_points(group="pytest11")}
+    if "harness.plugin" not in installed:
+        pytest.skip("this environment has an older install of dralab: pip install -e . registers the entry point")
+    assert installed["harness.plugin"] == "harness.plugin"
+
+
+def test_pytest_outside_the_checkout_offers_profile(tmp_path: Path) -> None:
+    if "harness.plugin" not in {ep.name for ep in metadata.entry_points(group="pytest11")}:
+        pytest.skip("the pytest11 entry point is not installed here: pip install -e .")
+    out = subprocess.run(
+        [sys.executable, "-m", "pytest", "--help"], cwd=tmp_path, capture_output=True, text=True, timeout=120
+    )
+    assert out.returncode == 0, out.stderr
+    assert "--profile=PROFILE" in out.stdout
+
+
+def test_the_checkouts_conftest_does_not_register_the_plugin_twice() -> None:
+    # the root conftest names harness.plugin as well; a second registration would be a ValueError
+    out = subprocess.run(
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:xdist", "tests/unit/model/test_naming.py"],
+        cwd=ROOT, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stdout + out.stderr
+
+
+def test_a_missing_extra_is_named_with_its_install_line() -> None:
+    err = missing_extra(ModuleNotFoundError("No module named 'pulumi.runtime'", name="pulumi.runtime"))
+    assert err is not None
+    assert "pip install 'dralab[provision]'" in str(err)
+    assert missing_extra(ModuleNotFoundError("x", name="no_such_module")) is None
+
+
+def test_cli_says_which_extra_a_benchmark_needs(monkeypatch: pytest.MonkeyPatch, capsys) -> None:
+    monkeypatch.delitem(sys.modules, "dralab.bench.fuzz", raising=False)
+    monkeypatch.setitem(sys.modules, "hypothesis", None)  # import hypothesis -> ModuleNotFoundError
+    with pytest.raises(SystemExit) as exit_info:
+        main(["bench", "fuzz", "--help"])
+    assert exit_info.value.code == 2
+    assert "pip install 'dralab[bench]'" in capsys.readouterr().err
