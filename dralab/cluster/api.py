@@ -38,6 +38,7 @@ from dralab.cluster.supervisor import (
 )
 from dralab.config import load_config
 from dralab.errors import UserError
+from dralab.model.budget import crd as sharebudget_crd
 from dralab.model.inventory import load_inventory
 from dralab.model.objects import device_classes, runtime_class
 from dralab.util import WaitTimeout, atomic_write, free_port, get_logger, wait_for
@@ -359,7 +360,7 @@ def _bootstrap_objects(handle: ClusterHandle, inventory: Any, config: str | None
         for node in kwok.node_manifests(inventory, build.K8S_VERSION):
             kube.create("/api/v1/nodes", node, exist_ok=True)
         cfg = load_config(config)
-        for obj in [*device_classes(cfg.vendors), runtime_class()]:
+        for obj in [*device_classes(cfg.vendors), runtime_class(), sharebudget_crd()]:
             kube.apply(object_path(obj), obj)
         ns = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": WEBHOOK_NAMESPACE}}
         kube.create("/api/v1/namespaces", ns, exist_ok=True)

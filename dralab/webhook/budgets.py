@@ -31,7 +31,7 @@ from dralab.webhook.kube import ApiError, AsyncKubeApi, KubeApi, claims_path
 log = get_logger("dralab.webhook.budgets")
 
 GROUP_PATH = f"/apis/{model.API_VERSION}"
-CRD_RECHECK_SECONDS = 30.0
+CRD_RECHECK_SECONDS = 5.0
 
 
 def budgets_path(namespace: str | None = None, name: str | None = None) -> str:
