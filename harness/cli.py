@@ -16,6 +16,7 @@ from typing import Any
 import click
 
 from dralab.errors import UserError
+from harness.results import PARTIAL_PROPERTY, SKIPPED_OP_PROPERTY
 
 EXIT_FAILED = 1
 
@@ -26,7 +27,7 @@ class Progress:
     def __init__(self, console: Any, verbose: bool = False) -> None:
         self.console = console
         self.verbose = verbose
-        self.counts = {"passed": 0, "failed": 0, "skipped": 0}
+        self.counts = {"passed": 0, "partial": 0, "failed": 0, "skipped": 0}
         self.total = 0
         self._status: Any = None
         self.started = time.monotonic()
@@ -51,7 +52,17 @@ class Progress:
         if report.when == "call" or (report.when == "setup" and report.outcome != "passed"):
             name = report.nodeid.rsplit("::", 1)[-1]
             seconds = getattr(report, "duration", 0.0)
-            if report.outcome == "passed":
+            props = dict(getattr(report, "user_properties", ()) or ())
+            if report.outcome == "passed" and PARTIAL_PROPERTY in props:
+                self.counts["partial"] += 1
+                skipped = [v for k, v in report.user_properties if k == SKIPPED_OP_PROPERTY]
+                self.console.print(
+                    f"  [yellow]◐[/yellow] {name} [dim]({seconds:.2f}s) partial, not run here: "
+                    f"{'; '.join(skipped)}[/dim]",
+                    highlight=False,
+                    soft_wrap=True,
+                )
+            elif report.outcome == "passed":
                 self.counts["passed"] += 1
                 self.console.print(
                     f"  [green]✓[/green] {name} [dim]({seconds:.2f}s)[/dim]", highlight=False, soft_wrap=True
@@ -178,7 +189,8 @@ def run_cmd(lab_ref: str, **options: Any) -> None:
     seconds = time.monotonic() - started
     c = progress.counts
     colour = "green" if code == 0 else "red"
-    console.print(f"[{colour}]{c['passed']} passed, {c['failed']} failed, {c['skipped']} skipped[/{colour}] "
+    console.print(f"[{colour}]{c['passed']} passed, {c['partial']} partial, {c['failed']} failed, "
+                  f"{c['skipped']} skipped[/{colour}] "
                   f"in {seconds:.1f}s", highlight=False, soft_wrap=True)  # fmt: skip
     report = run_dir / "report.md"
     if report.is_file():

@@ -7,6 +7,9 @@ Loaded by the root ``conftest.py`` (and by ``dralab lab run`` with ``-p harness.
   step, in order, marked ``e2e``; under pytest-xdist all steps of a lab go to one worker
   (``pytest_xdist_make_scheduler``), every other test is spread as ``--dist load`` does.
 - After a failed step the remaining steps of that lab are skipped with the reason.
+- A step some of whose operations were skipped for a missing capability passes as *partial*: its
+  item carries the skipped operations as user properties (JUnit properties), and the terminal
+  summary lists them, so a green run never hides what did not run.
 - Each lab writes its result into ``<reports-dir>/<run-id>/labs/``; the controlling process renders
   ``report.md``, ``report.html`` and ``junit.xml`` there at the end and prints the path.
 - Fixtures for Python tests: ``dralab_profile``, ``dralab_env`` (the cluster, brought up or reused;
@@ -255,7 +258,15 @@ class LabStep(pytest.Item):
             self.add_marker(pytest.mark.hardware)
 
     def runtest(self) -> None:
-        from harness.results import ERROR, FAILED, SKIPPED
+        from harness.results import (
+            ERROR,
+            FAILED,
+            PARTIAL,
+            PARTIAL_PROPERTY,
+            SKIPPED,
+            SKIPPED_OP_PROPERTY,
+            describe_skipped,
+        )
 
         collector: LabCollector = self.parent  # type: ignore[assignment]
         if collector.setup_error:
@@ -265,8 +276,12 @@ class LabStep(pytest.Item):
         result = collector.runner.run_step(self.step)
         self.user_properties.append(("step", self.step.id))
         for outcome in result.ops:
-            if outcome.evidence:
+            if outcome.evidence and outcome.status != SKIPPED:
                 self.user_properties.append((f"evidence:{outcome.evidence}", outcome.summary))
+        if result.status == PARTIAL:
+            self.user_properties.append((PARTIAL_PROPERTY, result.reason or ""))
+            for outcome in result.skipped_ops():
+                self.user_properties.append((SKIPPED_OP_PROPERTY, describe_skipped([outcome])))
         if result.status == SKIPPED:
             pytest.skip(result.reason or "skipped")
         if result.status in (FAILED, ERROR):
@@ -321,9 +336,31 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     config._dralab_report = folder  # type: ignore[attr-defined]
 
 
+def skipped_summary(results: list[Any]) -> list[str]:
+    """Lines naming every partial or capability-skipped step and the operations that did not run."""
+    from harness.results import PARTIAL, SKIPPED, describe_skipped
+
+    lines = []
+    for res in results:
+        for step in res.steps:
+            if step.status == PARTIAL:
+                lines.append(f"{res.lab} [{res.profile}] {step.id}: partial, not run: "
+                             f"{describe_skipped(step.skipped_ops())}")  # fmt: skip
+            elif step.status == SKIPPED and step.missing:
+                lines.append(f"{res.lab} [{res.profile}] {step.id}: skipped: {step.reason.splitlines()[0]}")
+    return lines
+
+
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
     folder = getattr(config, "_dralab_report", None)
     if folder is not None:
+        from harness.report import read_lab_results
+
+        lines = skipped_summary(read_lab_results(folder))
+        if lines:
+            terminalreporter.write_sep("-", "dralab: operations not run on this profile")
+            for line in lines:
+                terminalreporter.write_line(line)
         terminalreporter.write_sep("-", "dralab lab report")
         terminalreporter.write_line(f"report: {folder / 'report.md'}")
         terminalreporter.write_line(f"html:   {folder / 'report.html'}")

@@ -19,9 +19,22 @@ from typing import Any
 import yaml
 
 from dralab.util import atomic_write
-from harness.results import ERROR, FAILED, PASSED, SKIPPED, LabResult, OpOutcome, StepResult
+from harness.results import (
+    ERROR,
+    FAILED,
+    NOT_RUN,
+    PARTIAL,
+    PASSED,
+    SKIPPED,
+    LabResult,
+    OpOutcome,
+    StepResult,
+    describe_skipped,
+)
 
-ICONS = {PASSED: "✅", FAILED: "❌", ERROR: "❌", SKIPPED: "⏭️", "partial": "◐", "not run": "-"}
+# Markdown keeps the icons (GitHub renders them); HTML uses text badges, since a browser without
+# an emoji font (headless Chromium, many servers) draws emoji as empty boxes.
+ICONS = {PASSED: "✅", FAILED: "❌", ERROR: "❌", SKIPPED: "⏭️", PARTIAL: "◐", NOT_RUN: "-"}
 MAX_TEXT = 6000
 
 
@@ -59,6 +72,12 @@ def _icon(status: str) -> str:
     return f"{ICONS.get(status, '')} {status}"
 
 
+def badge(status: str) -> str:
+    """A status as an HTML text badge (colour from the stylesheet, readable without any emoji font)."""
+    css = status.replace(" ", "-")
+    return f"<span class='badge {html.escape(css)}'>{html.escape(status)}</span>"
+
+
 # Markdown ------------------------------------------------------------------------------------
 def _md_outcome(o: OpOutcome) -> list[str]:
     head = f"- `{o.kind}` {_icon(o.status)} ({o.seconds:.2f}s): {o.summary or o.error or ''}"
@@ -77,7 +96,7 @@ def _md_outcome(o: OpOutcome) -> list[str]:
 def _md_step(i: int, step: StepResult) -> list[str]:
     lines = [f"#### {i}. {step.title} (`{step.id}`) {_icon(step.status)} — {step.seconds:.2f}s", ""]
     if step.reason:
-        label = "Skipped" if step.status == SKIPPED else "Failure"
+        label = {SKIPPED: "Skipped", PARTIAL: "Partial"}.get(step.status, "Failure")
         lines += [f"**{label}:**", "", "```text", _clip(step.reason), "```", ""]
     for o in step.ops:
         lines += _md_outcome(o)
@@ -114,7 +133,8 @@ def lab_markdown(res: LabResult) -> str:
                   "|---|---|---|---|"]  # fmt: skip
         for row in res.proved:
             live = "<br>".join(f"**{e['label']}**: {e['summary']}" for e in row.live) or "—"
-            lines.append(f"| {_cell(row.claim)} | {_cell(row.lab_evidence)} | {_icon(row.status)} | {_cell(live)} |")
+            result = _icon(row.status) + (f"<br>{row.note}" if row.note and row.status != PASSED else "")
+            lines.append(f"| {_cell(row.claim)} | {_cell(row.lab_evidence)} | {_cell(result)} | {_cell(live)} |")
         lines.append("")
     if res.metrics:
         lines += ["### Timings", "", "| measure | seconds |", "|---|---|"]
@@ -138,13 +158,14 @@ def lab_markdown(res: LabResult) -> str:
 
 
 def run_markdown(run_id: str, results: list[LabResult]) -> str:
-    lines = [f"# dralab lab report — {run_id}", "", "| lab | profile | result | passed | failed | skipped | time |",
-             "|---|---|---|---|---|---|---|"]  # fmt: skip
+    lines = [f"# dralab lab report — {run_id}", "",
+             "| lab | profile | result | passed | partial | failed | skipped | time |",
+             "|---|---|---|---|---|---|---|---|"]  # fmt: skip
     for res in results:
         c = res.counts()
         lines.append(
-            f"| {res.lab} | {res.profile} | {_icon(res.status)} | {c[PASSED]} | {c[FAILED] + c[ERROR]} | "
-            f"{c[SKIPPED]} | {res.seconds:.1f}s |"
+            f"| {res.lab} | {res.profile} | {_icon(res.status)} | {c[PASSED]} | {c[PARTIAL]} | "
+            f"{c[FAILED] + c[ERROR]} | {c[SKIPPED]} | {res.seconds:.1f}s |"
         )
     lines.append("")
     for res in results:
@@ -159,6 +180,10 @@ table{border-collapse:collapse;margin:1rem 0;width:100%}th,td{border:1px solid #
 vertical-align:top;text-align:left}th{background:#f6f8fa}pre{background:#f6f8fa;padding:.6rem;overflow-x:auto;
 font-size:.85em}.passed{color:#1a7f37}.failed,.error{color:#cf222e}.skipped,.partial{color:#9a6700}
 details{margin:.3rem 0}summary{cursor:pointer}code{background:#eff1f3;padding:0 .2rem}
+.badge{display:inline-block;padding:.05rem .45rem;border-radius:.6rem;font-size:.8em;font-weight:600;
+color:#fff;white-space:nowrap;background:#6e7781}.badge.passed{background:#1a7f37}
+.badge.failed,.badge.error{background:#cf222e}.badge.partial{background:#bf8700}.badge.skipped{background:#6e7781}
+.badge.not-run{background:#afb8c1;color:#1b1f24}.note{font-size:.85em;color:#57606a}
 """
 
 
@@ -167,7 +192,7 @@ def _h(text: Any) -> str:
 
 
 def _html_outcome(o: OpOutcome) -> str:
-    parts = [f"<li><code>{_h(o.kind)}</code> <span class='{_h(o.status)}'>{_h(_icon(o.status))}</span> "
+    parts = [f"<li><code>{_h(o.kind)}</code> {badge(o.status)} "
              f"({o.seconds:.2f}s) {_h(o.summary or o.error or '')}"]  # fmt: skip
     if o.evidence:
         parts.append(f" <em>evidence: {_h(o.evidence)}</em>")
@@ -183,8 +208,7 @@ def _html_outcome(o: OpOutcome) -> str:
 def lab_html(res: LabResult) -> str:
     env = res.environment
     out = [
-        f"<h2>{_h(res.title)} (<code>{_h(res.lab)}</code>) "
-        f"<span class='{res.status}'>{_h(_icon(res.status))}</span></h2>",
+        f"<h2>{_h(res.title)} (<code>{_h(res.lab)}</code>) {badge(res.status)}</h2>",
         f"<p>Profile <b>{_h(res.profile)}</b> · cluster <code>{_h(env.get('cluster'))}</code> · namespace "
         f"<code>{_h(res.namespace)}</code> · {res.seconds:.1f}s (cluster ready in {env.get('bringUpSeconds', 0):.1f}s)"
         f" · run <code>{_h(res.run_id)}</code></p>",
@@ -205,8 +229,9 @@ def lab_html(res: LabResult) -> str:
                 )
                 or "—"
             )
+            note = f"<div class='note'>{_h(row.note)}</div>" if row.note and row.status != PASSED else ""
             out.append(f"<tr><td>{_h(row.claim)}</td><td>{_h(row.lab_evidence)}</td>"
-                       f"<td class='{_h(row.status)}'>{_h(_icon(row.status))}</td><td>{live}</td></tr>")  # fmt: skip
+                       f"<td>{badge(row.status)}{note}</td><td>{live}</td></tr>")  # fmt: skip
         out.append("</table>")
     if res.metrics:
         out.append("<h3>Timings</h3><table><tr><th>measure</th><th>seconds</th></tr>")
@@ -216,12 +241,12 @@ def lab_html(res: LabResult) -> str:
     for i, step in enumerate(res.steps, 1):
         note = (step.reason or "").strip().splitlines()[0] if step.reason else ""
         out.append(f"<tr><td>{i}</td><td><a href='#{_h(res.lab)}-{_h(step.id)}'>{_h(step.title)}</a></td>"
-                   f"<td class='{step.status}'>{_h(_icon(step.status))}</td><td>{step.seconds:.2f}s</td>"
+                   f"<td>{badge(step.status)}</td><td>{step.seconds:.2f}s</td>"
                    f"<td>{_h(note)}</td></tr>")  # fmt: skip
     out.append("</table><h3>Step details</h3>")
     for i, step in enumerate(res.steps, 1):
-        out.append(f"<h4 id='{_h(res.lab)}-{_h(step.id)}'>{i}. {_h(step.title)} <span class='{step.status}'>"
-                   f"{_h(_icon(step.status))}</span> {step.seconds:.2f}s</h4>")  # fmt: skip
+        out.append(f"<h4 id='{_h(res.lab)}-{_h(step.id)}'>{i}. {_h(step.title)} {badge(step.status)} "
+                   f"{step.seconds:.2f}s</h4>")  # fmt: skip
         if step.reason:
             out.append(f"<pre class='{step.status}'>{_h(_clip(step.reason))}</pre>")
         out.append("<ul>" + "".join(_html_outcome(o) for o in step.ops) + "</ul>")
@@ -239,16 +264,17 @@ def lab_html(res: LabResult) -> str:
 
 def run_html(run_id: str, results: list[LabResult]) -> str:
     rows = "".join(
-        f"<tr><td>{_h(r.lab)}</td><td>{_h(r.profile)}</td><td class='{r.status}'>{_h(_icon(r.status))}</td>"
-        f"<td>{r.counts()[PASSED]}</td><td>{r.counts()[FAILED] + r.counts()[ERROR]}</td><td>{r.counts()[SKIPPED]}</td>"
-        f"<td>{r.seconds:.1f}s</td></tr>"
+        f"<tr><td>{_h(r.lab)}</td><td>{_h(r.profile)}</td><td>{badge(r.status)}</td>"
+        f"<td>{r.counts()[PASSED]}</td><td>{r.counts()[PARTIAL]}</td><td>{r.counts()[FAILED] + r.counts()[ERROR]}</td>"
+        f"<td>{r.counts()[SKIPPED]}</td><td>{r.seconds:.1f}s</td></tr>"
         for r in results
     )
     body = "\n".join(lab_html(r) for r in results)
     return (
         f"<!doctype html><html><head><meta charset='utf-8'><title>dralab lab report {_h(run_id)}</title>"
         f"<style>{_CSS}</style></head><body><h1>dralab lab report — {_h(run_id)}</h1>"
-        "<table><tr><th>lab</th><th>profile</th><th>result</th><th>passed</th><th>failed</th><th>skipped</th>"
+        "<table><tr><th>lab</th><th>profile</th><th>result</th><th>passed</th><th>partial</th><th>failed</th>"
+        "<th>skipped</th>"
         f"<th>time</th></tr>{rows}</table>{body}</body></html>\n"
     )
 
@@ -264,7 +290,13 @@ def junit_xml(results: list[LabResult]) -> str:
             errors=str(c[ERROR]), skipped=str(c[SKIPPED]), time=f"{res.seconds:.3f}", timestamp=res.started or "",
         )  # fmt: skip
         props = ET.SubElement(suite, "properties")
-        for key, value in (("profile", res.profile), ("namespace", res.namespace or ""), ("run", res.run_id)):
+        for key, value in (
+            ("profile", res.profile),
+            ("namespace", res.namespace or ""),
+            ("run", res.run_id),
+            ("status", res.status),
+            ("partial_steps", str(c[PARTIAL])),
+        ):
             ET.SubElement(props, "property", name=key, value=str(value))
         for key, value in res.metrics.items():
             ET.SubElement(props, "property", name=f"metric.{key}", value=f"{value:.3f}")
@@ -278,6 +310,13 @@ def junit_xml(results: list[LabResult]) -> str:
                 ET.SubElement(case, "error", message=first).text = step.reason
             elif step.status == SKIPPED:
                 ET.SubElement(case, "skipped", message=first)
+            skipped = step.skipped_ops()
+            if step.status != SKIPPED and (skipped or step.status == PARTIAL):
+                case_props = ET.Element("properties")
+                case.insert(0, case_props)  # properties first, as pytest's own JUnit writer puts them
+                ET.SubElement(case_props, "property", name="status", value=step.status)
+                for n, o in enumerate(skipped, 1):
+                    ET.SubElement(case_props, "property", name=f"skipped_operation.{n}", value=describe_skipped([o]))
             out = "\n".join(f"{o.kind}: {o.status}: {o.summary or o.error or ''}" for o in step.ops)
             if step.diagnostics:
                 out += "\n\n" + "\n\n".join(

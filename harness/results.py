@@ -10,6 +10,14 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 PASSED, FAILED, SKIPPED, ERROR = "passed", "failed", "skipped", "error"
+# Some operations ran and passed, others were skipped because the profile lacks a capability:
+# the step (or proved row) holds only for what ran, and says what did not.
+PARTIAL = "partial"
+NOT_RUN = "not run"
+# pytest user properties of a step item (JUnit <property> entries): why it is partial, and one
+# entry per operation skipped for a missing capability
+PARTIAL_PROPERTY = "dralab.partial"
+SKIPPED_OP_PROPERTY = "dralab.skipped_operation"
 
 
 @dataclass
@@ -25,6 +33,25 @@ class OpOutcome:
     evidence: str | None = None
     error: str | None = None
     seconds: float = 0.0
+    missing: list[str] = field(default_factory=list)  # capabilities the profile lacks (status skipped)
+
+    @property
+    def label(self) -> str:
+        """How a report names this operation: its evidence label, else its place in the step."""
+        if self.evidence:
+            return self.evidence
+        _, _, place = self.where.rpartition(").")
+        return place or self.where
+
+
+def skipped_ops(ops: list[OpOutcome]) -> list[OpOutcome]:
+    """Operations skipped because the profile lacks a capability."""
+    return [o for o in ops if o.status == SKIPPED]
+
+
+def describe_skipped(ops: list[OpOutcome]) -> str:
+    """``label (needs cap, cap); label (needs cap)``: what did not run and why, in one line."""
+    return "; ".join(f"{o.label} (needs {', '.join(o.missing) or 'a capability'})" for o in ops)
 
 
 @dataclass
@@ -36,6 +63,7 @@ class StepResult:
     seconds: float = 0.0
     started: str | None = None
     proves: list[str] = field(default_factory=list)
+    missing: list[str] = field(default_factory=list)  # capabilities whose lack skipped the whole step
     ops: list[OpOutcome] = field(default_factory=list)
     diagnostics: list[OpOutcome] = field(default_factory=list)
     finally_: list[OpOutcome] = field(default_factory=list)
@@ -43,6 +71,10 @@ class StepResult:
     def evidence(self) -> list[OpOutcome]:
         """Outcomes the lab marked as evidence (passed ones only: failed evidence proves nothing)."""
         return [o for o in self.ops if o.evidence and o.status == PASSED]
+
+    def skipped_ops(self) -> list[OpOutcome]:
+        """Operations of ``try`` that did not run here for a missing capability."""
+        return skipped_ops(self.ops)
 
 
 @dataclass
@@ -53,6 +85,7 @@ class ProofRow:
     status: str
     steps: list[str]
     live: list[dict[str, Any]]
+    note: str = ""  # for partial / skipped rows: what did not run on this profile and why
 
 
 @dataclass
@@ -76,14 +109,17 @@ class LabResult:
 
     @property
     def status(self) -> str:
+        """failed, skipped (nothing ran), partial (some steps or operations did not run), or passed."""
         if self.error or any(s.status in (FAILED, ERROR) for s in self.steps):
             return FAILED
         if self.steps and all(s.status == SKIPPED for s in self.steps):
             return SKIPPED
+        if any(s.status in (PARTIAL, SKIPPED) for s in self.steps):
+            return PARTIAL
         return PASSED
 
     def counts(self) -> dict[str, int]:
-        out = {PASSED: 0, FAILED: 0, SKIPPED: 0, ERROR: 0}
+        out = {PASSED: 0, PARTIAL: 0, FAILED: 0, SKIPPED: 0, ERROR: 0}
         for step in self.steps:
             out[step.status] = out.get(step.status, 0) + 1
         return out

@@ -8,6 +8,8 @@ semantics hold for ``dralab lab run``, ``pytest`` and unit tests with an in-memo
 - the step's ``finally`` operations always run;
 - after a failed step every later step is skipped, naming the step that failed;
 - a step (or operation) that needs a capability the profile lacks is skipped, saying which;
+- a step passes only when every one of its operations ran and passed: when some were skipped for
+  a missing capability it is *partial*, naming them; a proved row likewise holds only for what ran;
 - ``finish`` runs the lab's ``cleanup``, deletes what the lab applied and its namespace.
 """
 
@@ -30,7 +32,19 @@ from harness.collectors import COLLECTORS
 from harness.environment import Environment, describe
 from harness.ops import HANDLERS, Context, StepFailed
 from harness.resources import Ref
-from harness.results import ERROR, FAILED, PASSED, SKIPPED, LabResult, OpOutcome, ProofRow, StepResult
+from harness.results import (
+    ERROR,
+    FAILED,
+    NOT_RUN,
+    PARTIAL,
+    PASSED,
+    SKIPPED,
+    LabResult,
+    OpOutcome,
+    ProofRow,
+    StepResult,
+    describe_skipped,
+)
 from harness.schema import Lab, Operation, Step
 from harness.subst import substitute
 
@@ -227,6 +241,8 @@ class LabRunner:
                 where=op.where,
                 status=SKIPPED,
                 summary=f"needs {', '.join(missing)}, which profile {self.env.profile.name} lacks here",
+                evidence=op.evidence,
+                missing=missing,
             )
         started = time.monotonic()
         if op.mark:
@@ -261,6 +277,8 @@ class LabRunner:
         reason = self.skip_reason(step)
         if reason:
             result.status, result.reason = SKIPPED, reason
+            if not self.gate and self._failed is None:
+                result.missing = self._missing(step.requires)
             return result
         if not self._started:
             self.start()
@@ -273,10 +291,14 @@ class LabRunner:
                     current = self._run_op(op)
                 finally:
                     result.ops.append(current)
-            ran = [o for o in result.ops if o.status != SKIPPED]
-            if not ran:
+            skipped = result.skipped_ops()
+            if len(skipped) == len(result.ops):
                 result.status = SKIPPED
+                result.missing = sorted({c for o in skipped for c in o.missing})
                 result.reason = "no operation can run here: " + "; ".join(sorted({o.summary for o in result.ops}))
+            elif skipped:
+                result.status = PARTIAL
+                result.reason = f"not on profile {self.env.profile.name}: {describe_skipped(skipped)}"
         except StepFailed as exc:
             self._fail(result, FAILED, str(exc))
         except (UserError, ClusterError) as exc:
@@ -288,7 +310,7 @@ class LabRunner:
         for op in step.finally_:
             outcome = self._collect((op,))[0]
             result.finally_.append(outcome)
-            if outcome.status == ERROR and result.status == PASSED:
+            if outcome.status == ERROR and result.status in (PASSED, PARTIAL):
                 self._fail(result, FAILED, f"finally {op.where}: {outcome.error}")
         result.seconds = round(time.monotonic() - started, 3)
         return result
@@ -344,21 +366,11 @@ class LabRunner:
             self.result.cleanup.append(OpOutcome(kind="delete", where="cleanup", status=ERROR, error=str(exc)))
 
     def _proof_rows(self) -> list[ProofRow]:
-        rows = []
         by_id = {s.id: s for s in self.result.steps}
+        rows = []
         for proof in self.lab.proved:
             steps = [by_id[s.id] for s in self.lab.steps if proof.id in s.proves and s.id in by_id]
-            statuses = [s.status for s in steps]
-            if not statuses:
-                status = "not run"
-            elif any(s in (FAILED, ERROR) for s in statuses):
-                status = FAILED
-            elif all(s == PASSED for s in statuses):
-                status = PASSED
-            elif all(s == SKIPPED for s in statuses):
-                status = SKIPPED
-            else:
-                status = "partial"
+            status, note = proof_status(steps, self.env.profile.name)
             live = [
                 {"step": s.id, "label": o.evidence, "summary": o.summary, "excerpt": o.excerpt}
                 for s in steps
@@ -372,6 +384,34 @@ class LabRunner:
                     status=status,
                     steps=[s.id for s in steps],
                     live=live,
+                    note=note,
                 )
             )
         return rows
+
+
+def proof_status(steps: list[StepResult], profile: str) -> tuple[str, str]:
+    """A proved row's status and note from the steps that support it.
+
+    passed only when every supporting operation ran and passed; partial ("not on this profile:
+    ...") when some were skipped for a missing capability; skipped when none of them ran.
+    """
+    if not steps:
+        return NOT_RUN, "no step that supports this row ran"
+    statuses = [s.status for s in steps]
+    if any(s in (FAILED, ERROR) for s in statuses):
+        failed = [s.id for s in steps if s.status in (FAILED, ERROR)]
+        return FAILED, f"step {', '.join(failed)} failed"
+    if all(s == PASSED for s in statuses):
+        return PASSED, ""
+    if all(s == SKIPPED for s in statuses):
+        reasons = sorted({(s.reason or "").strip().splitlines()[0] for s in steps if s.reason})
+        return SKIPPED, "nothing that supports it ran: " + "; ".join(reasons)
+    missed = []
+    for step in steps:
+        if step.status == SKIPPED:
+            first = (step.reason or "").strip().splitlines()[0] if step.reason else "skipped"
+            missed.append(f"step {step.id} ({first})")
+        else:
+            missed += [describe_skipped([o]) for o in step.skipped_ops()]
+    return PARTIAL, f"not on this profile ({profile}): " + "; ".join(missed)

@@ -45,7 +45,7 @@ def test_run_passes_prints_progress_and_the_report(tmp_path: Path) -> None:
     lab, profile = _memory_lab(tmp_path, ok=True)
     proc = _cli("lab", "run", str(lab), "--profile", str(profile), "--reports-dir", "out", cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "✓ 01-check" in proc.stdout and "2 passed, 0 failed, 0 skipped" in proc.stdout
+    assert "✓ 01-check" in proc.stdout and "2 passed, 0 partial, 0 failed, 0 skipped" in proc.stdout
     report = next((tmp_path / "out").glob("*-small-*/report.md"))
     assert f"report: {report}" in proc.stdout.replace("\n", "")
 

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from harness.resources import Ref
-from harness.results import ERROR, FAILED, PASSED, SKIPPED
+from harness.results import ERROR, FAILED, PARTIAL, PASSED, SKIPPED
 from harness.runner import LAB_LABEL, LabRunner
 from harness.testing import FakeCluster
 
@@ -147,7 +147,8 @@ def test_capabilities_skip_steps_and_operations_with_the_reason(write_lab, make_
     )  # fmt: skip
     hw, mixed, only_exec, after = _run(LabRunner(lab, make_env(capabilities=("node-files",)), "run-6"))
     assert hw.status == SKIPPED and "lacks hardware" in hw.reason
-    assert mixed.status == PASSED and [o.status for o in mixed.ops] == [PASSED, SKIPPED]
+    assert mixed.status == PARTIAL and [o.status for o in mixed.ops] == [PASSED, SKIPPED]
+    assert mixed.reason == "not on profile memory: try[1].exec-in-pod (needs container-exec)"
     assert only_exec.status == SKIPPED and "needs container-exec, which profile memory lacks" in only_exec.reason
     assert after.status == PASSED  # a capability skip does not stop the lab
 
