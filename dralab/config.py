@@ -13,7 +13,8 @@ from typing import Any
 import yaml
 
 from dralab.errors import UserError
-from dralab.model.vendors import VendorTable, load_vendor_table
+from dralab.model.hami_config import Translation
+from dralab.model.vendors import VendorTable, builtin_table_data, load_vendor_table
 
 DEFAULT_CONFIG_YAML = """\
 vendors:
@@ -68,6 +69,8 @@ class Config:
     webhook: WebhookConfig = field(default_factory=WebhookConfig)
     driver: DriverConfig = field(default_factory=DriverConfig)
     source: str = "<defaults>"
+    # what a HAMi device config (--hami-config) did not translate as is: one line per key
+    notes: tuple[str, ...] = ()
 
 
 _WEBHOOK_KEYS = {
@@ -105,8 +108,12 @@ def _section(raw: dict[str, Any], name: str, keys: dict[str, str], source: str) 
     return out
 
 
-def parse_config(raw: dict[str, Any] | None, source: str = "<memory>") -> Config:
-    """Validate a config document and build the typed config."""
+def parse_config(raw: dict[str, Any] | None, source: str = "<memory>", hami: Translation | None = None) -> Config:
+    """Validate a config document and build the typed config.
+
+    ``hami``: a translated HAMi device config; its vendor entries replace the shipped table and its
+    ``vendors:`` list is the enabled list unless this document sets ``vendors.enabled`` itself.
+    """
     raw = raw or {}
     if not isinstance(raw, dict):
         raise UserError(f"{source}: the config must be a YAML mapping")
@@ -117,7 +124,10 @@ def parse_config(raw: dict[str, Any] | None, source: str = "<memory>") -> Config
     bad = sorted(set(vendors_raw) - {"enabled", "overrides"})
     if bad:
         raise UserError(f"{source}: unknown key(s) vendors.{', '.join(bad)}; valid keys: enabled, overrides")
-    table = load_vendor_table(vendors_raw.get("overrides"), vendors_raw.get("enabled"))
+    enabled = vendors_raw.get("enabled")
+    if enabled is None and hami is not None:
+        enabled = hami.enabled
+    table = load_vendor_table(vendors_raw.get("overrides"), enabled, hami.vendors if hami else None)
     webhook = WebhookConfig(**_section(raw, "webhook", _WEBHOOK_KEYS, source))
     if webhook.lifecycle not in ("claim", "template"):
         raise UserError(f"{source}: webhook.lifecycle must be 'claim' or 'template', got {webhook.lifecycle!r}")
@@ -131,17 +141,31 @@ def parse_config(raw: dict[str, Any] | None, source: str = "<memory>") -> Config
     driver = DriverConfig(**_section(raw, "driver", _DRIVER_KEYS, source))
     if driver.backend not in ("fake", "ascend", "nvidia"):
         raise UserError(f"{source}: driver.backend must be fake, ascend or nvidia, got {driver.backend!r}")
-    return Config(vendors=table, webhook=webhook, driver=driver, source=source)
+    notes = tuple(hami.report()) if hami else ()
+    return Config(vendors=table, webhook=webhook, driver=driver, source=source, notes=notes)
 
 
 def default_config() -> Config:
     return parse_config(yaml.safe_load(DEFAULT_CONFIG_YAML), "<defaults>")
 
 
-def load_config(path: str | Path | None) -> Config:
-    """Load the config file at ``path`` (None: the defaults)."""
+def load_hami_config(path: str | Path) -> Translation:
+    """Read and translate HAMi's device config (the file, or the ConfigMap holding it)."""
+    from dralab.model.hami_config import parse_document, translate
+
+    p = Path(path)
+    if not p.is_file():
+        raise UserError(f"HAMi device config {p} not found")
+    return translate(parse_document(p.read_text(), str(p)), builtin_table_data(), str(p))
+
+
+def load_config(path: str | Path | None, hami_config: str | Path | None = None) -> Config:
+    """Load the config file at ``path`` (None: the defaults), over HAMi's device config when given."""
+    hami = load_hami_config(hami_config) if hami_config else None
     if path is None:
-        return default_config()
+        if hami is None:
+            return default_config()
+        return parse_config({}, "<defaults>", hami)
     p = Path(path)
     if not p.is_file():
         raise UserError(f"config file {p} not found")
@@ -149,4 +173,4 @@ def load_config(path: str | Path | None) -> Config:
         raw = yaml.safe_load(p.read_text())
     except yaml.YAMLError as exc:
         raise UserError(f"{p}: not valid YAML ({exc})") from None
-    return parse_config(raw, str(p))
+    return parse_config(raw, str(p), hami)

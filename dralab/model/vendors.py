@@ -92,6 +92,9 @@ class Vendor:
 
     def _resource_set(self, chip: str | None) -> ResourceSet:
         res = self._raw["resources"]
+        if chip is not None:
+            # a chip whose resources were renamed (HAMi's per-chip resourceName etc.) overrides the templates
+            res = {**res, **((self._raw.get("chipResources") or {}).get(chip) or {})}
         ann = self._raw["annotations"]
 
         def fill(template: str) -> str:
@@ -216,14 +219,17 @@ def builtin_table_data() -> dict[str, Any]:
 
 
 def load_vendor_table(
-    overrides: dict[str, Any] | None = None, enabled: list[str] | tuple[str, ...] | None = None
+    overrides: dict[str, Any] | None = None,
+    enabled: list[str] | tuple[str, ...] | None = None,
+    base: dict[str, Any] | None = None,
 ) -> VendorTable:
     """Build the vendor table from the shipped data, config ``overrides`` and the ``enabled`` list.
 
     ``overrides`` maps vendor keys to partial entries (merged) or to whole new vendors.
-    ``enabled`` defaults to every vendor.
+    ``enabled`` defaults to every vendor. ``base`` replaces the shipped data (complete entries,
+    e.g. translated from a HAMi device config) before the overrides are merged.
     """
-    data = copy.deepcopy(builtin_table_data())
+    data = copy.deepcopy(base if base is not None else builtin_table_data())
     for key, entry in (overrides or {}).items():
         if not isinstance(entry, dict):
             raise UserError(f"config vendors.{key} must be a mapping, got {type(entry).__name__}")

@@ -13,6 +13,8 @@ from dralab.errors import UserError
 from dralab.model.convert import Converter
 from dralab.model.denials import Denied
 
+HAMI_CONFIG_HELP = "HAMi's device-config.yaml (or its ConfigMap): resource names, chips, annotations, vendors."
+
 
 def _documents(text: str, source: str) -> list[dict[str, Any]]:
     try:
@@ -42,9 +44,11 @@ def _namespace(pod: dict[str, Any], flag: str | None) -> str:
     return own or flag or "default"
 
 
-def convert_documents(text: str, namespace: str | None, config_path: str | None, source: str = "-") -> str:
+def convert_documents(
+    text: str, namespace: str | None, config_path: str | None, source: str = "-", hami_config: str | None = None
+) -> str:
     """Every pod of ``text`` converted, each followed by the objects the webhook would create, as YAML."""
-    cfg = load_config(config_path)
+    cfg = load_config(config_path, hami_config)
     converter = Converter(cfg.vendors, cfg.webhook.lifecycle, cfg.webhook.opt_out_label)
     out: list[dict[str, Any]] = []
     for pod in _documents(text, source):
@@ -63,7 +67,8 @@ def convert_documents(text: str, namespace: str | None, config_path: str | None,
 @click.option("-f", "--filename", required=True, help="File with one or more Pod documents, or - for stdin.")
 @click.option("-n", "--namespace", default=None, help="Namespace for pods without one (default: default).")
 @click.option("--config", "config_path", default=None, type=click.Path(dir_okay=False), help="dralab config file.")
-def convert(filename: str, namespace: str | None, config_path: str | None) -> None:
+@click.option("--hami-config", default=None, type=click.Path(dir_okay=False), help=HAMI_CONFIG_HELP)
+def convert(filename: str, namespace: str | None, config_path: str | None, hami_config: str | None) -> None:
     """Convert HAMi-syntax pods offline: prints each mutated Pod and the objects the webhook would create.
 
     \b
@@ -80,7 +85,9 @@ def convert(filename: str, namespace: str | None, config_path: str | None) -> No
         except OSError as exc:
             raise UserError(f"cannot read {filename}: {exc.strerror}") from None
         source = filename
-    click.echo(convert_documents(text, namespace, config_path, source), nl=False)
+    for line in load_config(config_path, hami_config).notes:
+        click.echo(f"note: {line}", err=True)
+    click.echo(convert_documents(text, namespace, config_path, source, hami_config), nl=False)
 
 
 @click.group("webhook")
@@ -103,6 +110,7 @@ def webhook() -> None:
 @click.option("--namespace", "own_namespace", default="", help="The webhook's own namespace (never converted).")
 @click.option("--no-kube", is_flag=True, help="Convert only: create no claims, run no janitor (testing).")
 @click.option("--bench-routes", is_flag=True, hidden=True)
+@click.option("--hami-config", default=None, type=click.Path(dir_okay=False), help=HAMI_CONFIG_HELP)
 def serve(
     cert: str,
     key: str,
@@ -113,6 +121,7 @@ def serve(
     own_namespace: str,
     no_kube: bool,
     bench_routes: bool,
+    hami_config: str | None = None,
 ) -> None:
     """Serve /mutate, /validate, /healthz, /readyz and /metrics over HTTPS; certificates reload on change.
 
@@ -123,7 +132,9 @@ def serve(
     from dralab.webhook.kube import AsyncKubeApi, KubeApi
     from dralab.webhook.server import Server, build
 
-    cfg = load_config(config_path)
+    cfg = load_config(config_path, hami_config)
+    for line in cfg.notes:
+        click.echo(f"note: {line}", err=True)
     api = None if no_kube else KubeApi.from_kubeconfig(kubeconfig)  # also checks the credentials now
     admission_api = None if no_kube else AsyncKubeApi(kubeconfig)
     webhook = build(cfg, api, own_namespace, admission_api=admission_api)
