@@ -17,3 +17,49 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 def repo_root() -> Path:
     """The checkout's root (charts, infra, vcore live under it)."""
     return REPO_ROOT
+
+
+@pytest.fixture(scope="session")
+def cluster():
+    """The shared local cluster (integration tests only): built and brought up or reused, as in tests/integration."""
+    import os
+
+    import filelock
+
+    from dralab.cluster import build
+    from dralab.cluster.api import ensure_cluster
+    from dralab.gobuild import cache_root
+
+    if build.missing_binaries():
+        cache_root().mkdir(parents=True, exist_ok=True)
+        with filelock.FileLock(str(cache_root() / ".cluster-build.lock")):
+            if build.missing_binaries():
+                build.build(progress=False)
+    return ensure_cluster(os.environ.get("DRALAB_TEST_CLUSTER", "dralab"))
+
+
+@pytest.fixture(scope="session")
+def kube(cluster):
+    """The webhook's own API client with the cluster's admin identity."""
+    from dralab.webhook.kube import KubeApi
+
+    api = KubeApi.from_kubeconfig(cluster.kubeconfig)
+    yield api
+    api.close()
+
+
+@pytest.fixture
+def namespace(request: pytest.FixtureRequest, kube):
+    """A fresh namespace for one test, deleted afterwards."""
+    import uuid
+
+    from dralab.webhook.kube import ApiError
+
+    name = f"sec-{uuid.uuid4().hex[:8]}"
+    kube.create("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+    yield name
+    try:
+        kube.delete(f"/api/v1/namespaces/{name}")
+    except ApiError as exc:
+        if exc.status != 404:
+            raise
