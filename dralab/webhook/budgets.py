@@ -96,10 +96,11 @@ class BudgetGate:
         self._absent_until = 0.0  # the CRD is not installed: no budgets until then
 
     async def _get(self, path: str) -> dict[str, Any]:
-        fn = self.api.request
+        """GET an object or a list (a GET of a collection path is a quorum LIST)."""
+        fn = self.api.get
         if inspect.iscoroutinefunction(fn):
-            return await fn("GET", path)
-        return await anyio.to_thread.run_sync(lambda: fn("GET", path))
+            return await fn(path)
+        return await anyio.to_thread.run_sync(fn, path)
 
     async def budgets(self, namespace: str) -> list[model.Budget]:
         """The namespace's ShareBudgets (none while the CRD is not installed)."""
@@ -180,7 +181,7 @@ class BudgetReconciler:
 
     def _crd_installed(self) -> bool:
         try:
-            self.api.request("GET", GROUP_PATH)
+            self.api.get(GROUP_PATH)
             return True
         except ApiError:
             return False

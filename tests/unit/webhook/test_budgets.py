@@ -1,0 +1,155 @@
+"""ShareBudgets at admission: denials with budget/use/request, release, the namespace lock, status."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import anyio
+
+from dralab.config import default_config
+from dralab.model import budget as model
+from dralab.webhook.budgets import BudgetReconciler, budgets_path
+from dralab.webhook.kube import ApiError, claims_path
+from dralab.webhook.server import build
+
+from .conftest import FakeApi
+from .test_handlers import review
+
+NS = "team-a"
+GPU = "hami-core-gpu.project-hami.io"
+
+
+class ListingApi(FakeApi):
+    """FakeApi whose GET of a collection path lists it, as the apiserver does."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.collections = {claims_path(NS), budgets_path(NS)}
+
+    def get(self, path: str) -> dict[str, Any]:
+        if path in self.collections:
+            return self.list(path)
+        return super().get(path)
+
+    def merge_patch(self, path: str, patch: dict[str, Any]) -> dict[str, Any]:
+        if path.endswith("/status"):
+            obj = self.objects[path.removesuffix("/status")]
+            obj["status"] = copy.deepcopy(patch["status"])
+            return obj
+        return super().merge_patch(path, patch)
+
+
+def gpu_pod(name: str, memory: str, cores: str = "10") -> dict[str, Any]:
+    limits = {"nvidia.com/gpu": 1, "nvidia.com/gpumem": memory, "nvidia.com/gpucores": cores}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": NS},
+        "spec": {"containers": [{"name": "cuda", "image": "busybox", "resources": {"limits": limits}}]},
+    }
+
+
+def with_budget(api: ListingApi, memory: str = "12Gi", cores: int = 100) -> None:
+    api.objects[f"{budgets_path(NS)}/gpus"] = {
+        "apiVersion": model.API_VERSION, "kind": model.KIND,
+        "metadata": {"name": "gpus", "namespace": NS, "generation": 1},
+        "spec": {"deviceClassName": GPU, "memory": memory, "cores": cores},
+    }
+
+
+def admit(wh, pod: dict[str, Any], uid: str) -> dict[str, Any]:
+    return anyio.run(lambda: wh.handler.mutate(review(pod, uid=uid, namespace=NS)))["response"]
+
+
+def test_pods_within_the_budget_pass_and_the_next_is_denied_with_figures() -> None:
+    api = ListingApi()
+    with_budget(api)
+    wh = build(default_config(), api, janitor=False)
+    assert admit(wh, gpu_pod("a", "4096"), "u1")["allowed"]
+    assert admit(wh, gpu_pod("b", "8192"), "u2")["allowed"]
+    denied = admit(wh, gpu_pod("c", "2048"), "u3")
+    assert denied["allowed"] is False and denied["status"]["code"] == 400
+    message = denied["status"]["message"]
+    assert message.startswith(f"ShareBudget {NS}/gpus: over budget for DeviceClass {GPU}")
+    assert "memory budget 12Gi, in use 12Gi, this pod requests 2Gi (would be 14Gi)" in message
+    assert len(api.names(claims_path(NS))) == 2  # the denied pod left no claim
+    assert b'dralab_budget_denials_total{device_class="hami-core-gpu.project-hami.io",namespace="team-a"} 1.0' in (
+        wh.metrics.render()
+    )
+
+
+def test_released_claims_give_the_budget_back() -> None:
+    api = ListingApi()
+    with_budget(api, memory="8Gi")
+    wh = build(default_config(), api, janitor=False)
+    assert admit(wh, gpu_pod("a", "8192"), "u1")["allowed"]
+    assert not admit(wh, gpu_pod("b", "1024"), "u2")["allowed"]
+    (name,) = api.names(claims_path(NS))
+    api.delete(f"{claims_path(NS)}/{name}")
+    assert admit(wh, gpu_pod("b", "1024"), "u3")["allowed"]
+
+
+def test_no_budget_or_no_crd_admits() -> None:
+    api = ListingApi()
+    wh = build(default_config(), api, janitor=False)
+    assert admit(wh, gpu_pod("a", "100000"), "u1")["allowed"]
+    plain = FakeApi()  # the CRD is not installed: the budget list answers 404
+    assert admit(build(default_config(), plain, janitor=False), gpu_pod("a", "100000"), "u1")["allowed"]
+
+
+def test_concurrent_admissions_of_one_namespace_never_overshoot() -> None:
+    """Twenty pods of 1 GiB admitted at once against 8 GiB: exactly eight pass."""
+    api = ListingApi()
+    with_budget(api, memory="8Gi")
+    wh = build(default_config(), api, janitor=False)
+    answers: list[bool] = []
+
+    async def burst() -> None:
+        async def one(i: int) -> None:
+            out = await wh.handler.mutate(review(gpu_pod(f"p{i}", "1024"), uid=f"u{i}", namespace=NS))
+            answers.append(out["response"]["allowed"])
+
+        async with anyio.create_task_group() as tg:
+            for i in range(20):
+                tg.start_soon(one, i)
+
+    anyio.run(burst)
+    assert answers.count(True) == 8 and len(api.names(claims_path(NS))) == 8
+
+
+def test_budget_list_failure_denies_with_a_server_error() -> None:
+    class Broken(ListingApi):
+        def get(self, path: str) -> dict[str, Any]:
+            if path == budgets_path(NS):
+                raise ApiError(500, "Internal Server Error", {"message": "etcd down"})
+            return super().get(path)
+
+    api = Broken()
+    out = admit(build(default_config(), api, janitor=False), gpu_pod("a", "1024"), "u1")
+    assert out["allowed"] is False and out["status"]["code"] == 500
+
+
+def test_reconciler_writes_use_and_flags_overshoot() -> None:
+    api = ListingApi()
+    with_budget(api, memory="8Gi")
+    wh = build(default_config(), api, janitor=False)
+    assert admit(wh, gpu_pod("a", "6144"), "u1")["allowed"]
+    # A claim the webhook did not gate (another replica, or made by hand) takes the namespace past the budget.
+    extra = copy.deepcopy(api.objects[f"{claims_path(NS)}/{api.names(claims_path(NS))[0]}"])
+    extra["metadata"]["name"] = "by-hand"
+    api.objects[f"{claims_path(NS)}/by-hand"] = extra
+    metrics = wh.handler.lifecycle.budgets.metrics
+    rec = BudgetReconciler(api, metrics)
+    rec.claims.items = {(NS, p.rsplit("/", 1)[1]): o for p, o in api.objects.items() if "/resourceclaims/" in p}
+    rec.budgets.items = {(NS, "gpus"): api.objects[f"{budgets_path(NS)}/gpus"]}
+    assert rec.reconcile_once() == 1
+    status = api.objects[f"{budgets_path(NS)}/gpus"]["status"]
+    assert status["used"]["memory"] == "12Gi" and status["overshoot"]["memory"] == "4Gi"
+    assert status["conditions"][0] == {**status["conditions"][0], "type": "Overshoot", "status": "True"}
+    text = wh.metrics.render().decode()
+    assert 'dralab_budget_overshoot{budget="gpus",device_class="hami-core-gpu.project-hami.io",' in text
+    assert rec.reconcile_once() == 0  # unchanged: nothing written
+    rec.budgets.items = {}
+    rec.reconcile_once()
+    assert 'dralab_budget_used{budget="gpus"' not in wh.metrics.render().decode()
