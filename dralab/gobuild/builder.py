@@ -19,12 +19,18 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import tempfile
+import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
+from typing import TextIO
+
+import filelock
 
 from dralab.errors import UserError
 from dralab.gobuild.toolchain import GoToolchain, explain_failure, find_go, go_env
@@ -127,18 +133,38 @@ def is_built(out_dir: Path, name: str, key: str) -> bool:
 
 
 class _Progress:
-    """Shows which phase a build is in and how many packages were compiled (rich, on stderr)."""
+    """Shows which phase a build is in and how many packages were compiled, on stderr.
 
-    def __init__(self, title: str, enabled: bool) -> None:
+    On a terminal it is one live rich line. Elsewhere (a CI log) rich draws nothing until the end,
+    so a plain line is printed every ``interval`` seconds instead: a build of many minutes never
+    looks hung.
+    """
+
+    HEARTBEAT_S = 20.0  # below 30 s, however late the heartbeat thread gets scheduled
+
+    def __init__(
+        self, title: str, enabled: bool, stream: TextIO | None = None, interval: float = HEARTBEAT_S
+    ) -> None:
         self.title = title
         self.enabled = enabled
+        self.stream = stream if stream is not None else sys.stderr
+        self.interval = interval
         self.downloads = 0
         self.packages = 0
         self._progress = None
         self._task = None
+        self._started = time.monotonic()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    @property
+    def interactive(self) -> bool:
+        isatty = getattr(self.stream, "isatty", None)
+        return bool(isatty and isatty())
 
     def __enter__(self) -> _Progress:
-        if self.enabled:
+        self._started = time.monotonic()
+        if self.enabled and self.interactive:
             from rich.console import Console
             from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
@@ -146,12 +172,33 @@ class _Progress:
                 SpinnerColumn(),
                 TextColumn("{task.description}"),
                 TimeElapsedColumn(),
-                console=Console(stderr=True),
+                console=Console(file=self.stream),
                 transient=False,
             )
             self._progress.__enter__()
             self._task = self._progress.add_task(self.title, total=None)
+        elif self.enabled:
+            self._say(f"{self.title}: started (a line every {self.interval:.0f}s until it ends)")
+            self._thread = threading.Thread(
+                target=self.heartbeat, args=(self._stop.wait,), name="gobuild-progress", daemon=True
+            )
+            self._thread.start()
         return self
+
+    def summary(self) -> str:
+        """One line: the phase counters and the time since the build started."""
+        elapsed = int(time.monotonic() - self._started)
+        detail = f"{self.downloads} modules downloaded, " if self.downloads else ""
+        return f"{self.title}: {detail}{self.packages} packages compiled, {elapsed // 60}m{elapsed % 60:02d}s"
+
+    def heartbeat(self, wait: Callable[[float], bool]) -> None:
+        """Print :meth:`summary` every ``interval`` until ``wait`` (an Event's wait) says the build ended."""
+        while not wait(self.interval):
+            self._say(self.summary())
+
+    def _say(self, text: str) -> None:
+        self.stream.write(text + "\n")
+        self.stream.flush()
 
     def line(self, text: str) -> None:
         if text.startswith("go: downloading"):
@@ -165,6 +212,32 @@ class _Progress:
     def __exit__(self, *exc: object) -> None:
         if self._progress is not None:
             self._progress.__exit__(None, None, None)
+        if self._thread is not None:
+            self._stop.set()
+            self._thread.join()
+            self._say(f"{self.summary()}, go build ended")
+
+
+@contextmanager
+def _build_lock(wrapper_name: str, progress: bool) -> Iterator[None]:
+    """One build per wrapper module at a time on this machine (parallel test workers, two shells).
+
+    The wrapper's work directory (go.mod copy, build.log) is shared by every build of it; the
+    caller checks the stamps again once it holds the lock, so a waiter skips what the other built.
+    """
+    path = cache_root() / "gobuild" / f"{wrapper_name}.lock"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lock = filelock.FileLock(str(path))
+    try:
+        lock.acquire(timeout=0)
+    except filelock.Timeout:
+        if progress:
+            print(f"waiting for another build of {wrapper_name} to finish (lock {path})", file=sys.stderr, flush=True)
+        lock.acquire()
+    try:
+        yield
+    finally:
+        lock.release()
 
 
 def build_go_tools(
@@ -198,11 +271,16 @@ def build_go_tools(
     if not todo:
         result.seconds = time.monotonic() - start
         return result
-    work = _prepare_workdir(wrapper_name, go_mod, go_sum)
-    result.log = work / "build.log"
-    _run_go_build(tool, work, {n: wanted[n] for n in todo}, out, ldflags, build_env, result.log, progress)
-    for name in todo:
-        atomic_write(_stamp_path(out, name), json.dumps({"key": keys[name], "package": wanted[name]}) + "\n")
+    with _build_lock(wrapper_name, progress):
+        if not force:  # another process may have built them while this one waited for the lock
+            todo = [name for name in todo if not is_built(out, name, keys[name])]
+            result.skipped = [n for n in wanted if n not in todo]
+        if todo:
+            work = _prepare_workdir(wrapper_name, go_mod, go_sum)
+            result.log = work / "build.log"
+            _run_go_build(tool, work, {n: wanted[n] for n in todo}, out, ldflags, build_env, result.log, progress)
+            for name in todo:
+                atomic_write(_stamp_path(out, name), json.dumps({"key": keys[name], "package": wanted[name]}) + "\n")
     result.built = todo
     result.seconds = time.monotonic() - start
     return result
