@@ -405,6 +405,9 @@ class DriverState:
         return spec, prepared
 
     def _prepare_new(self, ref: ClaimRef, claim: dict[str, Any]) -> tuple[PreparedDevice, ...]:
+        fault = getattr(self.backend, "prepare_fault", None)  # test backends only (fake): injected failures
+        if fault is not None and (why := fault(claim)):
+            raise ClaimError(why, "injected")
         spec, prepared = self.render(ref, claim)
         claim_dir = self.claim_dir(ref.uid)
         claim_dir.mkdir(parents=True, exist_ok=True)

@@ -24,6 +24,9 @@ from dralab.util import get_logger
 log = get_logger("dralab.driver.fake")
 
 NULL_DEVICE = "/dev/null"
+# A claim annotated with a non-empty value fails NodePrepareResources with that text on the fake
+# backend (and only there): labs and tests make one claim fail while others on the device proceed.
+FAULT_ANNOTATION = "dralab.io/fake-prepare-fault"
 
 
 def make_char_device(target: Path, like: str = NULL_DEVICE) -> str | None:
@@ -105,6 +108,13 @@ class FakeBackend:
 
     def common_edits(self) -> BackendEdits:
         return BackendEdits()
+
+    def prepare_fault(self, claim: dict) -> str | None:
+        """The injected failure for ``claim`` (its ``FAULT_ANNOTATION``), None when it may be prepared."""
+        value = ((claim.get("metadata") or {}).get("annotations") or {}).get(FAULT_ANNOTATION)
+        if not value:
+            return None
+        return f"injected by the fake backend ({FAULT_ANNOTATION}): {str(value)[:200]}"
 
 
 def from_inventory(dev: InventoryDevice) -> Device:
