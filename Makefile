@@ -3,14 +3,16 @@ VENV ?= .venv
 PYTHON ?= python3
 BIN := $(VENV)/bin
 
-.PHONY: lab test env vcore binaries tools lint unit clean-cluster
+.PHONY: lab test env vcore binaries tools chart-tools lint unit clean-cluster
 
-## env: a virtual environment with dralab and its test tools installed
+## env: a virtual environment with dralab and its test tools installed (the test extra brings
+## the provision and bench extras along: the tests exercise both)
+EXTRAS ?= test
 env: $(VENV)/.installed
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[test]'
+	$(BIN)/pip install -q -e '.[$(EXTRAS)]'
 	touch $@
 
 ## vcore: the in-container enforcement library, its fake runtimes and probe
@@ -21,10 +23,13 @@ vcore:
 binaries: env
 	$(BIN)/dralab cluster build
 
-## tools: the Pulumi CLI and kubernetes provider (for `dralab infra`), helm and actionlint, from Go modules
-tools: env
+## chart-tools: helm and actionlint from their Go modules (the chart and workflow checks use them)
+chart-tools: env
+	$(BIN)/python -c "from dralab.provision.tools import ensure_tool; ensure_tool('helm', True); ensure_tool('actionlint', True)"
+
+## tools: chart-tools, and the Pulumi CLI and kubernetes provider (for `dralab infra`), from Go modules
+tools: chart-tools
 	$(BIN)/dralab infra build
-	$(BIN)/python -c "from dralab.provision.tools import ensure_helm, ensure_actionlint; ensure_helm(); ensure_actionlint()"
 
 ## lab: bring up the local cluster and replay Lab 20 as assertions; prints the report path
 lab: env vcore binaries

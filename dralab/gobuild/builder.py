@@ -286,6 +286,33 @@ def build_go_tools(
     return result
 
 
+def built_paths(
+    wrapper_name: str,
+    packages: Mapping[str, str] | Sequence[str],
+    out_dir: str | os.PathLike[str],
+    ldflags: str = "",
+    env: Mapping[str, str] | None = None,
+    *,
+    go: str | None = None,
+) -> dict[str, Path] | None:
+    """The paths :func:`build_go_tools` would return when every binary is built and current, else None.
+
+    Builds nothing: for callers that must stay fast (the unit tier) and use a tool only when present.
+    """
+    wanted = normalize_packages(packages)
+    out = Path(out_dir)
+    try:
+        go_mod, go_sum = _wrapper_files(wrapper_name)
+        tool = find_go(go)
+    except UserError:
+        return None
+    build_env = {"CGO_ENABLED": "0", **(env or {})}
+    for name, pkg in wanted.items():
+        if not is_built(out, name, stamp_key(go_mod, go_sum, pkg, ldflags, tool.version_text, build_env)):
+            return None
+    return {name: out / name for name in wanted}
+
+
 def _run_go_build(
     tool: GoToolchain,
     work: Path,

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from dralab.gobuild import build_go_tools
-from dralab.gobuild.builder import _Progress
+from dralab.gobuild.builder import _Progress, built_paths
 
 # A stand-in for `go`: prints what `go build -v` prints and writes the binary; it also reports
 # whether the wrapper's build lock is free while it runs (flock -n fails on a held lock).
@@ -100,3 +100,18 @@ def test_a_build_with_progress_in_a_log_says_what_it_did(fake_go: Path, tmp_path
 def test_go_build_runs_under_the_wrappers_lock(fake_go: Path, tmp_path: Path) -> None:
     build_go_tools("etcd", {"etcd": "go.etcd.io/etcd/server/v3"}, tmp_path / "bin", progress=False)
     assert fake_go.read_text().strip() == "held"
+
+
+def test_built_paths_answers_without_building(fake_go: Path, tmp_path: Path) -> None:
+    out = tmp_path / "bin"
+    assert built_paths("etcd", {"etcd": "go.etcd.io/etcd/server/v3"}, out) is None
+    assert not fake_go.exists(), "asking must not run go build"
+    build_go_tools("etcd", {"etcd": "go.etcd.io/etcd/server/v3"}, out, progress=False)
+    assert built_paths("etcd", {"etcd": "go.etcd.io/etcd/server/v3"}, out) == {"etcd": out / "etcd"}
+    # another ldflags value is another binary: not built yet
+    assert built_paths("etcd", {"etcd": "go.etcd.io/etcd/server/v3"}, out, "-X v=2") is None
+
+
+def test_built_paths_without_go_is_none(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DRALAB_GO", str(tmp_path / "no-such-go"))
+    assert built_paths("etcd", {"etcd": "go.etcd.io/etcd/server/v3"}, tmp_path / "bin") is None
