@@ -36,6 +36,12 @@ driver:
   stateDir: /var/lib/dralab
   enforcementLibrary: ""             # host path of the enforcement library; empty: dralab's vcore
   injectDeviceNodes: true            # add device nodes to CDI specs (no vendor runtime class injects them)
+migration:
+  enabled: false                     # migration mode: switching from HAMi / HAMi-DRA (on with --hami-config)
+  adoptClaims: null                  # adopt HAMi-DRA's claims (owner = pod) and reap orphans; null: = enabled
+  claimLabels: {}                    # optional: adopt only claims that also carry these labels
+  claimAnnotations: {}               # optional: ... and these annotations
+  graceSeconds: 30                   # how long an unreferenced HAMi-DRA claim may wait for a pod
 """
 
 
@@ -62,12 +68,27 @@ class DriverConfig:
 
 
 @dataclass(frozen=True)
+class MigrationConfig:
+    enabled: bool = False
+    adopt_claims: bool | None = None
+    claim_labels: dict[str, str] = field(default_factory=dict)
+    claim_annotations: dict[str, str] = field(default_factory=dict)
+    grace_seconds: int = 30
+
+    @property
+    def adopts(self) -> bool:
+        """Adoption runs when asked for, or by default in migration mode."""
+        return self.enabled if self.adopt_claims is None else bool(self.adopt_claims)
+
+
+@dataclass(frozen=True)
 class Config:
     """The whole configuration, with the vendor table it implies."""
 
     vendors: VendorTable
     webhook: WebhookConfig = field(default_factory=WebhookConfig)
     driver: DriverConfig = field(default_factory=DriverConfig)
+    migration: MigrationConfig = field(default_factory=MigrationConfig)
     source: str = "<defaults>"
     # what a HAMi device config (--hami-config) did not translate as is: one line per key
     notes: tuple[str, ...] = ()
@@ -81,6 +102,13 @@ _WEBHOOK_KEYS = {
     "failurePolicy": "failure_policy",
     "namespaceSelector": "namespace_selector",
     "objectSelector": "object_selector",
+}
+_MIGRATION_KEYS = {
+    "enabled": "enabled",
+    "adoptClaims": "adopt_claims",
+    "claimLabels": "claim_labels",
+    "claimAnnotations": "claim_annotations",
+    "graceSeconds": "grace_seconds",
 }
 _DRIVER_KEYS = {
     "backend": "backend",
@@ -117,9 +145,11 @@ def parse_config(raw: dict[str, Any] | None, source: str = "<memory>", hami: Tra
     raw = raw or {}
     if not isinstance(raw, dict):
         raise UserError(f"{source}: the config must be a YAML mapping")
-    unknown = sorted(set(raw) - {"vendors", "webhook", "driver"})
+    unknown = sorted(set(raw) - {"vendors", "webhook", "driver", "migration"})
     if unknown:
-        raise UserError(f"{source}: unknown section(s) {', '.join(unknown)}; valid: vendors, webhook, driver")
+        raise UserError(
+            f"{source}: unknown section(s) {', '.join(unknown)}; valid: vendors, webhook, driver, migration"
+        )
     vendors_raw = raw.get("vendors") or {}
     bad = sorted(set(vendors_raw) - {"enabled", "overrides"})
     if bad:
@@ -141,8 +171,26 @@ def parse_config(raw: dict[str, Any] | None, source: str = "<memory>", hami: Tra
     driver = DriverConfig(**_section(raw, "driver", _DRIVER_KEYS, source))
     if driver.backend not in ("fake", "ascend", "nvidia"):
         raise UserError(f"{source}: driver.backend must be fake, ascend or nvidia, got {driver.backend!r}")
+    migration = _migration(raw, source, hami is not None)
     notes = tuple(hami.report()) if hami else ()
-    return Config(vendors=table, webhook=webhook, driver=driver, source=source, notes=notes)
+    return Config(vendors=table, webhook=webhook, driver=driver, migration=migration, source=source, notes=notes)
+
+
+def _migration(raw: dict[str, Any], source: str, hami_given: bool) -> MigrationConfig:
+    """The migration section; a HAMi device config turns migration mode on unless it says otherwise."""
+    values = _section(raw, "migration", _MIGRATION_KEYS, source)
+    values.setdefault("enabled", hami_given)
+    migration = MigrationConfig(**values)
+    if not isinstance(migration.enabled, bool) or migration.adopt_claims not in (None, True, False):
+        raise UserError(f"{source}: migration.enabled and migration.adoptClaims must be true or false")
+    for key, value in (("claimLabels", migration.claim_labels), ("claimAnnotations", migration.claim_annotations)):
+        if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
+            raise UserError(f"{source}: migration.{key} must map keys to string values")
+    if isinstance(migration.grace_seconds, bool) or not isinstance(migration.grace_seconds, int) or (
+        migration.grace_seconds < 0
+    ):
+        raise UserError(f"{source}: migration.graceSeconds must be a whole number of seconds >= 0")
+    return migration
 
 
 def default_config() -> Config:

@@ -25,6 +25,7 @@ from starlette.routing import Route
 from dralab.config import Config
 from dralab.model.convert import Converter
 from dralab.util import get_logger
+from dralab.webhook.adoption import Adopter, build_adopter
 from dralab.webhook.budgets import BudgetGate, BudgetMetrics, BudgetReconciler
 from dralab.webhook.handlers import AdmissionHandler, BadReview, parse_review, respond
 from dralab.webhook.janitor import Janitor
@@ -52,6 +53,7 @@ class Webhook:
     janitor: Janitor | None
     admission_api: AsyncKubeApi | None = None
     budgets: BudgetReconciler | None = None
+    adopter: Adopter | None = None  # migration: HAMi-DRA's claims get owners, orphans are reaped
 
 
 def build(
@@ -79,7 +81,8 @@ def build(
     if api is not None and janitor and config.webhook.lifecycle == "claim":
         jan = Janitor(api, metrics, grace_seconds=float(config.webhook.claim_grace_period_seconds))
     budgets = BudgetReconciler(api, budget_metrics) if api is not None and janitor else None
-    return Webhook(config, handler, metrics, api, jan, admission_api, budgets)
+    adopter = build_adopter(config, api, metrics) if janitor else None
+    return Webhook(config, handler, metrics, api, jan, admission_api, budgets, adopter)
 
 
 def create_app(webhook: Webhook, ready: Callable[[], bool] | None = None, bench_routes: bool = False) -> Starlette:
@@ -178,6 +181,8 @@ class Server:
             self.webhook.janitor.start()
         if self.webhook.budgets is not None:
             self.webhook.budgets.start()
+        if self.webhook.adopter is not None:
+            self.webhook.adopter.start()
         try:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(self.tls.watch, self.reload_interval)
@@ -188,6 +193,8 @@ class Server:
                 self.webhook.janitor.stop()
             if self.webhook.budgets is not None:
                 self.webhook.budgets.stop()
+            if self.webhook.adopter is not None:
+                self.webhook.adopter.stop()
             if self.webhook.admission_api is not None:
                 await self.webhook.admission_api.close()
 
