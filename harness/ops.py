@@ -16,12 +16,14 @@ import subprocess
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from dralab.errors import UserError
+from dralab.model.quantity import quantity_value
 from dralab.util import WaitTimeout, wait_for
 from harness import cdi, jpath
 from harness import match as matching
@@ -137,24 +139,34 @@ def op_apply(ctx: Context, body: dict[str, Any], op: Operation) -> OpOutcome:
     return _outcome(op, f"applied {', '.join(applied)}", {"applied": applied})
 
 
-def _delete_refs(ctx: Context, body: dict[str, Any], op: Operation) -> list[Ref]:
+def _delete_refs(ctx: Context, body: dict[str, Any], op: Operation) -> tuple[list[Ref], Ref | None]:
+    """The objects to delete, and the list reference they came from (None for named objects)."""
     if "resource" in body:
         ref = _ref(ctx, body, op)
         if ref.is_list:
-            return [ref_of(o).in_namespace(ref.namespace) for o in ctx.env.client.list(ref)]
-        return [ref]
-    return [ref_of(_namespaced_copy(ctx, obj, ctx.namespace)) for obj in _load_manifests(ctx, body, op)]
+            return [ref_of(o).in_namespace(ref.namespace) for o in ctx.env.client.list(ref)], ref
+        return [ref], None
+    return [ref_of(_namespaced_copy(ctx, obj, ctx.namespace)) for obj in _load_manifests(ctx, body, op)], None
 
 
 def op_delete(ctx: Context, body: dict[str, Any], op: Operation) -> OpOutcome:
-    refs = _delete_refs(ctx, body, op)
+    """Delete objects; a named object that does not exist (or an empty list) fails unless ``missingOk: true``.
+
+    Deleting what is not there usually means an earlier step did not do what the lab thinks.
+    """
+    refs, listed = _delete_refs(ctx, body, op)
+    missing_ok = bool(body.get("missingOk", False))
+    if listed is not None and not refs and not missing_ok:
+        raise StepFailed(f"nothing to delete: no {listed.describe()} (write missingOk: true if that is expected)")
     grace = body.get("gracePeriodSeconds")
     missing = []
     for ref in refs:
-        if not ctx.env.client.delete(ref, grace_period_seconds=grace):
-            missing.append(ref.describe())
-    if missing and body.get("ignoreNotFound") is False:
-        raise StepFailed(f"nothing to delete: {', '.join(missing)} not found")
+        if not ctx.env.client.delete(ref, grace_period_seconds=grace) and listed is None:
+            missing.append(ref.describe())  # a listed object may go by itself meanwhile
+    if missing and not missing_ok:
+        raise StepFailed(
+            f"nothing to delete: {', '.join(missing)} not found (write missingOk: true if that is expected)"
+        )
     if body.get("wait", True):
         for ref in refs:
             _poll(
@@ -343,7 +355,10 @@ def op_read_cdi(ctx: Context, body: dict[str, Any], op: Operation) -> OpOutcome:
     def check() -> tuple[bool, Any, str]:
         view = _node_view(ctx, uid, nodes)
         if absent:
-            return (not view["exists"]), view, f"CDI spec {', '.join(view['files'])} still on node {view['node']}"
+            if view["exists"]:
+                return False, view, f"CDI spec {', '.join(view['files'])} still on node {view['node']}"
+            problems = matching.match(expected, view) if expected is not None else []
+            return not problems, view, "the spec is gone, but " + "; ".join(problems[:8])
         if not view["exists"]:
             return False, view, f"no CDI spec for claim {uid} on node(s) {', '.join(nodes)}"
         problems = matching.match(expected, view) if expected is not None else []
@@ -352,8 +367,11 @@ def op_read_cdi(ctx: Context, body: dict[str, Any], op: Operation) -> OpOutcome:
     view = _poll(ctx, op, check, f"CDI spec of claim {uid}")
     captured = _capture_from(ctx, body, view, op)
     if absent:
-        return _outcome(op, f"no CDI spec for claim {uid} on node {view['node']}", {"uid": uid, "exists": False,
-                        "unprepared": view["unprepared"]})  # fmt: skip
+        # the spec is gone and ``expect`` (e.g. unprepared: true) held
+        shown = {"uid": uid, "exists": False, "unprepared": view["unprepared"], "records": view["records"]}
+        if expected is not None:
+            shown.update(matching.excerpt(expected, view))
+        return _outcome(op, f"no CDI spec for claim {uid} on node {view['node']}: {brief(shown, limit=4)}", shown)
     shown = matching.excerpt(expected, view) if expected is not None else {}
     shown = {"node": view["node"], "files": view["files"], "cdiDeviceIDs": view["cdiDeviceIDs"], **shown}
     summary = f"CDI spec {', '.join(view['files'])} on node {view['node']}"
@@ -450,6 +468,81 @@ def op_exec_in_pod(ctx: Context, body: dict[str, Any], op: Operation) -> OpOutco
     return _outcome(op, f"exec in pod {body['pod']}: {shlex.join(argv)}", shown)
 
 
+def _qty_text(value: Fraction) -> str:
+    return str(int(value)) if value.denominator == 1 else str(float(value))
+
+
+def capacity_view(slices: list[dict[str, Any]], claims: list[dict[str, Any]], driver: str) -> dict[str, Any]:
+    """Per device of ``driver``: its capacity, what the allocated claims consume, what is free, and which claims.
+
+    A result without ``consumedCapacity`` holds the whole device (exclusive allocation). Quantities
+    are plain numbers as text (bytes, cores), so ``$quantity`` matches ``8Gi`` against them.
+    """
+    devices: dict[str, Any] = {}
+    for sl in slices:
+        spec = sl.get("spec") or {}
+        pool = (spec.get("pool") or {}).get("name")
+        for dev in spec.get("devices") or []:
+            caps = {k: quantity_value(str((v or {}).get("value", "0"))) for k, v in (dev.get("capacity") or {}).items()}
+            devices[str(dev.get("name"))] = {"pool": pool, "node": spec.get("nodeName"), "capacity": caps,
+                                             "consumed": dict.fromkeys(caps, Fraction(0)), "claims": []}  # fmt: skip
+    for claim in claims:
+        meta = claim.get("metadata") or {}
+        results = (((claim.get("status") or {}).get("allocation") or {}).get("devices") or {}).get("results") or []
+        for res in results:
+            dev = devices.get(str(res.get("device")))
+            if res.get("driver") != driver or dev is None or res.get("pool") != dev["pool"]:
+                continue
+            used = res.get("consumedCapacity")
+            for key, total in dev["capacity"].items():
+                if not used:  # exclusive: the whole device
+                    dev["consumed"][key] += total
+                elif key in used:
+                    dev["consumed"][key] += quantity_value(str(used[key]))
+            dev["claims"].append(f"{meta.get('namespace')}/{meta.get('name')}")
+    view: dict[str, Any] = {"devices": {}, "overcommitted": []}
+    for name, dev in sorted(devices.items()):
+        free = {k: dev["capacity"][k] - dev["consumed"][k] for k in dev["capacity"]}
+        if any(v < 0 for v in free.values()):
+            view["overcommitted"].append(name)
+        view["devices"][name] = {
+            "pool": dev["pool"],
+            "node": dev["node"],
+            "capacity": {k: _qty_text(v) for k, v in dev["capacity"].items()},
+            "consumed": {k: _qty_text(v) for k, v in dev["consumed"].items()},
+            "free": {k: _qty_text(v) for k, v in free.items()},
+            "claims": sorted(dev["claims"]),
+        }
+    return view
+
+
+def op_device_capacity(ctx: Context, body: dict[str, Any], op: Operation) -> OpOutcome:
+    """The driver's devices with capacity, consumed (sum over every allocated claim) and free, matched by ``expect``."""
+    driver = str(body["driver"])
+    node = body.get("node")
+    expected = body.get("expect")
+    slice_ref = Ref("resource.k8s.io/v1", "ResourceSlice", field_selector=f"spec.driver={driver}")
+    claim_ref = Ref("resource.k8s.io/v1", "ResourceClaim")  # every namespace: other tenants consume too
+
+    def check() -> tuple[bool, Any, str]:
+        slices = [
+            s for s in ctx.env.client.list(slice_ref) if not node or (s.get("spec") or {}).get("nodeName") == node
+        ]
+        if not slices:
+            return False, None, f"no ResourceSlice of driver {driver}" + (f" on node {node}" if node else "")
+        view = capacity_view(slices, ctx.env.client.list(claim_ref), driver)
+        problems = matching.match(expected, view) if expected is not None else []
+        if view["overcommitted"]:
+            problems.insert(0, f"device(s) {', '.join(view['overcommitted'])} consumed beyond capacity")
+        return not problems, view, "; ".join(problems[:8])
+
+    view = _poll(ctx, op, check, f"capacity of the {driver} devices")
+    captured = _capture_from(ctx, body, view, op)
+    shown = matching.excerpt(expected, view) if expected is not None else view
+    summary = f"{driver}: {brief(shown, limit=8)}" + ("; captured " + ", ".join(captured) if captured else "")
+    return _outcome(op, summary, shown)
+
+
 HANDLERS: dict[str, Handler] = {
     "apply": op_apply,
     "delete": op_delete,
@@ -460,4 +553,5 @@ HANDLERS: dict[str, Handler] = {
     "read-cdi": op_read_cdi,
     "run-with-claim-env": op_run_with_claim_env,
     "exec-in-pod": op_exec_in_pod,
+    "device-capacity": op_device_capacity,
 }

@@ -72,9 +72,9 @@ OPERATIONS: dict[str, OpSpec] = {
     ),
     "delete": OpSpec(
         one_of=(("resource", "file"),),
-        optional=("wait", "gracePeriodSeconds", "ignoreNotFound"),
+        optional=("wait", "gracePeriodSeconds", "missingOk"),
         default_timeout=60.0,
-        doc="delete objects and (by default) wait until they are gone",
+        doc="delete objects and (by default) wait until they are gone; fails when none exists unless missingOk",
     ),
     "capture": OpSpec(
         required=("resource", "values"),
@@ -116,6 +116,12 @@ OPERATIONS: dict[str, OpSpec] = {
         optional=("steps", "env", "expect", "capture"),
         default_timeout=60.0,
         doc="run the enforcement probe on the host with the environment the claim's CDI spec gives a container",
+    ),
+    "device-capacity": OpSpec(
+        required=("driver",),
+        optional=("node", "expect", "capture"),
+        default_timeout=30.0,
+        doc="a driver's devices: capacity, consumed by every allocated claim, free, and the claims holding them",
     ),
     "events": OpSpec(
         optional=("resource", "reasons"),
@@ -190,7 +196,7 @@ class Operation:
         out: set[str] = set()
         if self.kind == "capture":
             out |= set(self.body.get("values") or {})
-        elif self.kind in ("read-cdi", "run-with-claim-env", "exec-in-pod"):
+        elif self.kind in ("read-cdi", "run-with-claim-env", "exec-in-pod", "device-capacity"):
             out |= set(self.body.get("capture") or {})
         if self.measure:
             out.add(self.measure.name)
