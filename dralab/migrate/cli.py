@@ -1,0 +1,93 @@
+"""``dralab migrate plan`` (read-only) and ``dralab migrate apply``."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import click
+import yaml
+
+from dralab.config import load_config
+from dralab.errors import UserError
+
+
+def _settings(cfg):
+    from dralab.webhook.adoption import AdoptionSettings
+
+    m = cfg.migration
+    return AdoptionSettings(dict(m.claim_labels), dict(m.claim_annotations), float(m.grace_seconds))
+
+
+def _options(fn):
+    fn = click.option("--kubeconfig", default=None, type=click.Path(dir_okay=False),
+                      help="Default: in-cluster, then ~/.kube.")(fn)
+    fn = click.option("--config", "config_path", default=None, type=click.Path(dir_okay=False),
+                      help="dralab config file.")(fn)
+    fn = click.option("--hami-config", default=None, type=click.Path(dir_okay=False),
+                      help="HAMi's device-config.yaml: judge pods and claims by its resource names.")(fn)
+    return fn
+
+
+def _plan(kubeconfig: str | None, config_path: str | None, hami_config: str | None):
+    from dralab.migrate.apply import snapshot
+    from dralab.migrate.plan import build_plan
+    from dralab.webhook.kube import KubeApi
+
+    cfg = load_config(config_path, hami_config)
+    api = KubeApi.from_kubeconfig(kubeconfig)
+    snap = snapshot(api)
+    return api, snap, build_plan(snap, cfg.vendors, _settings(cfg), time.time())
+
+
+@click.group("migrate")
+def migrate() -> None:
+    """Switch a cluster from HAMi / HAMi-DRA to dralab.
+
+    \b
+    Example:
+      dralab migrate plan --hami-config hami-device-config.yaml
+      dralab migrate apply --hami-config hami-device-config.yaml --remove-hami-webhooks
+    """
+
+
+@migrate.command("plan")
+@_options
+@click.option("-o", "--output", type=click.Choice(["text", "yaml", "json"]), default="text", show_default=True)
+def plan_cmd(kubeconfig: str | None, config_path: str | None, hami_config: str | None, output: str) -> None:
+    """List HAMi pods, claims and owners, DeviceClasses, webhooks, conflicts and what apply would change.
+
+    Reads only; changes nothing.
+    """
+    from dralab.migrate.plan import render_text
+
+    _, _, the_plan = _plan(kubeconfig, config_path, hami_config)
+    if output == "yaml":
+        click.echo(yaml.safe_dump(the_plan.as_dict(), sort_keys=False, width=4096), nl=False)
+    elif output == "json":
+        click.echo(json.dumps(the_plan.as_dict(), indent=2))
+    else:
+        click.echo(render_text(the_plan), nl=False)
+
+
+@migrate.command("apply")
+@_options
+@click.option("--remove-hami-webhooks", is_flag=True, help="Also delete HAMi / HAMi-DRA webhook configurations.")
+@click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+def apply_cmd(
+    kubeconfig: str | None, config_path: str | None, hami_config: str | None, remove_hami_webhooks: bool, yes: bool
+) -> None:
+    """Adopt HAMi-DRA's claims of live pods, delete the orphaned ones (and optionally HAMi's webhooks)."""
+    from dralab.migrate.apply import apply_plan
+
+    api, snap, the_plan = _plan(kubeconfig, config_path, hami_config)
+    if not the_plan.actions:
+        click.echo("nothing to change")
+        return
+    if not yes and not click.confirm(f"apply {len(the_plan.actions)} action(s)?"):
+        raise UserError("not applied (pass --yes to skip the question)")
+    lines = apply_plan(api, the_plan, snap, remove_hami_webhooks)
+    for line in lines:
+        click.echo(line)
+    if any(line.startswith("FAILED") for line in lines):
+        raise UserError("some actions failed; run `dralab migrate plan` to see what is left")
