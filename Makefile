@@ -19,9 +19,9 @@ $(VENV)/.installed: pyproject.toml
 vcore:
 	$(MAKE) -s -C vcore
 
-## binaries: Kubernetes v1.35, etcd and kwok built from Go modules into the cache (once per machine)
+## binaries: Kubernetes v1.35, etcd, kwok and the real node (kubelet, containerd, runc, CNI) built from Go modules into the cache (once per machine)
 binaries: env
-	$(BIN)/dralab cluster build
+	$(BIN)/dralab cluster build --real-node
 
 ## chart-tools: helm and actionlint from their Go modules (the chart and workflow checks use them)
 chart-tools: env

@@ -25,6 +25,8 @@ class ToolSet:
     wrapper: str
     packages: dict[str, str]
     ldflags: str
+    env: tuple[tuple[str, str], ...] = ()
+    subdir: str = ""
 
 
 def _k8s_ldflags(version: str) -> str:
@@ -57,6 +59,48 @@ TOOLSETS: tuple[ToolSet, ...] = (
 
 BINARIES: tuple[str, ...] = tuple(name for ts in TOOLSETS for name in ts.packages)
 
+CONTAINERD_VERSION = "v2.2.9"
+RUNC_VERSION = "v1.3.7"
+CNI_VERSION = "v1.10.0"
+
+# The real node (`dralab cluster build --real-node`): kubelet at the control plane's version,
+# containerd + ctr + the runc shim, runc with seccomp (the kubelet always asks for RuntimeDefault
+# on the sandbox, and a runc without seccomp refuses it), and the three CNI plugins the node uses.
+NODE_TOOLSETS: tuple[ToolSet, ...] = (
+    ToolSet(
+        wrapper="kubelet", packages={"kubelet": "k8s.io/kubernetes/cmd/kubelet"}, ldflags=_k8s_ldflags(K8S_VERSION)
+    ),
+    ToolSet(
+        wrapper="containerd",
+        packages={
+            "containerd": "github.com/containerd/containerd/v2/cmd/containerd",
+            "ctr": "github.com/containerd/containerd/v2/cmd/ctr",
+            "containerd-shim-runc-v2": "github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2",
+        },
+        ldflags=f"-X github.com/containerd/containerd/v2/version.Version={CONTAINERD_VERSION}",
+        env=(("GOFLAGS", "-tags=no_btrfs,no_devmapper,no_zfs -mod=readonly"),),
+    ),
+    ToolSet(
+        wrapper="runc",
+        packages={"runc": "github.com/opencontainers/runc"},
+        # Static, cgo for libseccomp (Debian's libseccomp-dev ships the static library).
+        ldflags=f"-X main.version={RUNC_VERSION.lstrip('v')} -extldflags=-static",
+        env=(("CGO_ENABLED", "1"), ("GOFLAGS", "-tags=seccomp,netgo,osusergo -mod=readonly")),
+    ),
+    ToolSet(
+        wrapper="cni",
+        packages={
+            "bridge": "github.com/containernetworking/plugins/plugins/main/bridge",
+            "host-local": "github.com/containernetworking/plugins/plugins/ipam/host-local",
+            "loopback": "github.com/containernetworking/plugins/plugins/main/loopback",
+        },
+        ldflags="",
+        subdir="cni",
+    ),
+)
+
+NODE_BINARIES: tuple[str, ...] = tuple(name for ts in NODE_TOOLSETS for name in ts.packages)
+
 
 def bin_dir(version: str = K8S_VERSION) -> Path:
     """Where the binaries of ``version`` live."""
@@ -65,9 +109,38 @@ def bin_dir(version: str = K8S_VERSION) -> Path:
 
 def binary_path(name: str) -> Path:
     """Path of one cluster binary (it may not be built yet: see ``missing_binaries``)."""
-    if name not in BINARIES:
-        raise UserError(f"{name!r} is not a cluster binary (known: {', '.join(BINARIES)})")
-    return bin_dir() / name
+    if name in BINARIES:
+        return bin_dir() / name
+    for toolset in NODE_TOOLSETS:
+        if name in toolset.packages:
+            return node_bin_dir(toolset) / name
+    known = ", ".join((*BINARIES, *NODE_BINARIES))
+    raise UserError(f"{name!r} is not a cluster binary (known: {known})")
+
+
+def node_bin_dir(toolset: ToolSet) -> Path:
+    """Where one real-node toolset lands (the CNI plugins get a folder of their own)."""
+    return bin_dir() / toolset.subdir if toolset.subdir else bin_dir()
+
+
+def cni_bin_dir() -> Path:
+    """The folder containerd searches for CNI plugins."""
+    return bin_dir() / "cni"
+
+
+def missing_node_binaries() -> list[str]:
+    """Real-node binaries not present in the cache."""
+    return [name for name in NODE_BINARIES if not binary_path(name).is_file()]
+
+
+def require_node_binaries() -> None:
+    """UserError naming the fix when a real-node binary is missing."""
+    missing = missing_node_binaries()
+    if missing:
+        raise UserError(
+            f"real-node binaries missing in {bin_dir()}: {', '.join(missing)}; run `dralab cluster build --real-node` "
+            "(needs Go >= 1.25, the Go module proxy, gcc and libseccomp-dev for runc)"
+        )
 
 
 def missing_binaries() -> list[str]:
@@ -85,8 +158,11 @@ def require_binaries() -> None:
         )
 
 
-def build(force: bool = False, progress: bool = True) -> list[BuildResult]:
-    """Build every cluster binary that is not already built; one result per wrapper module."""
+def build(force: bool = False, progress: bool = True, real_node: bool = False) -> list[BuildResult]:
+    """Build every cluster binary that is not already built; one result per wrapper module.
+
+    ``real_node`` adds the kubelet, containerd, runc and the CNI plugins.
+    """
     results = []
     for toolset in TOOLSETS:
         results.append(
@@ -94,4 +170,30 @@ def build(force: bool = False, progress: bool = True) -> list[BuildResult]:
                 toolset.wrapper, toolset.packages, bin_dir(), toolset.ldflags, force=force, progress=progress
             )
         )
+    if real_node:
+        results.extend(build_node(force=force, progress=progress))
     return results
+
+
+def build_node(force: bool = False, progress: bool = True) -> list[BuildResult]:
+    """Build the real node's binaries (kubelet, containerd, runc, CNI plugins) that are not built."""
+    if any(dict(ts.env).get("CGO_ENABLED") == "1" for ts in NODE_TOOLSETS):
+        _check_seccomp_dev()
+    return [
+        build_go_tools(
+            ts.wrapper, ts.packages, node_bin_dir(ts), ts.ldflags, dict(ts.env), force=force, progress=progress
+        )
+        for ts in NODE_TOOLSETS
+    ]
+
+
+def _check_seccomp_dev() -> None:
+    """runc links libseccomp statically: say how to get it before a long build fails at the end."""
+    import shutil
+
+    headers = [Path("/usr/include/seccomp.h"), *Path("/usr/include").glob("*/seccomp.h")]
+    if not shutil.which("gcc") or not any(h.is_file() for h in headers):
+        raise UserError(
+            "runc needs gcc and libseccomp's headers and static library; "
+            "install them with `apt-get install -y gcc libseccomp-dev` (Debian/Ubuntu)"
+        )

@@ -32,19 +32,25 @@ def cluster() -> None:
 
 @cluster.command()
 @click.option("--force", is_flag=True, help="rebuild binaries that are already built")
-def build(force: bool) -> None:
+@click.option(
+    "--real-node", is_flag=True, help="also build the kubelet, containerd, runc and the CNI plugins (profile node)"
+)
+def build(force: bool, real_node: bool) -> None:
     """Build kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, etcd and kwok.
 
     Binaries land in ${DRALAB_CACHE:-~/.cache/dralab}/bin/<version>/; built ones are skipped.
+    --real-node adds kubelet, containerd, ctr, containerd-shim-runc-v2, runc (needs gcc and
+    libseccomp-dev) and the CNI plugins bridge, host-local and loopback.
 
     \b
     Example:
       dralab cluster build
+      dralab cluster build --real-node
     """
     from dralab.cluster import build as b
 
     console = _console()
-    for result in b.build(force=force):
+    for result in b.build(force=force, real_node=real_node):
         if result.built:
             console.print(f"built {', '.join(result.built)} in {result.seconds:.1f}s")
         if result.skipped:
