@@ -46,7 +46,14 @@ class _LazyBench(click.Group):
 def bench() -> None:
     """Run a benchmark; each writes <name>.json under --out (default bench/results).
 
+    Every result records its context (commit, date, cores, load average at start and end,
+    kernel, Python and Go versions, quick or full); `dralab bench report` renders bench/REPORT.md
+    from the committed results and `--check` says whether it is up to date.
+
     \b
     Example:
       dralab bench admission --quick --out /tmp/results
     """
+    from dralab.bench.results import mark_start
+
+    mark_start()

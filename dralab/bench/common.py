@@ -1,16 +1,11 @@
-"""What every benchmark shares: the output folder, percentiles and the JSON result file."""
+"""What every benchmark shares: percentiles and the JSON result file (written with its context)."""
 
 from __future__ import annotations
 
-import json
 import math
-import platform
-import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
-
-from dralab.util import atomic_write
 
 
 def percentile(values: Sequence[float], pct: float) -> float:
@@ -23,19 +18,7 @@ def percentile(values: Sequence[float], pct: float) -> float:
 
 
 def write_result(out_dir: str | Path, name: str, result: dict[str, Any]) -> Path:
-    """Write ``<out_dir>/<name>.json`` with the machine and time recorded next to the figures."""
-    payload = {
-        "benchmark": name,
-        "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "machine": {"cpus": _cpus(), "python": platform.python_version(), "platform": platform.platform()},
-        **result,
-    }
-    path = Path(out_dir) / f"{name}.json"
-    atomic_write(path, json.dumps(payload, indent=2, sort_keys=False) + "\n")
-    return path
+    """Write ``<out_dir>/<name>.json`` with the run's context (see :mod:`dralab.bench.results`)."""
+    from dralab.bench.results import write_result as write
 
-
-def _cpus() -> int:
-    import os
-
-    return len(os.sched_getaffinity(0))
+    return write(out_dir, name, result)

@@ -278,9 +278,16 @@ def build_go_tools(
         if todo:
             work = _prepare_workdir(wrapper_name, go_mod, go_sum)
             result.log = work / "build.log"
+            go_cache_present = _go_cache_present(tool)
+            build_started = time.monotonic()
             _run_go_build(tool, work, {n: wanted[n] for n in todo}, out, ldflags, build_env, result.log, progress)
+            # measured, not assumed: the duration of this go build, kept with the stamps and in the cache's log
+            record = build_record(wrapper_name, {n: wanted[n] for n in todo}, go_mod, tool.version_text,
+                                  time.monotonic() - build_started, go_cache_present)  # fmt: skip
             for name in todo:
-                atomic_write(_stamp_path(out, name), json.dumps({"key": keys[name], "package": wanted[name]}) + "\n")
+                stamp = {"key": keys[name], "package": wanted[name], "build": record}
+                atomic_write(_stamp_path(out, name), json.dumps(stamp) + "\n")
+            record_build(record)
     result.built = todo
     result.seconds = time.monotonic() - start
     return result
@@ -358,3 +365,80 @@ def _run_go_build(
             os.replace(built, out / name)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+# Build times, measured when a build really happens ---------------------------------------------
+BUILD_TIMES = "build-times.jsonl"
+
+
+def build_times_path() -> Path:
+    """Where every real build appends its duration and tool versions: ``<cache>/gobuild/build-times.jsonl``."""
+    return cache_root() / "gobuild" / BUILD_TIMES
+
+
+def _go_cache_present(tool: GoToolchain) -> bool | None:
+    """Whether Go's build cache held anything before this build (an empty one makes it a cold build)."""
+    try:
+        folder = Path(go_env(tool, "GOCACHE"))
+    except Exception:  # a Go that cannot say: the record says "unknown" rather than guess
+        return None
+    try:
+        return any(entry.is_dir() and any(os.scandir(entry)) for entry in os.scandir(folder))
+    except OSError:
+        return False
+
+
+def module_versions(go_mod: bytes, packages: Sequence[str]) -> dict[str, str]:
+    """The required version of each module that provides one of ``packages`` (from the wrapper's go.mod)."""
+    out: dict[str, str] = {}
+    for line in go_mod.decode(errors="replace").splitlines():
+        parts = line.strip().removeprefix("require").split()
+        if len(parts) >= 2 and parts[1].startswith("v"):
+            module, version = parts[0], parts[1]
+            if any(pkg == module or pkg.startswith(module + "/") for pkg in packages):
+                out[module] = version
+    return out
+
+
+def build_record(
+    wrapper: str, built: Mapping[str, str], go_mod: bytes, go_version: str, seconds: float, go_cache: bool | None
+) -> dict[str, object]:
+    """One real build: what was built together, from which module versions, with which Go, how long it took."""
+    return {
+        "wrapper": wrapper,
+        "binaries": sorted(built),
+        "modules": module_versions(go_mod, list(built.values())),
+        "go": go_version,
+        "seconds": round(seconds, 1),
+        "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "go_cache_was_present": go_cache,
+        "cpus": len(os.sched_getaffinity(0)),
+        "load_average_end": [round(x, 2) for x in os.getloadavg()],
+    }
+
+
+def record_build(record: Mapping[str, object]) -> None:
+    """Append ``record`` to the cache's build-time log (best effort: a read-only cache only loses the record)."""
+    path = build_times_path()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("a") as fh:
+            fh.write(json.dumps(dict(record)) + "\n")
+    except OSError:
+        pass
+
+
+def read_build_times(path: Path | None = None) -> list[dict[str, object]]:
+    """Every recorded build, oldest first (torn or foreign lines skipped)."""
+    path = path or build_times_path()
+    if not path.is_file():
+        return []
+    out = []
+    for line in path.read_text().splitlines():
+        try:
+            item = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(item, dict) and "wrapper" in item and "seconds" in item:
+            out.append(item)
+    return out
