@@ -1,0 +1,164 @@
+"""Who holds how much of which device: computed from ResourceSlices and ResourceClaims, as a pure function.
+
+Devices and their capacity come from the slices (the highest pool generation only); allocations
+come from each claim's ``status.allocation.devices.results`` with the ``consumedCapacity`` the
+scheduler recorded (already rounded to the device's request policy). A result without consumed
+capacity took the whole device. The sharers of an allocation are the pods in ``reservedFor``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from dralab.errors import UserError
+from dralab.model.quantity import to_int
+
+MEMORY = "memory"
+CORES = "cores"
+
+
+@dataclass
+class Device:
+    """One published device, with what is allocated on it."""
+
+    driver: str
+    pool: str
+    name: str
+    node: str
+    memory_total: int = 0
+    cores_total: int = 0
+    memory_used: int = 0
+    cores_used: int = 0
+    shares: int = 0
+    sharers: list[str] = field(default_factory=list)  # "<namespace>/<pod>" per allocation, or the claim
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        return (self.driver, self.pool, self.name)
+
+    @property
+    def memory_free(self) -> int:
+        return max(self.memory_total - self.memory_used, 0)
+
+    @property
+    def cores_free(self) -> int:
+        return max(self.cores_total - self.cores_used, 0)
+
+
+@dataclass
+class Share:
+    """One allocation result of one claim on one device."""
+
+    namespace: str
+    claim: str
+    device: tuple[str, str, str]
+    memory: int
+    cores: int
+    pods: list[str]
+
+
+@dataclass
+class Allocation:
+    """The whole picture: devices, shares, and sums per pod and per namespace."""
+
+    devices: dict[tuple[str, str, str], Device] = field(default_factory=dict)
+    shares: list[Share] = field(default_factory=list)
+    unknown_devices: int = 0  # results naming a device no slice publishes (a slice was removed)
+
+    def per_pod(self) -> dict[tuple[str, str], tuple[int, int]]:
+        """(namespace, pod) -> (memory bytes, cores) summed over the claims reserved for the pod."""
+        out: dict[tuple[str, str], tuple[int, int]] = {}
+        for share in self.shares:
+            for pod in share.pods:
+                mem, cores = out.get((share.namespace, pod), (0, 0))
+                out[(share.namespace, pod)] = (mem + share.memory, cores + share.cores)
+        return out
+
+    def per_namespace(self) -> dict[str, tuple[int, int]]:
+        """namespace -> (memory bytes, cores) allocated to its claims (a shared claim counts once)."""
+        out: dict[str, tuple[int, int]] = {}
+        for share in self.shares:
+            mem, cores = out.get(share.namespace, (0, 0))
+            out[share.namespace] = (mem + share.memory, cores + share.cores)
+        return out
+
+
+def _int(value: Any, what: str) -> int:
+    try:
+        return to_int(str(value), what)
+    except (UserError, ValueError):
+        return 0
+
+
+def _capacity(entry: Any) -> int:
+    if isinstance(entry, dict):
+        return _int(entry.get("value", 0), "capacity")
+    return _int(entry, "capacity")
+
+
+def current_slices(slices: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Only the slices of each pool's highest generation (older ones are being replaced)."""
+    slices = list(slices)
+    newest: dict[tuple[str, str], int] = {}
+    for s in slices:
+        spec = s.get("spec") or {}
+        pool = spec.get("pool") or {}
+        key = (spec.get("driver", ""), pool.get("name", ""))
+        newest[key] = max(newest.get(key, 0), int(pool.get("generation") or 0))
+    out = []
+    for s in slices:
+        spec = s.get("spec") or {}
+        pool = spec.get("pool") or {}
+        if int(pool.get("generation") or 0) == newest[(spec.get("driver", ""), pool.get("name", ""))]:
+            out.append(s)
+    return out
+
+
+def compute(
+    slices: Iterable[dict[str, Any]], claims: Iterable[dict[str, Any]], namespace: str | None = None
+) -> Allocation:
+    """The allocation picture; ``namespace`` keeps only that namespace's claims."""
+    out = Allocation()
+    for s in current_slices(slices):
+        spec = s.get("spec") or {}
+        node = spec.get("nodeName") or ""
+        pool = (spec.get("pool") or {}).get("name", "")
+        for dev in spec.get("devices") or []:
+            capacity = dev.get("capacity") or {}
+            device = Device(
+                driver=spec.get("driver", ""),
+                pool=pool,
+                name=dev.get("name", ""),
+                node=node,
+                memory_total=_capacity(capacity.get(MEMORY, 0)),
+                cores_total=_capacity(capacity.get(CORES, 0)),
+            )
+            out.devices[device.key] = device
+    for claim in claims:
+        meta = claim.get("metadata") or {}
+        ns = meta.get("namespace", "")
+        if namespace is not None and ns != namespace:
+            continue
+        status = claim.get("status") or {}
+        results = ((status.get("allocation") or {}).get("devices") or {}).get("results") or []
+        pods = [r.get("name", "") for r in status.get("reservedFor") or [] if r.get("resource", "pods") == "pods"]
+        for result in results:
+            key = (result.get("driver", ""), result.get("pool", ""), result.get("device", ""))
+            device = out.devices.get(key)
+            if device is None:
+                out.unknown_devices += 1
+                continue
+            consumed = result.get("consumedCapacity")
+            if consumed is None:  # an exclusive allocation takes the whole device
+                memory, cores = device.memory_total, device.cores_total
+            else:
+                memory, cores = _int(consumed.get(MEMORY, 0), "memory"), _int(consumed.get(CORES, 0), "cores")
+            share = Share(ns, meta.get("name", ""), key, memory, cores, pods)
+            out.shares.append(share)
+            device.memory_used += memory
+            device.cores_used += cores
+            device.shares += 1
+            device.sharers.extend([f"{ns}/{p}" for p in pods] or [f"{ns}/claim:{share.claim}"])
+    return out

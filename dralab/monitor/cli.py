@@ -1,0 +1,75 @@
+"""``dralab monitor`` (serves the allocation gauges) and ``dralab top`` (shows them as a live table)."""
+
+from __future__ import annotations
+
+import click
+
+
+@click.command("monitor")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on (0.0.0.0 in a pod).")
+@click.option("--port", default=9464, show_default=True, type=int)
+@click.option("--kubeconfig", default=None, type=click.Path(dir_okay=False), help="Default: in-cluster, then ~/.kube.")
+def monitor(host: str, port: int, kubeconfig: str | None) -> None:
+    """Serve per-device, per-pod and per-namespace allocation gauges on /metrics (plus /healthz, /readyz).
+
+    The values come from watching ResourceSlices and ResourceClaims, not from the nodes.
+
+    \b
+    Example:
+      dralab monitor --host 0.0.0.0 --port 9464
+      curl -s localhost:9464/metrics | grep dralab_device_shares
+    """
+    from dralab.monitor.collector import AllocationWatch, registry_for
+    from dralab.monitor.server import MonitorServer
+    from dralab.webhook.kube import KubeApi
+
+    watch = AllocationWatch(KubeApi.from_kubeconfig(kubeconfig))
+    server = MonitorServer(registry_for(watch), watch.ready, host, port)
+    watch.start()
+    click.echo(f"serving allocation gauges on http://{host}:{server.port}/metrics", err=True)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.close()
+        watch.stop()
+
+
+@click.command("top")
+@click.option("-n", "--namespace", default=None, help="Only this namespace's claims.")
+@click.option("--once", is_flag=True, help="Print the table once and exit (no live view).")
+@click.option("--kubeconfig", default=None, type=click.Path(dir_okay=False), help="Default: in-cluster, then ~/.kube.")
+def top(namespace: str | None, once: bool, kubeconfig: str | None) -> None:
+    """A live table of device shares: device, node, memory used/total, cores used/total, sharers.
+
+    \b
+    Example:
+      dralab top                    # redrawn on every slice or claim change; Ctrl-C ends it
+      dralab top -n team-a --once
+    """
+    from dralab.monitor.allocation import compute
+    from dralab.monitor.collector import CLAIMS, SLICES, AllocationWatch
+    from dralab.monitor.top import plain, table
+    from dralab.webhook.kube import KubeApi
+
+    api = KubeApi.from_kubeconfig(kubeconfig)
+    if once:
+        alloc = compute(api.list(SLICES).get("items") or [], api.list(CLAIMS).get("items") or [], namespace)
+        click.echo(plain(alloc), nl=False)
+        return
+    from rich.live import Live
+
+    watch = AllocationWatch(api)
+    watch.start()
+    title = f"device shares ({namespace})" if namespace else "device shares"
+    try:
+        with Live(table(watch.allocation(namespace), title), auto_refresh=False) as live:
+            while True:
+                watch.changed.wait(5.0)  # an event, or a periodic redraw
+                watch.changed.clear()
+                live.update(table(watch.allocation(namespace), title), refresh=True)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        watch.stop()

@@ -1,0 +1,102 @@
+"""The allocation gauges: a Prometheus collector over watched ResourceSlices and ResourceClaims.
+
+The watches (the janitor's list-then-watch :class:`Informer`) keep a cache; every scrape computes
+the gauges from it, so a device, pod or namespace that is gone disappears from ``/metrics`` at
+once instead of leaving a stale series behind. Nothing polls the nodes.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+from prometheus_client import CollectorRegistry
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from dralab.monitor.allocation import Allocation, compute
+from dralab.webhook.janitor import Informer
+from dralab.webhook.kube import KubeApi
+
+SLICES = "/apis/resource.k8s.io/v1/resourceslices"
+CLAIMS = "/apis/resource.k8s.io/v1/resourceclaims"
+_DEVICE_LABELS = ["node", "driver", "pool", "device"]
+
+
+def families(alloc: Allocation) -> list[GaugeMetricFamily]:
+    """Every gauge of one allocation picture (pure: what a scrape returns)."""
+    def gauge(name: str, doc: str, labels: list[str]) -> GaugeMetricFamily:
+        return GaugeMetricFamily(name, doc, labels=labels)
+
+    dev = {
+        "mem_alloc": gauge("dralab_device_memory_allocated_bytes", "Device memory allocated to claims", _DEVICE_LABELS),
+        "mem_free": gauge("dralab_device_memory_free_bytes", "Device memory not allocated", _DEVICE_LABELS),
+        "mem_total": gauge("dralab_device_memory_total_bytes", "Device memory published in the slice", _DEVICE_LABELS),
+        "cores_alloc": gauge("dralab_device_cores_allocated", "Device cores (percent or units) allocated",
+                             _DEVICE_LABELS),
+        "cores_free": gauge("dralab_device_cores_free", "Device cores not allocated", _DEVICE_LABELS),
+        "cores_total": gauge("dralab_device_cores_total", "Device cores published in the slice", _DEVICE_LABELS),
+        "shares": gauge("dralab_device_shares", "Allocations currently on the device", _DEVICE_LABELS),
+    }
+    for d in alloc.devices.values():
+        labels = [d.node, d.driver, d.pool, d.name]
+        for key, value in (("mem_alloc", d.memory_used), ("mem_free", d.memory_free), ("mem_total", d.memory_total),
+                           ("cores_alloc", d.cores_used), ("cores_free", d.cores_free),
+                           ("cores_total", d.cores_total), ("shares", d.shares)):
+            dev[key].add_metric(labels, value)
+    pod_mem = gauge("dralab_pod_memory_allocated_bytes", "Device memory allocated to a pod's claims",
+                    ["namespace", "pod"])
+    pod_cores = gauge("dralab_pod_cores_allocated", "Device cores allocated to a pod's claims", ["namespace", "pod"])
+    for (ns, pod), (mem, cores) in sorted(alloc.per_pod().items()):
+        pod_mem.add_metric([ns, pod], mem)
+        pod_cores.add_metric([ns, pod], cores)
+    ns_mem = gauge("dralab_namespace_memory_allocated_bytes", "Device memory allocated to a namespace's claims",
+                   ["namespace"])
+    ns_cores = gauge("dralab_namespace_cores_allocated", "Device cores allocated to a namespace's claims",
+                     ["namespace"])
+    for ns, (mem, cores) in sorted(alloc.per_namespace().items()):
+        ns_mem.add_metric([ns], mem)
+        ns_cores.add_metric([ns], cores)
+    unknown = gauge("dralab_allocations_on_unpublished_devices", "Allocation results naming no published device", [])
+    unknown.add_metric([], alloc.unknown_devices)
+    return [*dev.values(), pod_mem, pod_cores, ns_mem, ns_cores, unknown]
+
+
+class AllocationWatch:
+    """Watches slices and claims; :meth:`allocation` is the picture now; ``changed`` fires on every event."""
+
+    def __init__(self, api: KubeApi) -> None:
+        self.changed = threading.Event()
+        self.slices = Informer(api, SLICES, "", self.changed.set, "monitor-slices")
+        self.claims = Informer(api, CLAIMS, "", self.changed.set, "monitor-claims")
+
+    def start(self) -> None:
+        self.slices.start()
+        self.claims.start()
+
+    def stop(self) -> None:
+        self.slices.stop()
+        self.claims.stop()
+
+    def ready(self) -> bool:
+        return self.slices.synced.is_set() and self.claims.synced.is_set()
+
+    def allocation(self, namespace: str | None = None) -> Allocation:
+        return compute(self.slices.snapshot(), self.claims.snapshot(), namespace)
+
+
+class AllocationCollector(Collector):
+    """Computes the gauges at scrape time from an :class:`AllocationWatch`."""
+
+    def __init__(self, watch: AllocationWatch) -> None:
+        self.watch = watch
+
+    def collect(self) -> Iterator[Any]:
+        yield from families(self.watch.allocation())
+
+
+def registry_for(watch: AllocationWatch) -> CollectorRegistry:
+    registry = CollectorRegistry()
+    registry.register(AllocationCollector(watch))
+    return registry

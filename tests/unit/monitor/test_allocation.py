@@ -1,0 +1,128 @@
+"""The allocation picture and its gauges, computed from slices and claims as the apiserver returns them."""
+
+from __future__ import annotations
+
+import urllib.request
+from typing import Any
+
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.parser import text_string_to_metric_families
+
+from dralab.monitor.allocation import compute, current_slices
+from dralab.monitor.collector import families
+from dralab.monitor.server import MonitorServer
+from dralab.monitor.top import plain, rows
+
+GI = 2**30
+DRIVER = "ascend.project-hami.io"
+
+
+def slice_(node: str, generation: int = 1, devices: tuple[str, ...] = ("npu-0-0", "npu-1-0")) -> dict[str, Any]:
+    return {"spec": {
+        "driver": DRIVER, "nodeName": node, "pool": {"name": node, "generation": generation, "resourceSliceCount": 1},
+        "devices": [{"name": d, "capacity": {"memory": {"value": "21525Mi"}, "cores": {"value": "100"}}}
+                    for d in devices],
+    }}
+
+
+def claim(ns: str, name: str, device: str, pods: list[str], memory: str | None = "8Gi", cores: str = "50",
+          node: str = "n1") -> dict[str, Any]:
+    result: dict[str, Any] = {"request": "npu", "driver": DRIVER, "pool": node, "device": device}
+    if memory is not None:
+        result["consumedCapacity"] = {"memory": memory, "cores": cores}
+    return {
+        "metadata": {"namespace": ns, "name": name},
+        "status": {"allocation": {"devices": {"results": [result]}},
+                   "reservedFor": [{"resource": "pods", "name": p, "uid": f"u-{p}"} for p in pods]},
+    }
+
+
+def _picture():
+    claims = [claim("a", "c1", "npu-0-0", ["p1"]), claim("a", "c2", "npu-0-0", ["p2"], "4Gi", "25"),
+              claim("b", "c3", "npu-1-0", ["p3", "p4"], "2Gi", "10"), {"metadata": {"namespace": "b", "name": "pend"}}]
+    return compute([slice_("n1")], claims)
+
+
+def test_per_device() -> None:
+    alloc = _picture()
+    d0 = alloc.devices[(DRIVER, "n1", "npu-0-0")]
+    assert (d0.memory_used, d0.cores_used, d0.shares) == (12 * GI, 75, 2)
+    assert d0.memory_total == 21525 * 2**20 and d0.memory_free == 21525 * 2**20 - 12 * GI
+    assert d0.cores_free == 25 and d0.sharers == ["a/p1", "a/p2"]
+    d1 = alloc.devices[(DRIVER, "n1", "npu-1-0")]
+    assert (d1.shares, d1.sharers) == (1, ["b/p3", "b/p4"])
+
+
+def test_per_pod_and_namespace() -> None:
+    alloc = _picture()
+    assert alloc.per_pod() == {("a", "p1"): (8 * GI, 50), ("a", "p2"): (4 * GI, 25),
+                               ("b", "p3"): (2 * GI, 10), ("b", "p4"): (2 * GI, 10)}
+    # a claim shared by two pods counts once for its namespace
+    assert alloc.per_namespace() == {"a": (12 * GI, 75), "b": (2 * GI, 10)}
+
+
+def test_namespace_filter() -> None:
+    alloc = compute([slice_("n1")], [claim("a", "c1", "npu-0-0", ["p1"]), claim("b", "c3", "npu-0-0", ["p3"])], "b")
+    assert alloc.devices[(DRIVER, "n1", "npu-0-0")].sharers == ["b/p3"]
+
+
+def test_exclusive_allocation_takes_the_whole_device() -> None:
+    alloc = compute([slice_("n1")], [claim("a", "c1", "npu-0-0", ["p1"], memory=None)])
+    d0 = alloc.devices[(DRIVER, "n1", "npu-0-0")]
+    assert (d0.memory_free, d0.cores_free) == (0, 0)
+
+
+def test_only_the_newest_pool_generation_counts() -> None:
+    assert len(current_slices([slice_("n1", 1), slice_("n1", 2, ("npu-9-0",))])) == 1
+    alloc = compute([slice_("n1", 1), slice_("n1", 2, ("npu-9-0",))], [claim("a", "c", "npu-0-0", ["p"])])
+    assert list(alloc.devices) == [(DRIVER, "n1", "npu-9-0")] and alloc.unknown_devices == 1
+
+
+def _samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value
+            for fam in text_string_to_metric_families(text) for s in fam.samples}
+
+
+def test_gauges() -> None:
+    registry = CollectorRegistry()
+
+    class Fixed:
+        def collect(self):
+            return families(_picture())
+
+    registry.register(Fixed())
+    got = _samples(generate_latest(registry).decode())
+    dev = tuple(sorted({"device": "npu-0-0", "driver": DRIVER, "node": "n1", "pool": "n1"}.items()))
+    assert got[("dralab_device_shares", dev)] == 2
+    assert got[("dralab_device_cores_allocated", dev)] == 75
+    assert got[("dralab_device_cores_free", dev)] == 25
+    assert got[("dralab_device_memory_allocated_bytes", dev)] == 12 * GI
+    assert got[("dralab_device_memory_free_bytes", dev)] == 21525 * 2**20 - 12 * GI
+    assert got[("dralab_pod_cores_allocated", (("namespace", "a"), ("pod", "p2")))] == 25
+    assert got[("dralab_namespace_memory_allocated_bytes", (("namespace", "b"),))] == 2 * GI
+
+
+def test_top_rows_and_text() -> None:
+    assert rows(_picture())[0] == ["npu-0-0", "n1", "12288Mi/21525Mi", "75/100", "2", "a/p1, a/p2"]
+    text = plain(_picture())
+    assert text.splitlines()[0].split()[:2] == ["DEVICE", "NODE"]
+
+
+def test_http_endpoints() -> None:
+    registry = CollectorRegistry()
+    ready = {"ok": False}
+    server = MonitorServer(registry, lambda: ready["ok"], "127.0.0.1", 0)
+    server.start_in_thread()
+    try:
+        base = f"http://127.0.0.1:{server.port}"
+        assert urllib.request.urlopen(f"{base}/healthz").read() == b"ok"
+        try:
+            urllib.request.urlopen(f"{base}/readyz")
+            raise AssertionError("readyz answered 200 before the caches synced")
+        except urllib.error.HTTPError as exc:
+            assert exc.code == 503
+        ready["ok"] = True
+        assert urllib.request.urlopen(f"{base}/readyz").status == 200
+        assert urllib.request.urlopen(f"{base}/metrics").status == 200
+    finally:
+        server.close()
