@@ -102,10 +102,17 @@ def decode(data: bytes, driver: str) -> Checkpoint:
         raw = json.loads(data)
     except (ValueError, UnicodeDecodeError) as exc:
         raise CorruptCheckpoint(f"not valid JSON ({exc})") from None
+    except RecursionError:
+        # nesting deeper than the parser's stack: no checkpoint dralab writes is more than 4 levels deep
+        raise CorruptCheckpoint("nested too deeply to be a checkpoint") from None
     if not isinstance(raw, dict):
         raise CorruptCheckpoint("not a JSON object")
     checksum = raw.pop("checksum", None)
-    if checksum != _digest(raw):
+    try:
+        expected = _digest(raw)
+    except RecursionError:
+        raise CorruptCheckpoint("nested too deeply to be a checkpoint") from None
+    if checksum != expected:
         raise CorruptCheckpoint("checksum mismatch")
     if raw.get("version") != VERSION:
         raise CorruptCheckpoint(f"unsupported version {raw.get('version')!r}")
@@ -191,7 +198,7 @@ class CheckpointStore:
                 continue
             try:
                 parsed = parse_claim_spec(load_spec(path.read_text()))
-            except (OSError, yaml.YAMLError):
+            except (OSError, yaml.YAMLError, RecursionError):
                 parsed = None
             if parsed is None or parsed.claim.uid != uid:
                 log.warning("CDI spec not readable during rebuild", extra={"fields": {"file": str(path)}})

@@ -2,19 +2,67 @@
 
 Plain dicts in and out: the driver needs fields of alpha features (consumedCapacity, shareID) that
 typed client models may lag behind, and it must stay fast on the Prepare path. Credentials come from
-a kubeconfig or the in-cluster service account, read by the kubernetes client's config loader.
+a kubeconfig or the in-cluster service account, read by the kubernetes client's config loader. A
+bearer token is looked up per request, never copied once: the kubelet rotates the service account's
+projected token (bound tokens expire), and kubeconfig exec/OIDC credentials refresh through the
+loader's hook.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import ssl
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Generator, Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
 
 from dralab.errors import UserError
+
+
+class TokenFile:
+    """A bearer token read from a file, read again whenever the file is replaced or rewritten.
+
+    The kubelet swaps the projected token in atomically (a new inode behind the same path), so a
+    ``stat`` per request (about a microsecond) notices a rotation without any timer.
+    """
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+        self._lock = threading.Lock()
+        self._seen: tuple[int, int, int] | None = None
+        self._token = ""
+
+    def __call__(self) -> str:
+        try:
+            st = self.path.stat()
+        except OSError:
+            return self._token  # a rotation in progress: the last token is still the best guess
+        sig = (st.st_ino, st.st_mtime_ns, st.st_size)
+        with self._lock:
+            if sig != self._seen:
+                try:
+                    self._token = self.path.read_text().strip()
+                    self._seen = sig
+                except OSError:
+                    pass
+            return self._token
+
+
+class BearerAuth(httpx.Auth):
+    """Adds ``Authorization: Bearer <token>`` with the token current at the time of each request."""
+
+    def __init__(self, token: Callable[[], str | None]) -> None:
+        self.token = token
+
+    def auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response, None]:
+        value = self.token()
+        if value:
+            request.headers["Authorization"] = value if value.lower().startswith("bearer ") else f"Bearer {value}"
+        yield request
 
 
 class KubeError(RuntimeError):
@@ -30,14 +78,17 @@ class KubeClient:
 
     def __init__(self, kubeconfig: str | None = None, timeout: float = 10.0) -> None:
         from kubernetes import client, config
+        from kubernetes.config import incluster_config
 
         cfg = client.Configuration()
+        token: Callable[[], str | None] | None = None
         try:
             if kubeconfig:
                 config.load_kube_config(config_file=kubeconfig, client_configuration=cfg)
             else:
                 try:
                     config.load_incluster_config(client_configuration=cfg)
+                    token = TokenFile(incluster_config.SERVICE_TOKEN_FILENAME)
                 except config.ConfigException:
                     config.load_kube_config(client_configuration=cfg)
         except (config.ConfigException, OSError) as exc:
@@ -50,11 +101,17 @@ class KubeClient:
         if cfg.cert_file:
             ctx.load_cert_chain(cfg.cert_file, cfg.key_file)
         headers = {"Accept": "application/json", "User-Agent": "dralab-driver"}
-        token = cfg.get_api_key_with_prefix("authorization") if cfg.api_key else None
-        if token:
-            headers["Authorization"] = token
+        if token is None and (cfg.api_key or cfg.refresh_api_key_hook):
+            # kubeconfig tokens; exec plugins and OIDC refresh through the loader's hook on each lookup
+            token = lambda: cfg.get_api_key_with_prefix("BearerToken", alias="authorization")  # noqa: E731
         self.host = cfg.host
-        self._http = httpx.Client(base_url=cfg.host, verify=ctx, headers=headers, timeout=timeout)
+        self._http = httpx.Client(
+            base_url=cfg.host,
+            verify=ctx,
+            headers=headers,
+            timeout=timeout,
+            auth=BearerAuth(token) if token is not None else None,
+        )
 
     def close(self) -> None:
         self._http.close()

@@ -1,10 +1,23 @@
-"""Driver metrics and the small HTTP endpoint that serves ``/metrics``, ``/healthz`` and ``/readyz``."""
+"""Driver metrics and the small HTTP endpoint that serves ``/metrics``, ``/healthz`` and ``/readyz``.
+
+The endpoint is reachable by anything on the node network (the chart's probes, Prometheus), so it
+is built not to be a lever against the driver: one event-loop thread holds every connection (an
+idle connection costs a socket, not a thread), the request head must arrive whole within
+``REQUEST_TIMEOUT_S`` and within ``MAX_HEAD_BYTES``, every answer closes its connection, and at
+most ``MAX_WAITING`` connections may wait for their request head (beyond that the oldest is closed,
+so a flood of idle connections cannot lock the kubelet's probe out). The checks run on their own
+two threads (never on the gRPC pool the kubelet's calls use), one at a time per endpoint, each
+bounded by ``CHECK_TIMEOUT_S``.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import socket
 import threading
 from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from concurrent.futures import Future, ThreadPoolExecutor
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
@@ -45,9 +58,31 @@ class DriverMetrics:
             "dralab_driver_slice_publishes_total", "ResourceSlice publications", ["driver", "result"], registry=r
         )
         self.generation = Gauge("dralab_driver_pool_generation", "Published pool generation", ["driver"], registry=r)
+        self.cache = Counter(
+            "dralab_driver_claim_cache_total",
+            "Claim reads on the Prepare path: answered by the informer cache (hit) or by a GET (miss)",
+            ["driver", "result"],
+            registry=r,
+        )
+        self.commits = Histogram(
+            "dralab_driver_checkpoint_commit_changes",
+            "Checkpoint changes made durable by one write (group commit: >1 when calls overlapped)",
+            ["driver"],
+            buckets=(1, 2, 4, 8, 16, 32, 64),
+            registry=r,
+        )
 
     def render(self) -> bytes:
         return generate_latest(self.registry)
+
+
+REQUEST_TIMEOUT_S = 5.0  # the whole request head, from accept on
+CHECK_TIMEOUT_S = 5.0  # a /healthz or /readyz check; the probe then gets a 503
+MAX_HEAD_BYTES = 8192
+MAX_WAITING = 64
+
+_REASONS = {200: "OK", 404: "Not Found", 405: "Method Not Allowed", 408: "Request Timeout",
+            431: "Request Header Fields Too Large", 503: "Service Unavailable"}
 
 
 class StatusServer:
@@ -61,40 +96,99 @@ class StatusServer:
         port: int,
         host: str = "127.0.0.1",
     ) -> None:
-        outer = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                if self.path == "/metrics":
-                    self._send(200, outer.metrics.render(), CONTENT_TYPE_LATEST)
-                elif self.path in ("/healthz", "/readyz"):
-                    ok, detail = (outer.healthy if self.path == "/healthz" else outer.ready)()
-                    self._send(200 if ok else 503, (detail + "\n").encode(), "text/plain")
-                else:
-                    self._send(404, b"not found\n", "text/plain")
-
-            def _send(self, code: int, body: bytes, ctype: str) -> None:
-                self.send_response(code)
-                self.send_header("Content-Type", ctype)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, format: str, *args: object) -> None:
-                return
-
         self.metrics = metrics
-        self.healthy = healthy
-        self.ready = ready
-        self.httpd = ThreadingHTTPServer((host, port), Handler)
-        self.port = int(self.httpd.server_address[1])
-        self._thread = threading.Thread(
-            target=self.httpd.serve_forever, kwargs={"poll_interval": 0.1}, name="driver-status", daemon=True
-        )
+        self.checks: dict[str, Callable[[], tuple[bool, str]]] = {"/healthz": healthy, "/readyz": ready}
+        self._sock = socket.create_server((host, port), reuse_port=False)
+        self.port = int(self._sock.getsockname()[1])
+        self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="driver-status-check")
+        self._running: dict[str, Future[tuple[bool, str]]] = {}
+        self._loop = asyncio.new_event_loop()
+        self._server: asyncio.AbstractServer | None = None
+        self._writers: set[asyncio.StreamWriter] = set()
+        self._waiting: dict[asyncio.StreamWriter, None] = {}  # insertion order: oldest first
+        self._thread = threading.Thread(target=self._loop.run_forever, name="driver-status", daemon=True)
 
     def start(self) -> None:
         self._thread.start()
+        started = asyncio.run_coroutine_threadsafe(self._listen(), self._loop)
+        started.result(timeout=10)
+
+    async def _listen(self) -> None:
+        self._server = await asyncio.start_server(self._serve, sock=self._sock, limit=MAX_HEAD_BYTES)
 
     def stop(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        async def close() -> None:
+            if self._server is not None:
+                self._server.close()
+            for writer in list(self._writers):
+                writer.close()
+
+        with contextlib.suppress(Exception):
+            asyncio.run_coroutine_threadsafe(close(), self._loop).result(timeout=5)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(timeout=5)
+        self._pool.shutdown(wait=False, cancel_futures=True)
+        with contextlib.suppress(RuntimeError):
+            self._loop.close()
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self._writers.add(writer)
+        while len(self._waiting) >= MAX_WAITING:
+            oldest = next(iter(self._waiting))
+            del self._waiting[oldest]
+            oldest.close()
+        self._waiting[writer] = None
+        try:
+            try:
+                head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), REQUEST_TIMEOUT_S)
+            except TimeoutError:
+                await self._send(writer, 408, b"request head not received in time\n")
+                return
+            except asyncio.LimitOverrunError:
+                await self._send(writer, 431, b"request head too large\n")
+                return
+            except (asyncio.IncompleteReadError, ConnectionError):
+                return
+            finally:
+                self._waiting.pop(writer, None)
+            method, _, rest = head.partition(b" ")
+            path = rest.split(b" ", 1)[0].decode("latin-1")
+            if method not in (b"GET", b"HEAD"):
+                await self._send(writer, 405, b"only GET\n")
+            elif path == "/metrics":
+                body = await self._loop.run_in_executor(self._pool, self.metrics.render)
+                await self._send(writer, 200, body, CONTENT_TYPE_LATEST, head_only=method == b"HEAD")
+            elif path in self.checks:
+                ok, detail = await self._check(path)
+                await self._send(writer, 200 if ok else 503, (detail + "\n").encode(), head_only=method == b"HEAD")
+            else:
+                await self._send(writer, 404, b"not found\n")
+        finally:
+            self._writers.discard(writer)
+            writer.close()
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(writer.wait_closed(), REQUEST_TIMEOUT_S)
+
+    async def _check(self, path: str) -> tuple[bool, str]:
+        """Run one check on the status pool; concurrent probes of one endpoint share the running check."""
+        running = self._running.get(path)
+        if running is None or running.done():
+            running = self._pool.submit(self.checks[path])
+            self._running[path] = running
+        try:
+            return await asyncio.wait_for(asyncio.wrap_future(running), CHECK_TIMEOUT_S)
+        except TimeoutError:
+            return False, f"{path} check did not finish within {CHECK_TIMEOUT_S:g}s"
+        except Exception as exc:  # a failing check is an unhealthy answer, not a broken endpoint
+            return False, f"{path} check failed: {type(exc).__name__}: {exc}"
+
+    async def _send(
+        self, writer: asyncio.StreamWriter, code: int, body: bytes, ctype: str = "text/plain", head_only: bool = False
+    ) -> None:
+        head = (
+            f"HTTP/1.1 {code} {_REASONS.get(code, '')}\r\nContent-Type: {ctype}\r\n"
+            f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+        ).encode("latin-1")
+        writer.write(head if head_only else head + body)
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(writer.drain(), REQUEST_TIMEOUT_S)

@@ -2,8 +2,11 @@
 
 Two unix sockets per driver name: ``<registry-dir>/<driver>-reg.sock`` (Registration) and
 ``<plugin-dir>/<driver>/dra.sock`` (DRAPlugin v1 and v1beta1, and grpc.health.v1). The health check
-is a real round trip: it calls GetInfo on the registration socket and an empty NodePrepareResources
-on the DRA socket, so it fails when either socket stops answering.
+never takes a worker of the pools the kubelet's calls run on: it connects to both sockets (the
+HTTP/2 handshake is answered by gRPC's own I/O, so a socket that is gone or not served fails) and
+checks that no Prepare/Unprepare call has been running for longer than ``STUCK_CALL_S`` (a wedged
+call, such as a lock never released, fails it). A driver whose workers are all busy with slow API
+reads is therefore healthy, as it should be: restarting it would not make the apiserver faster.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ import contextlib
 import os
 import threading
 import time
+from collections.abc import Iterator
 from concurrent import futures
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,6 +41,34 @@ log = get_logger("dralab.driver.server")
 
 MAX_UNIX_PATH = 107  # sun_path is 108 bytes including the terminating NUL
 PLUGIN_TYPE = "DRAPlugin"
+# The kubelet gives up on a Prepare after about 45 s; a call still running long after that is wedged.
+STUCK_CALL_S = 180.0
+
+
+class InFlight:
+    """Start times of the calls being served, so health can tell a busy driver from a wedged one."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._calls: dict[int, float] = {}
+        self._next = 0
+
+    @contextlib.contextmanager
+    def call(self) -> Iterator[None]:
+        with self._lock:
+            key, self._next = self._next, self._next + 1
+            self._calls[key] = time.monotonic()
+        try:
+            yield
+        finally:
+            with self._lock:
+                del self._calls[key]
+
+    def oldest_s(self) -> float:
+        """How long the longest-running call has been running (0 when none is)."""
+        with self._lock:
+            first = min(self._calls.values(), default=None)
+        return 0.0 if first is None else time.monotonic() - first
 
 
 @dataclass(frozen=True)
@@ -106,10 +138,19 @@ class _DRAService:
     pb = dra_v1_pb2
     with_share_id = True
 
-    def __init__(self, state: DriverState) -> None:
+    def __init__(self, state: DriverState, inflight: InFlight | None = None) -> None:
         self.state = state
+        self.inflight = inflight or InFlight()
 
     def NodePrepareResources(self, request, context):
+        with self.inflight.call():
+            return self._prepare(request)
+
+    def NodeUnprepareResources(self, request, context):
+        with self.inflight.call():
+            return self._unprepare(request)
+
+    def _prepare(self, request):
         start = time.perf_counter()
         resp = self.pb.NodePrepareResourcesResponse()
         refs, refused = _split(request.claims)
@@ -135,7 +176,7 @@ class _DRAService:
         self.state.metrics.duration.labels(self.state.driver, "prepare").observe(time.perf_counter() - start)
         return resp
 
-    def NodeUnprepareResources(self, request, context):
+    def _unprepare(self, request):
         start = time.perf_counter()
         resp = self.pb.NodeUnprepareResourcesResponse()
         refs, refused = _split(request.claims)
@@ -159,30 +200,32 @@ class DRAv1beta1Service(_DRAService, dra_v1beta1_pb2_grpc.DRAPluginServicer):
     with_share_id = False
 
 
-def probe_sockets(paths: SocketPaths, timeout: float = 5.0) -> tuple[bool, str]:
-    """GetInfo on the registration socket and an empty NodePrepareResources on the DRA socket."""
-    try:
-        with grpc.insecure_channel(f"unix://{paths.registration}") as ch:
-            info = pluginregistration_pb2_grpc.RegistrationStub(ch).GetInfo(
-                pluginregistration_pb2.InfoRequest(), timeout=timeout
-            )
-        with grpc.insecure_channel(f"unix://{paths.dra}") as ch:
-            dra_v1_pb2_grpc.DRAPluginStub(ch).NodePrepareResources(
-                dra_v1_pb2.NodePrepareResourcesRequest(), timeout=timeout
-            )
-    except grpc.RpcError as exc:
-        return False, f"socket check failed: {exc.code().name}: {exc.details()}"
-    return True, f"ok: {info.name} answers on {paths.registration} and {paths.dra}"
+def probe_sockets(paths: SocketPaths, timeout: float = 5.0, inflight: InFlight | None = None) -> tuple[bool, str]:
+    """Both sockets accept a gRPC connection, and no call is wedged (see the module docstring).
+
+    No RPC is sent: a handler would need a worker of the pool the kubelet's calls queue on.
+    """
+    for path in (paths.registration, paths.dra):
+        with grpc.insecure_channel(f"unix://{path}") as ch:
+            try:
+                grpc.channel_ready_future(ch).result(timeout=timeout)
+            except grpc.FutureTimeoutError:
+                return False, f"socket check failed: {path} does not accept gRPC connections within {timeout:g}s"
+    oldest = inflight.oldest_s() if inflight is not None else 0.0
+    if oldest > STUCK_CALL_S:
+        return False, f"a Prepare/Unprepare call has been running for {oldest:.0f}s (over {STUCK_CALL_S:g}s): wedged"
+    return True, f"ok: {paths.registration} and {paths.dra} accept connections"
 
 
 class HealthService(health_pb2_grpc.HealthServicer):
-    """grpc.health.v1 whose answer is a live round trip over both sockets."""
+    """grpc.health.v1: the same check as ``/healthz`` (connections and wedged calls, no nested RPC)."""
 
-    def __init__(self, paths: SocketPaths) -> None:
+    def __init__(self, paths: SocketPaths, inflight: InFlight | None = None) -> None:
         self.paths = paths
+        self.inflight = inflight
 
     def Check(self, request, context):
-        ok, detail = probe_sockets(self.paths)
+        ok, detail = probe_sockets(self.paths, inflight=self.inflight)
         if not ok:
             log.warning("health check failed", extra={"fields": {"detail": detail}})
         status = health_pb2.HealthCheckResponse.SERVING if ok else health_pb2.HealthCheckResponse.NOT_SERVING
@@ -204,9 +247,10 @@ class PluginServer:
         self.registration = RegistrationService(state.driver, paths.dra)
         self._dra = grpc.server(futures.ThreadPoolExecutor(max_workers=workers, thread_name_prefix="dra"))
         self._reg = grpc.server(futures.ThreadPoolExecutor(max_workers=2, thread_name_prefix="reg"))
-        dra_v1_pb2_grpc.add_DRAPluginServicer_to_server(DRAv1Service(state), self._dra)
-        dra_v1beta1_pb2_grpc.add_DRAPluginServicer_to_server(DRAv1beta1Service(state), self._dra)
-        health_pb2_grpc.add_HealthServicer_to_server(HealthService(paths), self._dra)
+        self.inflight = InFlight()
+        dra_v1_pb2_grpc.add_DRAPluginServicer_to_server(DRAv1Service(state, self.inflight), self._dra)
+        dra_v1beta1_pb2_grpc.add_DRAPluginServicer_to_server(DRAv1beta1Service(state, self.inflight), self._dra)
+        health_pb2_grpc.add_HealthServicer_to_server(HealthService(paths, self.inflight), self._dra)
         pluginregistration_pb2_grpc.add_RegistrationServicer_to_server(self.registration, self._reg)
 
     def start(self) -> None:
@@ -232,4 +276,4 @@ class PluginServer:
                 path.unlink()
 
     def health(self) -> tuple[bool, str]:
-        return probe_sockets(self.paths)
+        return probe_sockets(self.paths, inflight=self.inflight)

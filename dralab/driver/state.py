@@ -443,7 +443,7 @@ class DriverState:
         """The claim's spec exists and names the claim (a crash may leave an empty file behind)."""
         try:
             parsed = cdi.parse_claim_spec(cdi.load_spec(self.spec_path(uid).read_text()))
-        except (OSError, yaml.YAMLError):
+        except (OSError, yaml.YAMLError, RecursionError):
             return False
         return parsed is not None and parsed.claim.uid == uid
 
