@@ -1,204 +1,716 @@
-"""``dralab bench report``: regenerate bench/REPORT.md from the JSON results, in one command.
+"""``dralab bench report``: render bench/REPORT.md from the committed JSON results, and check it.
 
-The report is rendered by a pure function from the result files (concurrency.json, faults.json,
-fuzz.json and whatever other benchmarks left in the folder), so it never says more than the
-measurements: a missing file is reported as not measured.
+The report is a pure function of the result files in ``bench/results/``: every figure in it comes
+from one of them, every verdict says met or NOT met (or why it was not judged), and every section
+says when, where (commit, cores, load average) and how (quick or full run) it was measured. A
+benchmark with no result file is reported as not measured. ``--check`` renders without writing
+and fails when REPORT.md differs, so a hand edit or a result committed without its report shows.
 """
 
 from __future__ import annotations
 
+import difflib
 import json
+import os
+import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import click
 
 from dralab.bench import DEFAULT_OUT
-from dralab.errors import UserError
+from dralab.bench.results import load_results
 from dralab.util import atomic_write
 
-OWN = ("concurrency", "faults", "fuzz")
+DEFAULT_REPORT = "bench/REPORT.md"
+PLOT = "concurrency.png"
+# the order of the sections; results of other benchmarks follow, listed with their context
+ORDER = ("admission", "driver", "vcore", "cluster", "lab", "concurrency", "faults", "fuzz")
+
+Section = Callable[[dict[str, Any]], list[str]]
 
 
+# formatting ----------------------------------------------------------------------------------
 def _fmt(value: Any, unit: str = "") -> str:
     if value is None:
         return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
     if isinstance(value, float):
         return f"{value:.3g}{unit}" if abs(value) < 100 else f"{value:.0f}{unit}"
     return f"{value}{unit}"
 
 
-def _ok(flag: Any) -> str:
-    return "PASS" if flag else "FAIL"
+def verdict_text(met: Any, not_judged: str = "not judged") -> str:
+    """``met`` / ``NOT met``, or why there is no verdict."""
+    if met is None:
+        return not_judged
+    return "met" if met else "NOT met"
 
 
-def _header(res: dict[str, Any]) -> str:
-    machine = res.get("machine") or {}
-    load = (res.get("load_average") or {}).get("before")
-    extra = f", load average {load[0]:.1f} at start" if load else ""
-    return f"_Measured {res.get('measured_at', '?')} on {machine.get('cpus', '?')} CPUs{extra}._"
+def _cell(value: Any) -> str:
+    return str(value).replace("|", "/").replace("\n", " ")
 
 
-def concurrency_section(res: dict[str, Any] | None, plot: str | None) -> list[str]:
-    out = ["## Concurrency: bursts of sharing pods on one node", ""]
-    if res is None:
-        return [*out, "Not measured: run `dralab bench concurrency`.", ""]
-    out += [_header(res), ""]
+def _ctx(res: dict[str, Any]) -> dict[str, Any]:
+    """The run context, also for results written before contexts existed."""
+    ctx = dict(res.get("context") or {})
+    if not ctx:
+        load = res.get("load_average") or {}
+        ctx = {
+            "date": res.get("measured_at"),
+            "cores": (res.get("machine") or {}).get("cpus"),
+            "python": (res.get("machine") or {}).get("python"),
+            "load_average": {"start": load.get("before"), "end": load.get("after")},
+        }
+    if "run" not in ctx or ctx.get("run") == "unknown":
+        quick = res.get("quick")
+        ctx["run"] = "quick" if quick else ("full" if quick is False else "unknown")
+    return ctx
+
+
+def _load(ctx: dict[str, Any]) -> str:
+    load = ctx.get("load_average") or {}
+    start, end = load.get("start"), load.get("end")
+    if not start and not end:
+        return "not recorded"
+    first = lambda v: f"{v[0]:.1f}" if v else "?"  # noqa: E731
+    return f"{first(start)} → {first(end)}"
+
+
+def context_line(res: dict[str, Any]) -> str:
+    """One line saying when, where and how a result was measured."""
+    ctx = _ctx(res)
+    commit = ctx.get("commit")
+    at = f" at commit `{commit[:10]}`{' (uncommitted changes)' if ctx.get('dirty') else ''}" if commit else ""
+    parts = [
+        f"Linux {ctx['kernel']}" if ctx.get("kernel") else "",
+        f"Python {ctx['python']}" if ctx.get("python") else "",
+        str(ctx.get("go") or ""),
+    ]
+    extra = ", ".join(p for p in parts if p)
+    return (
+        f"_Measured {ctx.get('date') or '?'} ({ctx.get('run')} run){at} on {ctx.get('cores', '?')} cores, "
+        f"load average (1 min) {_load(ctx)}{'; ' + extra if extra else ''}._"
+    )
+
+
+def _table(header: list[str], rows: list[list[Any]], align: str = "") -> list[str]:
+    sep = [align or "---"] * len(header)
+    sep[0] = "---"
+    out = ["| " + " | ".join(header) + " |", "|" + "|".join(sep) + "|"]
+    out += ["| " + " | ".join(_cell(c) for c in row) + " |" for row in rows]
+    return [*out, ""]
+
+
+# verdicts ------------------------------------------------------------------------------------
+def verdicts(results: dict[str, dict[str, Any]]) -> list[list[str]]:
+    """Rows ``[benchmark, check, figure, target, verdict]`` for every judged target in the results."""
+    rows: list[list[str]] = []
+    adm = results.get("admission")
+    if adm:
+        t = adm.get("targets") or {}
+        conv = t.get("convert_max_throughput_vs_noop") or {}
+        rows.append(
+            [
+                "admission",
+                "conversion throughput ÷ no-op throughput (same server, same run)",
+                _fmt(conv.get("ratio")),
+                f">= {_fmt(conv.get('target'))}",
+                verdict_text(conv.get("met")),
+            ]
+        )
+        create = t.get("create_p99_at_100_rps") or {}
+        rows.append(
+            [
+                "admission",
+                "create p99 at 100 req/s (claim created in the apiserver)",
+                _fmt(create.get("p99_ms"), " ms"),
+                f"<= {_fmt(create.get('target_ms'), ' ms')}",
+                verdict_text(create.get("met"), f"not judged: {create.get('skipped', 'no run')}"),
+            ]
+        )
+    drv = results.get("driver")
+    if drv:
+        worst = max(((drv.get(k) or {}).get("p99_per_claim_ms") or 0) for k in ("prepare_1_claim", "prepare_16_claims"))
+        rows.append(
+            [
+                "driver",
+                "NodePrepareResources p99 per claim (1 and 16 claims a call)",
+                _fmt(worst, " ms"),
+                f"<= {_fmt(drv.get('target_p99_per_claim_ms'), ' ms')}",
+                verdict_text(drv.get("meets_target")),
+            ]
+        )
+    vc = results.get("vcore")
+    if vc:
+        v = vc.get("verdicts") or {}
+        single = v.get("single_process_cpu_overhead") or {
+            "ns_per_pair": (vc.get("single_process") or {}).get("best_overhead_cpu_ns_per_pair"),
+            "target_ns": vc.get("target_overhead_ns_per_pair"),
+            "met": vc.get("meets_target"),
+        }
+        rows.append(
+            [
+                "vcore",
+                "overhead per alloc/free pair, 1 process, CPU time",
+                _fmt(single.get("ns_per_pair"), " ns"),
+                f"<= {_fmt(single.get('target_ns'), ' ns')}",
+                verdict_text(single.get("met")),
+            ]
+        )
+        cont = v.get("contended_wall_overhead")
+        if cont:
+            rows.append(
+                [
+                    "vcore",
+                    f"overhead per alloc/free pair, {cont.get('processes')} processes on one region, wall clock",
+                    _fmt(cont.get("ns_per_pair"), " ns"),
+                    f"<= {_fmt(cont.get('target_ns'), ' ns')}",
+                    verdict_text(cont.get("met")),
+                ]
+            )
+        else:
+            rows.append(["vcore", "overhead per pair, 8 processes, wall clock", "-", "-", "not judged in this result"])
+        thr = vc.get("throttle")
+        if thr:
+            busy = ", ".join(f"{r['limit_pct']}→{_fmt(r['busy_pct'])}" for r in thr.get("limits") or [])
+            rows.append(
+                [
+                    "vcore",
+                    "SM throttle: device busy % at limits 25/50/75 %",
+                    busy,
+                    f"within {_fmt(thr.get('tolerance_pp'))} pp",
+                    verdict_text(thr.get("met")),
+                ]
+            )
+        else:
+            rows.append(["vcore", "SM throttle accuracy", "-", "-", "not measured in this result"])
+    cl = results.get("cluster")
+    if cl:
+        rows.append(
+            [
+                "cluster",
+                "`cluster up` from an empty state to ready (median)",
+                _fmt((cl.get("up_s") or {}).get("median"), " s"),
+                f"<= {_fmt(cl.get('up_target_s'), ' s')}",
+                verdict_text(cl.get("up_within_target")),
+            ]
+        )
+    lab = results.get("lab")
+    if lab:
+        tg = lab.get("targets") or {}
+        rows.append(
+            [
+                "lab",
+                "Lab 20 replay wall time (max) / release to reallocation (max)",
+                f"{_fmt((lab.get('replay_wall_seconds') or {}).get('max'), ' s')} / "
+                f"{_fmt((lab.get('release_to_reallocate_seconds') or {}).get('max'), ' s')}",
+                f"<= {_fmt(tg.get('replay_wall_seconds_max'), ' s')} / "
+                f"<= {_fmt(tg.get('release_to_reallocate_seconds_max'), ' s')}",
+                verdict_text(lab.get("meets_targets")),
+            ]
+        )
+    conc = results.get("concurrency")
+    if conc:
+        v = conc.get("verdict") or {}
+        if "dra_to_plain_target" in v:
+            n = v.get("dra_to_plain_judged_at_n")
+            rows.append(
+                [
+                    "concurrency",
+                    f"DRA pods/s ÷ plain pods/s, same run, at N={n}",
+                    _fmt(v.get("dra_to_plain_at_judged_n")),
+                    f">= {_fmt(v.get('dra_to_plain_target'))}",
+                    verdict_text(v.get("meets_dra_to_plain"), f"not judged: the run did not reach N={n}"),
+                ]
+            )
+        else:
+            rows.append(
+                ["concurrency", "DRA pods/s ÷ plain pods/s at N=200", "-", ">= 0.8", "not judged in this result"]
+            )
+        rows.append(
+            [
+                "concurrency",
+                f"flatness: pods/s at N={v.get('largest_n')} ÷ pods/s at N=10",
+                _fmt(v.get("ratio_largest_to_10")),
+                f">= {_fmt(v.get('ratio_target'))}",
+                verdict_text(v.get("flat")),
+            ]
+        )
+        rows.append(
+            [
+                "concurrency",
+                f"DRA pods bound per second at N={v.get('largest_n')}",
+                _fmt(
+                    dict(zip(conc.get("n") or [], conc.get("pods_per_s") or [], strict=False)).get(v.get("largest_n"))
+                ),
+                f">= {_fmt(v.get('rate_target_pods_per_s'))}",
+                verdict_text(v.get("meets_rate")),
+            ]
+        )
+    faults = results.get("faults")
+    if faults:
+        for row in faults.get("scenarios") or []:
+            rows.append(
+                [
+                    "faults",
+                    f"{row['name']}: no leaked claim or capacity",
+                    f"{row.get('leaked_claims')} / {row.get('leaked_capacity')}",
+                    "0 / 0",
+                    verdict_text(row.get("passed")),
+                ]
+            )
+    fz = results.get("fuzz")
+    if fz:
+        for name, t in (fz.get("targets") or {}).items():
+            broken = sum((t.get("problems") or {}).values())
+            rows.append(
+                [
+                    "fuzz",
+                    f"{name}: contract holds for every case",
+                    f"{broken} of {t.get('cases')} broke it",
+                    "0",
+                    verdict_text(t.get("passed")),
+                ]
+            )
+    return rows
+
+
+# sections ------------------------------------------------------------------------------------
+def admission_section(res: dict[str, Any]) -> list[str]:
+    out = [
+        "The real `dralab webhook serve` over TLS; `noop` (parse and allow) is the baseline for `convert`",
+        "(conversion, no API call) and `create` (conversion plus the ResourceClaim created in the apiserver).",
+        "Open loop: requests start on a fixed schedule, latency counted from the scheduled start.",
+        "",
+    ]
+    rows = []
+    for name, h in (res.get("handlers") or {}).items():
+        if h.get("skipped"):
+            rows.append([name, "skipped", h["skipped"], "", "", "", ""])
+            continue
+        closed = h.get("closed_loop") or {}
+        rows.append(
+            [
+                name,
+                _fmt(closed.get("throughput_rps")),
+                _fmt(closed.get("server_cpu_ms_per_request")),
+                *[
+                    f"{_fmt(r.get('p50_ms'))} / {_fmt(r.get('p99_ms'))} ({r.get('errors', 0)} errors)"
+                    for r in (h.get("open_loop") or [])[:4]
+                ],
+            ]
+        )
+    rates = res.get("rates") or []
+    header = ["handler", "closed loop req/s", "server CPU ms/req", *[f"{r} req/s p50 / p99 ms" for r in rates]]
+    rows = [r + [""] * (len(header) - len(r)) for r in rows]
+    out += _table(header, rows)
+    api = res.get("apiserver_create_sequential") or {}
+    if api.get("p50_ms") is not None:
+        out += [
+            f"apiserver alone, sequential claim creates: p50 {_fmt(api.get('p50_ms'))} ms, p99 "
+            f"{_fmt(api.get('p99_ms'))} ms over {api.get('requests')} requests.",
+            "",
+        ]
+    return out
+
+
+def driver_section(res: dict[str, Any]) -> list[str]:
+    out = [
+        f"NodePrepareResources over the real gRPC socket; claims from the {res.get('claim_source', '?')} "
+        f"({_cell(res.get('claim_source_note', ''))}). The empty call is the baseline.",
+        "",
+    ]
+    rows = []
+    for key, label in (
+        ("baseline_empty_prepare", "empty call (baseline)"),
+        ("prepare_1_claim", "1 claim"),
+        ("prepare_16_claims", "16 claims"),
+        ("publish_8_devices", "publish 8 devices"),
+    ):
+        s = res.get(key) or {}
+        rows.append([label, s.get("n"), _fmt(s.get("p50_ms")), _fmt(s.get("p99_ms")), _fmt(s.get("p99_per_claim_ms"))])
+    return out + _table(["call", "calls", "p50 ms", "p99 ms", "p99 per claim ms"], rows)
+
+
+def vcore_section(res: dict[str, Any]) -> list[str]:
+    out = [
+        f"ns per `cuMemAlloc_v2`+`cuMemFree_v2` pair on the fake libcuda, {res.get('iterations_per_process')} "
+        f"pairs per process, {res.get('repeats')} repeat(s), the program without the library as the baseline",
+        "(interleaved in the same run). CPU time is the intrinsic cost; wall clock adds waiting for the region",
+        "lock when processes contend.",
+        "",
+    ]
+    rows = []
+    for key in ("single_process", "contended_8"):
+        s = res.get(key) or {}
+        rows.append(
+            [
+                f"{s.get('processes', '?')} process(es)",
+                _fmt(s.get("baseline_ns_per_pair")),
+                _fmt(s.get("vcore_ns_per_pair")),
+                _fmt(s.get("overhead_ns_per_pair")),
+                _fmt(s.get("baseline_cpu_ns_per_pair")),
+                _fmt(s.get("vcore_cpu_ns_per_pair")),
+                _fmt(s.get("overhead_cpu_ns_per_pair")),
+                _fmt(s.get("best_overhead_cpu_ns_per_pair")),
+            ]
+        )
+    out += _table(
+        [
+            "run",
+            "wall ns without",
+            "wall ns with",
+            "wall overhead",
+            "CPU ns without",
+            "CPU ns with",
+            "CPU overhead (median)",
+            "CPU overhead (best)",
+        ],
+        rows,
+    )
+    thr = res.get("throttle")
+    if thr:
+        out += [
+            f"SM throttle: {thr.get('kernels')} kernels of a simulated {thr.get('kernel_us')} µs each, back to "
+            f"back, {thr.get('repeats')} repeat(s) per limit (median), the library's shipped window and queue.",
+            "",
+        ]
+        out += _table(
+            ["limit %", "device busy %", "error (pp)", "samples %", "verdict"],
+            [
+                [
+                    r["limit_pct"],
+                    _fmt(r["busy_pct"]),
+                    _fmt(r["error_pp"]),
+                    ", ".join(map(str, r["samples_pct"])),
+                    verdict_text(r["met"]),
+                ]
+                for r in thr.get("limits") or []
+            ],
+        )
+    return out
+
+
+def cluster_section(res: dict[str, Any]) -> list[str]:
+    up, down, base = res.get("up_s") or {}, res.get("down_s") or {}, res.get("baseline") or {}
+    out = [
+        "A throw-away cluster of the benchmark's own; `up` of the running cluster is the baseline (the fixed",
+        "cost of the command).",
+        "",
+    ]
+    out += _table(
+        ["measure", "median s", "min s", "max s", "runs"],
+        [
+            [
+                "`up`, empty state to ready",
+                _fmt(up.get("median")),
+                _fmt(up.get("min")),
+                _fmt(up.get("max")),
+                up.get("runs"),
+            ],
+            [
+                "`up` of the running cluster (baseline)",
+                _fmt(base.get("median")),
+                _fmt(base.get("min")),
+                _fmt(base.get("max")),
+                base.get("runs"),
+            ],
+            ["`down`", _fmt(down.get("median")), _fmt(down.get("min")), _fmt(down.get("max")), down.get("runs")],
+            ["`cluster build` when everything is built", _fmt(res.get("build_check_s")), "", "", 1],
+        ],
+    )
+    mem = res.get("control_plane_rss_mib") or {}
+    if mem:
+        out += [
+            "Control plane resident memory at idle (MiB, mean over the sample): "
+            + ", ".join(f"{k} {_fmt(v)}" for k, v in mem.items())
+            + ".",
+            "",
+        ]
+    builds = (res.get("recorded_builds") or {}).get("builds")
+    out += ["**Go builds recorded by the builder** (measured when a build really ran; never a constant):", ""]
+    if isinstance(builds, dict) and builds:
+        rows = [
+            [
+                w,
+                ", ".join(b.get("binaries") or []),
+                _fmt(b.get("seconds"), " s"),
+                b.get("finished"),
+                b.get("go"),
+                ", ".join(f"{m} {v}" for m, v in (b.get("modules") or {}).items()),
+                {True: "warm", False: "empty (cold)"}.get(b.get("go_cache_was_present"), "unknown"),
+                b.get("cpus"),
+            ]
+            for w, b in sorted(builds.items())
+        ]
+        out += _table(
+            ["wrapper", "binaries", "build time", "finished", "Go", "modules", "Go build cache", "cores"], rows
+        )
+    else:
+        out += ["Not measured: no build was recorded in the benchmark machine's cache.", ""]
+    return out
+
+
+def lab_section(res: dict[str, Any]) -> list[str]:
+    replay, realloc = res.get("replay_wall_seconds") or {}, res.get("release_to_reallocate_seconds") or {}
+    first = (res.get("baseline") or {}).get("first_allocation_seconds") or {}
+    out = [
+        f"`dralab lab run {res.get('lab')}` on the `local` profile, {res.get('runs')} replay(s); the first",
+        "allocation (apply to allocated) is the baseline for release to reallocation.",
+        "",
+    ]
+    out += _table(
+        ["measure", "p50 s", "min s", "max s"],
+        [
+            ["replay, wall clock", _fmt(replay.get("p50")), _fmt(replay.get("min")), _fmt(replay.get("max"))],
+            ["release to reallocation", _fmt(realloc.get("p50")), _fmt(realloc.get("min")), _fmt(realloc.get("max"))],
+            ["first allocation (baseline)", _fmt(first.get("p50")), _fmt(first.get("min")), _fmt(first.get("max"))],
+        ],
+    )
     out += [
+        f"Cold bring-up of the lab's cluster: {_fmt(res.get('bring_up_cold_seconds'), ' s')}; CLI start-up "
+        f"{_fmt((res.get('baseline') or {}).get('cli_startup_seconds'), ' s')}.",
+        "",
+    ]
+    return out
+
+
+def concurrency_section(res: dict[str, Any], plot: str | None = None) -> list[str]:
+    out = [
         "N pods created at once through the webhook and the real kube-scheduler against one KWOK node",
-        f"with {res.get('node', {}).get('devices', '?')} shared fake devices; latency from the create to the pod's",
-        "binding (watch), throughput = pods bound / burst completion time; \"admitted\" is the create call",
-        "itself (admission, including the webhook creating the claim).",
+        f"with {(res.get('node') or {}).get('devices', '?')} shared fake devices; latency from the create to the "
+        'pod\'s binding (watch), throughput = pods bound / burst completion time; "admitted" is the create call',
+        "itself (admission, including the webhook creating the claim). Plain pods (no claim) in the same run are",
+        "the baseline.",
         "",
     ]
 
     def table(cols: dict[str, Any], title: str) -> list[str]:
-        rows = [f"**{title}**", "",
-                "| N | p50 (s) | p99 (s) | admitted p50 (s) | completion (s) | pods/s | Running p50 (s) | failures |",
-                "|---:|---:|---:|---:|---:|---:|---:|---:|"]
-        for i, n in enumerate(cols["n"]):
-            get = lambda k, i=i: (cols.get(k) or [None] * len(cols["n"]))[i]  # noqa: E731
-            rows.append(
-                f"| {n} | {_fmt(get('p50_s'))} | {_fmt(get('p99_s'))} | {_fmt(get('admitted_p50_s'))} | "
-                f"{_fmt(get('completion_s'))} | "
-                f"{_fmt(get('pods_per_s'))} | {_fmt(get('running_p50_s'))} | {_fmt(get('failures'))} |"
-            )
-        return [*rows, ""]
+        n = cols.get("n") or []
+        get = lambda k, i: (cols.get(k) or [None] * len(n))[i]  # noqa: E731
+        rows = [
+            [
+                x,
+                _fmt(get("p50_s", i)),
+                _fmt(get("p99_s", i)),
+                _fmt(get("admitted_p50_s", i)),
+                _fmt(get("completion_s", i)),
+                _fmt(get("pods_per_s", i)),
+                _fmt(get("running_p50_s", i)),
+                _fmt(get("failures", i)),
+            ]
+            for i, x in enumerate(n)
+        ]
+        return [
+            f"**{title}**",
+            "",
+            *_table(
+                [
+                    "N",
+                    "p50 (s)",
+                    "p99 (s)",
+                    "admitted p50 (s)",
+                    "completion (s)",
+                    "pods/s",
+                    "Running p50 (s)",
+                    "failures",
+                ],
+                rows,
+                "---:",
+            ),
+        ]
 
     qps = (res.get("scheduler_qps") or {}).get("local", ["?", "?"])
     out += table(res, f"DRA sharing pods, scheduler client QPS {qps[0]} / burst {qps[1]}")
     if res.get("baseline"):
         out += table(res["baseline"], "Baseline: plain pods (no claim), same run")
+    v = res.get("verdict") or {}
+    if v.get("dra_to_plain_by_n"):
+        ratios = v["dra_to_plain_by_n"]
+        out += [
+            "**DRA pods/s ÷ plain pods/s, same run**",
+            "",
+            *_table(["N", *ratios], [["ratio", *(_fmt(r) for r in ratios.values())]]),
+        ]
     if res.get("default_qps"):
         out += table(res["default_qps"], "DRA sharing pods, scheduler at its default client QPS 50 / burst 100")
-    v = res.get("verdict") or {}
-    out += [
-        f"- Flat per-pod cost: pods/s at N={v.get('largest_n')} is {_fmt(v.get('ratio_largest_to_10'))} x pods/s "
-        f"at N=10 (target >= {v.get('ratio_target')}): **{_ok(v.get('flat'))}**",
-        f"- Absolute rate at N={v.get('largest_n')} >= {v.get('rate_target_pods_per_s')} pods/s: "
-        f"**{_ok(v.get('meets_rate'))}**",
-    ]
-    dq = (res.get("default_qps") or {}).get("verdict")
-    if dq:
-        out.append(f"- At the default QPS: ratio {_fmt(dq.get('ratio_largest_to_10'))}, rate target "
-                   f"**{_ok(dq.get('meets_rate'))}**")
     if res.get("first_errors"):
-        out.append(f"- First errors: {'; '.join(str(e)[:160] for e in res['first_errors'])}")
+        out += [f"First errors: {'; '.join(str(e)[:160] for e in res['first_errors'])}", ""]
     if plot:
-        out += ["", f"![concurrency]({plot})"]
-    return [*out, ""]
-
-
-def faults_section(res: dict[str, Any] | None) -> list[str]:
-    out = ["## Faults: outages and churn, then a leak audit", ""]
-    if res is None:
-        return [*out, "Not measured: run `dralab bench faults`.", ""]
-    out += [_header(res), "",
-            f"Claim grace period {res.get('claim_grace_period_s')} s. Leaked claims: claims no live pod uses once the",
-            "grace period is over. Leaked capacity: devices whose consumed capacity (all allocated claims) differs",
-            "from what the claims of live pods hold.", "",
-            "| scenario | result | leaked claims | leaked capacity | figures |", "|---|---|---:|---:|---|"]
-    for row in res.get("scenarios") or []:
-        detail = {k: v for k, v in (row.get("detail") or {}).items() if k != "final_audit"}
-        figures = ", ".join(f"{k} {json.dumps(v)}" for k, v in detail.items())
-        out.append(f"| {row['name']} | **{_ok(row['passed'])}** | {row['leaked_claims']} | "
-                   f"{row['leaked_capacity']} | {figures.replace('|', '/')} |")
-    base = res.get("baseline") or {}
-    total = len(res.get("scenarios") or [])
-    out += ["", f"Baseline (idle cluster before the scenarios): {base.get('leaked_claims', '-')} leaked claims, "
-            f"{base.get('leaked_capacity', '-')} leaked capacity. {res.get('passed')}/{total} "
-            f"scenarios passed in {res.get('duration_s')} s.", ""]
+        out += [f"![concurrency]({plot})", ""]
     return out
 
 
-def fuzz_section(res: dict[str, Any] | None) -> list[str]:
-    out = ["## Bad input: fuzzing the admission endpoints and the driver's gRPC", ""]
-    if res is None:
-        return [*out, "Not measured: run `dralab bench fuzz`.", ""]
-    out += [_header(res), "",
-            "Contract: never a 5xx or an unhandled exception, every denial names its field, every patch applies and",
-            "leaves no HAMi resource; the driver answers every claim, never fails a call as a whole, and never",
-            "writes or removes anything but the claim's own files (an audit-hook sandbox refuses and records it).",
-            "", "| target | cases | result | broken contracts (cases) |", "|---|---:|---|---|"]
-    for name, t in (res.get("targets") or {}).items():
-        problems = ", ".join(f"{k}: {v}" for k, v in t.get("problems", {}).items()) or "none"
-        out.append(f"| {name} | {t.get('cases')} | **{_ok(t.get('passed'))}** | {problems.replace('|', '/')} |")
-    out += ["", "First example of each broken contract:", ""]
-    for name, t in (res.get("targets") or {}).items():
-        for kind, example in (t.get("examples") or {}).items():
-            shown = example[:240].replace("`", "'")
-            out.append(f"- `{name}` / `{kind}`: `{shown}`")
-    return [*out, ""]
+def faults_section(res: dict[str, Any]) -> list[str]:
+    out = [
+        f"Claim grace period {res.get('claim_grace_period_s')} s. Leaked claims: claims no live pod uses once the",
+        "grace period is over. Leaked capacity: devices whose consumed capacity (all allocated claims) differs",
+        "from what the claims of live pods hold.",
+        "",
+    ]
+    rows = []
+    for row in res.get("scenarios") or []:
+        detail = {k: v for k, v in (row.get("detail") or {}).items() if k != "final_audit"}
+        rows.append(
+            [
+                row["name"],
+                verdict_text(row.get("passed")),
+                row.get("leaked_claims"),
+                row.get("leaked_capacity"),
+                ", ".join(f"{k} {json.dumps(v)}" for k, v in detail.items()),
+            ]
+        )
+    out += _table(["scenario", "verdict", "leaked claims", "leaked capacity", "figures"], rows)
+    base = res.get("baseline") or {}
+    total = len(res.get("scenarios") or [])
+    out += [
+        f"Baseline (idle cluster before the scenarios): {base.get('leaked_claims', '-')} leaked claims, "
+        f"{base.get('leaked_capacity', '-')} leaked capacity. {res.get('passed')}/{total} scenarios met the "
+        f"contract in {res.get('duration_s')} s.",
+        "",
+    ]
+    return out
 
 
-def others_section(results: dict[str, dict[str, Any]]) -> list[str]:
-    others = {k: v for k, v in results.items() if k not in OWN}
-    if not others:
-        return []
-    out = ["## Other benchmark results in the folder", "", "| benchmark | measured | file |", "|---|---|---|"]
-    for name, res in sorted(others.items()):
-        out.append(f"| {name} | {res.get('measured_at', '?')} | `{name}.json` |")
-    return [*out, ""]
+def fuzz_section(res: dict[str, Any]) -> list[str]:
+    out = [
+        "Contract: never a 5xx or an unhandled exception, every denial names its field, every patch applies and",
+        "leaves no HAMi resource; the driver answers every claim, never fails a call as a whole, and never",
+        "writes or removes anything but the claim's own files (an audit-hook sandbox refuses and records it).",
+        "",
+    ]
+    rows = []
+    for name, t in (res.get("targets") or {}).items():
+        problems = ", ".join(f"{k}: {v}" for k, v in (t.get("problems") or {}).items()) or "none"
+        rows.append([name, t.get("cases"), verdict_text(t.get("passed")), problems])
+    out += _table(["target", "cases", "verdict", "broken contracts (cases)"], rows)
+    examples = [(n, k, e) for n, t in (res.get("targets") or {}).items() for k, e in (t.get("examples") or {}).items()]
+    if examples:
+        out += ["First example of each broken contract:", ""]
+        out += [f"- `{n}` / `{k}`: `{str(e)[:240].replace('`', chr(39))}`" for n, k, e in examples]
+        out.append("")
+    base = res.get("baseline") or {}
+    if base:
+        out += [
+            f"Baseline: a well-formed Lab 20 pod through the same checks: "
+            f"{'passes' if base.get('admission_ok') else 'FAILS'} them.",
+            "",
+        ]
+    return out
+
+
+SECTIONS: dict[str, tuple[str, Section]] = {
+    "admission": ("Admission webhook: latency and throughput", admission_section),
+    "driver": ("Node driver: NodePrepareResources and slice publication", driver_section),
+    "vcore": ("vcore: cost per allocation and SM throttle accuracy", vcore_section),
+    "cluster": ("Local cluster: bring-up, tear-down, memory, builds", cluster_section),
+    "lab": ("Lab 20 replay on the local profile", lab_section),
+    "concurrency": ("Concurrency: bursts of sharing pods on one node", concurrency_section),
+    "faults": ("Faults: outages and churn, then a leak audit", faults_section),
+    "fuzz": ("Bad input: fuzzing the admission endpoints and the driver's gRPC", fuzz_section),
+}
 
 
 def render(results: dict[str, dict[str, Any]], plot: str | None = None) -> str:
-    """The whole report from the parsed result files (pure)."""
-    lines = ["# dralab reliability report", "",
-             "Generated by `dralab bench report` from the JSON results; do not edit by hand.", "",
-             "| check | result |", "|---|---|"]
-    conc = results.get("concurrency")
-    if conc:
-        v = conc.get("verdict") or {}
-        lines.append(f"| concurrency: flat per-pod cost / >= {v.get('rate_target_pods_per_s')} pods/s | "
-                     f"{_ok(v.get('flat'))} / {_ok(v.get('meets_rate'))} |")
-    faults = results.get("faults")
-    if faults:
-        for row in faults.get("scenarios") or []:
-            lines.append(f"| faults: {row['name']} | {_ok(row['passed'])} |")
-    fz = results.get("fuzz")
-    if fz:
-        for name, t in (fz.get("targets") or {}).items():
-            lines.append(f"| fuzz: {name} ({t.get('cases')} cases) | {_ok(t.get('passed'))} |")
-    lines.append("")
-    lines += concurrency_section(conc, plot)
-    lines += faults_section(faults)
-    lines += fuzz_section(fz)
-    lines += others_section(results)
+    """The whole report from the parsed result files (pure: the same files always give the same text)."""
+    lines = [
+        "# dralab benchmark report",
+        "",
+        "Rendered by `dralab bench report` from the JSON results in `bench/results/`; do not edit by hand.",
+        "`dralab bench report --check` fails when this file differs from what those results render.",
+        "Each section says when and where its figures were measured; this machine is shared, so read them",
+        "with the load average and the run type (a quick run is the reduced `--quick` size).",
+        "",
+        "## Verdicts",
+        "",
+    ]
+    rows = verdicts(results)
+    if rows:
+        lines += _table(["benchmark", "target", "figure", "target value", "verdict"], rows)
+    else:
+        lines += ["No benchmark result yet.", ""]
+    lines += ["## Where and when", ""]
+    where = []
+    for name in [*ORDER, *sorted(set(results) - set(ORDER))]:
+        if name not in results:
+            where.append([name, "not measured", "", "", "", "", "", ""])
+            continue
+        ctx = _ctx(results[name])
+        where.append(
+            [
+                name,
+                ctx.get("run"),
+                ctx.get("date"),
+                (ctx.get("commit") or "-")[:10],
+                ctx.get("cores"),
+                _load(ctx),
+                ctx.get("kernel") or "-",
+                f"Python {ctx.get('python') or '?'}, {ctx.get('go') or 'no Go'}",
+            ]
+        )
+    lines += _table(
+        ["result", "run", "measured", "commit", "cores", "load avg start → end", "kernel", "toolchain"], where
+    )
+    for name in ORDER:
+        title, section = SECTIONS[name]
+        lines += [f"## {title}", ""]
+        res = results.get(name)
+        if res is None:
+            lines += [f"Not measured: run `dralab bench {name}` and commit `bench/results/{name}.json`.", ""]
+            continue
+        lines += [context_line(res), ""]
+        lines += concurrency_section(res, plot) if name == "concurrency" else section(res)
+    others = sorted(set(results) - set(ORDER))
+    if others:
+        lines += ["## Other results", ""]
+        for name in others:
+            lines += [
+                f"### {name}",
+                "",
+                context_line(results[name]),
+                "",
+                f"Figures in `bench/results/{name}.json` (no section renders them yet).",
+                "",
+            ]
     return "\n".join(lines).rstrip() + "\n"
 
 
-def load_results(folder: Path) -> dict[str, dict[str, Any]]:
-    """Every ``<name>.json`` in ``folder`` by name; a file that is not JSON is a user error."""
-    if not folder.is_dir():
-        raise UserError(f"results folder {folder} not found; run a benchmark with --out {folder} first")
-    out = {}
-    for path in sorted(folder.glob("*.json")):
-        try:
-            out[path.stem] = json.loads(path.read_text())
-        except ValueError as exc:
-            raise UserError(f"{path} is not valid JSON ({exc}); rerun the benchmark that wrote it") from None
-    return out
+def render_files(results_dir: Path, out: Path) -> str:
+    """The report text for ``out`` from the results in ``results_dir`` (the plot linked relative to ``out``)."""
+    results = load_results(results_dir)
+    png = results_dir / PLOT
+    plot = Path(os.path.relpath(png, out.parent)).as_posix() if png.is_file() else None
+    return render(results, plot)
 
 
 @click.command()
 @click.option("--results", "results_dir", default=DEFAULT_OUT, show_default=True, help="folder of JSON results")
-@click.option("--out", default="bench/REPORT.md", show_default=True, help="the report file to write")
+@click.option("--out", default=DEFAULT_REPORT, show_default=True, help="the report file to write (or check)")
+@click.option(
+    "--check", is_flag=True, help="write nothing; exit 1 when the report differs from what the results render"
+)
 @click.option("--quick", is_flag=True, hidden=True, help="accepted for symmetry with the other benchmarks")
-def report(results_dir: str, out: str, quick: bool) -> None:
-    """Regenerate the reliability report (Markdown) from the benchmarks' JSON results.
+def report(results_dir: str, out: str, check: bool, quick: bool) -> None:
+    """Render the benchmark report (Markdown) from the JSON results, or check that it is current.
 
     \b
     Example:
-      dralab bench report --results bench/results --out bench/REPORT.md
+      dralab bench report
+      dralab bench report --check
     """
-    folder = Path(results_dir)
-    results = load_results(folder)
-    target = Path(out)
-    png = folder / "concurrency.png"
-    plot = None
-    if png.is_file():
-        # the results folder is not versioned: the figure travels with the report
-        atomic_write(target.parent / png.name, png.read_bytes())
-        plot = png.name
-    atomic_write(target, render(results, plot))
-    click.echo(f"wrote {target} from {len(results)} result file(s) in {folder}")
+    folder, target = Path(results_dir), Path(out)
+    text = render_files(folder, target)
+    if check:
+        current = target.read_text() if target.is_file() else ""
+        if current == text:
+            click.echo(f"{target} is current with the {len(load_results(folder))} result file(s) in {folder}")
+            return
+        diff = list(difflib.unified_diff(current.splitlines(), text.splitlines(), str(target), "rendered", lineterm=""))
+        click.echo("\n".join(diff[:60]) + ("\n..." if len(diff) > 60 else ""), err=True)
+        click.echo(f"{target} differs from what {folder} renders: run `dralab bench report` and commit both", err=True)
+        sys.exit(1)
+    atomic_write(target, text)
+    click.echo(f"wrote {target} from {len(load_results(folder))} result file(s) in {folder}")

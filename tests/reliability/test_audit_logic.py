@@ -169,18 +169,20 @@ def _results() -> dict:
 
 def test_the_report_states_every_figure_and_verdict() -> None:
     text = report.render(_results(), "results/concurrency.png")
-    assert "| faults: s1 | PASS |" in text and "| faults: s2 | FAIL |" in text
-    assert "| s2 | **FAIL** | 2 | 1 |" in text
+    assert "| faults | s1: no leaked claim or capacity | 0 / 0 | 0 / 0 | met |" in text
+    assert "| faults | s2: no leaked claim or capacity | 2 / 1 | 0 / 0 | NOT met |" in text
+    assert "| s2 | NOT met | 2 | 1 |" in text
     assert "| 10 | 0.5 | 0.9 | 0.25 | 0.5 | 20 | 0.6 | 0 |" in text
-    assert "| fuzz: t (5 cases) | FAIL |" in text and "http_500: 2" in text
+    assert "| fuzz | t: contract holds for every case | 2 of 5 broke it | 0 | NOT met |" in text
+    assert "http_500: 2" in text
     assert "![concurrency](results/concurrency.png)" in text
-    assert "| other | T2 | `other.json` |" in text
+    assert "### other" in text and "_Measured T2 (unknown run)" in text
     assert "a/b" in text  # a pipe inside a figure does not break the table
 
 
 def test_the_report_says_what_was_not_measured() -> None:
     text = report.render({})
-    assert text.count("Not measured") == 3
+    assert text.count("Not measured: run `dralab bench") == len(report.ORDER)
 
 
 def test_report_command_writes_the_file_and_refuses_broken_json(tmp_path: Path) -> None:
@@ -193,7 +195,7 @@ def test_report_command_writes_the_file_and_refuses_broken_json(tmp_path: Path) 
     out = tmp_path / "REPORT.md"
     run = CliRunner().invoke(report.report, ["--results", str(results), "--out", str(out)])
     assert run.exit_code == 0, run.output
-    assert out.read_text().startswith("# dralab reliability report")
+    assert out.read_text().startswith("# dralab benchmark report")
     (results / "bad.json").write_text("{")
     run = CliRunner().invoke(report.report, ["--results", str(results), "--out", str(out)])
     assert run.exit_code != 0 and "bad.json is not valid JSON" in str(run.exception)
