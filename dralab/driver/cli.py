@@ -38,6 +38,12 @@ def driver() -> None:
 @click.option("--npu-smi", default="npu-smi", show_default=True, help="npu-smi binary (ascend backend).")
 @click.option("--resync-seconds", type=float, default=30.0, show_default=True, help="Slice republish check period.")
 @click.option("--no-publish", is_flag=True, help="Do not publish ResourceSlices (claims are still read from the API).")
+@click.option(
+    "--claim-gid",
+    type=click.IntRange(0),
+    help="Group of claim directories and shared device files (mode 0770/0660); non-root workloads add it "
+    "to their supplementalGroups. Default: the driver's own group.",
+)
 def run(**kw: object) -> None:
     """Serve the kubelet plugin sockets, publish ResourceSlices and prepare claims until SIGTERM.
 
@@ -65,6 +71,7 @@ def run(**kw: object) -> None:
         npu_smi=str(kw["npu_smi"]),
         resync_seconds=float(kw["resync_seconds"]),  # type: ignore[arg-type]
         publish=not kw["no_publish"],
+        claim_gid=kw["claim_gid"],  # type: ignore[arg-type]
     )
     proc = DriverProcess(opts)
 

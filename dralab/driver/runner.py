@@ -48,6 +48,19 @@ class RunOptions:
     resync_seconds: float = 30.0
     reconcile_seconds: float = 60.0
     npu_smi: str = "npu-smi"
+    claim_gid: int | None = None  # group of claim directories and shared files (non-root containers join it)
+
+
+def _state_folder(path: Path) -> None:
+    """Create the state folder 0700; an existing one is left as it is (it may be a folder the user owns)."""
+    if not path.exists():
+        path.mkdir(mode=0o700, parents=True)
+        path.chmod(0o700)
+    elif path.stat().st_mode & 0o077:
+        log.warning(
+            "state folder is open to other users: each driver's own folder inside it is 0700",
+            extra={"fields": {"path": str(path), "mode": oct(path.stat().st_mode & 0o777)}},
+        )
 
 
 @dataclass
@@ -85,7 +98,7 @@ class DriverProcess:
     def start(self) -> DriverProcess:
         cfg = load_config(self.options.config)
         plugin_dir, registry_dir, cdi_dir, state_dir = self._paths(cfg)
-        state_dir.mkdir(parents=True, exist_ok=True)
+        _state_folder(state_dir)
         self._lock = FileLock(str(state_dir / "driver.lock"))
         try:
             self._lock.acquire(timeout=0)
@@ -130,6 +143,7 @@ class DriverProcess:
                 state_dir=state_dir,
                 library=Path(library) if library else None,
                 metrics=self.metrics,
+                claim_gid=self.options.claim_gid,
             ).open()
             server = PluginServer(state, SocketPaths.for_driver(vendor.driver, plugin_dir, registry_dir))
             served = _Served(vendor=vendor, state=state, server=server)

@@ -8,11 +8,20 @@ entry are removed at the next start (the kubelet, which got no answer, prepares 
 claim is answered from the checkpoint (no API call), rewriting its CDI spec if a reboot emptied the
 CDI directory. Unprepare uses the checkpoint only and always succeeds for unknown claims. One lock
 serializes all transitions of a driver.
+
+Host paths (the threat model: tenants of other claims, and other users of the host): the state
+root and ``claims/`` are 0700, so a claim's files are reachable only through the mounts its own CDI
+spec gives its containers. A claim's directory is 0770 (owner and the claim group, ``claim_gid``:
+non-root containers join that group to write their accounting file). Claims share only what their
+profile's layout declares, one file per device, mounted as that file into the claims allocated that
+device (0660, same group); nothing is world-writable, and no claim can create files in a folder
+another claim sees.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import re
 import shutil
 import threading
@@ -39,6 +48,10 @@ from dralab.model.vendors import Vendor
 from dralab.util import atomic_write, get_logger
 
 log = get_logger("dralab.driver.state")
+
+PRIVATE_DIR = 0o700  # the state root, claims/, shared/: only the driver enters
+CLAIM_DIR = 0o770  # a claim's own directory: the driver and the claim group
+SHARED_FILE = 0o660  # a device's shared file: the driver and the claim group
 
 
 class ClaimError(Exception):
@@ -150,6 +163,7 @@ class DriverState:
         library: Path | None = None,
         metrics: DriverMetrics | None = None,
         boot_id: str | None = None,
+        claim_gid: int | None = None,
     ) -> None:
         self.vendor = vendor
         self.driver = vendor.driver
@@ -160,6 +174,7 @@ class DriverState:
         self.root = Path(state_dir) / self.driver
         self.library = Path(library) if library else default_library()
         self.metrics = metrics or DriverMetrics()
+        self.claim_gid = claim_gid
         self.kind = vendor.device.cdi_kind
         self.cdi_class = vendor.device.cdi_class
         self.profile = vendor.enforcement
@@ -171,7 +186,8 @@ class DriverState:
 
     def open(self) -> DriverState:
         """Load (or repair) the checkpoint and write the host files; nothing before this touches the disk."""
-        self.root.mkdir(parents=True, exist_ok=True)
+        for folder in (self.root, self.root / "claims"):
+            private_dir(folder)
         self.cdi_dir.mkdir(parents=True, exist_ok=True)
         with self._lock:
             self.checkpoint = self.store.load()
@@ -191,6 +207,11 @@ class DriverState:
     @property
     def shared_dir(self) -> Path:
         return self.root / "shared"
+
+    def shared_file(self, device: Device) -> Path | None:
+        """The host file the claims on ``device`` share (None when the profile shares nothing)."""
+        name = self.layout.shared_file_name(device.physical_id)
+        return self.shared_dir / name if name else None
 
     def claim_dir(self, uid: str) -> Path:
         """The claim's own folder; ClaimError for a uid that would name anything else."""
@@ -235,10 +256,34 @@ class DriverState:
                     extra={"fields": {"driver": self.driver, "library": str(self.library)}},
                 )
             atomic_write(self.preload_file, enforcement.preload_entry(self.library.name))
-            self.shared_dir.mkdir(parents=True, exist_ok=True)
-            self.shared_dir.chmod(0o777)
+            self._write_shared_files()
+        self._tighten_claim_dirs()
         common = cdi.render_common_spec(self.kind, _as_cdi_edits(self.backend.common_edits()), self.driver)
         atomic_write(self.cdi_dir / cdi.spec_file_name(self.driver, self.cdi_class, cdi.COMMON), cdi.dump_spec(common))
+
+    def _write_shared_files(self) -> None:
+        """One file per device for the profiles that share one (it must exist: it is bind-mounted as a file)."""
+        files = [f for f in map(self.shared_file, self.devices.values()) if f is not None]
+        if not files:
+            return
+        private_dir(self.shared_dir)
+        for path in files:
+            fd = os.open(path, os.O_CREAT | os.O_WRONLY | os.O_NOFOLLOW, SHARED_FILE)
+            try:
+                os.fchmod(fd, SHARED_FILE)
+                if self.claim_gid is not None:
+                    os.fchown(fd, -1, self.claim_gid)
+            finally:
+                os.close(fd)
+
+    def _tighten_claim_dirs(self) -> None:
+        """Give directories an earlier version made world-writable the current mode (they are the driver's)."""
+        if self.shared_dir.is_dir() and not self.layout.shared_file_name(0):
+            self.shared_dir.chmod(PRIVATE_DIR)  # no longer mounted anywhere
+        claims_root = self.root / "claims"
+        for path in claims_root.iterdir():
+            if path.is_dir() and not path.is_symlink():
+                path.chmod(CLAIM_DIR)
 
     def _update_gauge(self) -> None:
         done = sum(1 for e in self.checkpoint.claims.values() if e.state == PREPARE_COMPLETED)
@@ -383,8 +428,10 @@ class DriverState:
                 notes.append(f"enforcement library {self.library} missing: no library mounts, quotas not enforced")
             if self.layout.claim_dir:
                 mounts.append(Mount(str(self.claim_dir(ref.uid)), self.layout.claim_dir, read_only=False))
-            if self.layout.shared_dir:
-                mounts.append(Mount(str(self.shared_dir), self.layout.shared_dir, read_only=False))
+            for dev in devices:
+                host, target = self.shared_file(dev), self.layout.shared_path(dev.physical_id)
+                if host is not None and target is not None:
+                    mounts.append(Mount(str(host), target, read_only=False))
         edits = cdi.merge_edits(
             [
                 ContainerEdits(env=tuple(env.items())),
@@ -410,8 +457,10 @@ class DriverState:
             raise ClaimError(why, "injected")
         spec, prepared = self.render(ref, claim)
         claim_dir = self.claim_dir(ref.uid)
-        claim_dir.mkdir(parents=True, exist_ok=True)
-        claim_dir.chmod(0o777)
+        claim_dir.mkdir(mode=CLAIM_DIR, exist_ok=True)
+        claim_dir.chmod(CLAIM_DIR)  # mkdir's mode is masked by the umask
+        if self.claim_gid is not None:
+            os.chown(claim_dir, -1, self.claim_gid)
         # Not fsynced: the checkpoint is, and a spec lost or emptied by a crash is rewritten on the next Prepare.
         atomic_write(self.spec_path(ref.uid), cdi.dump_spec(spec), durable=False)
         self.checkpoint.claims[ref.uid] = ClaimEntry(
@@ -529,6 +578,12 @@ class DriverState:
     def prepared_claims(self) -> dict[str, ClaimEntry]:
         with self._lock:
             return dict(self.checkpoint.claims)
+
+
+def private_dir(path: Path) -> None:
+    """Create ``path`` (and missing parents) 0700, or make the driver's existing folder 0700."""
+    path.mkdir(mode=PRIVATE_DIR, parents=True, exist_ok=True)
+    path.chmod(PRIVATE_DIR)
 
 
 def _as_cdi_edits(edits: Any) -> ContainerEdits:

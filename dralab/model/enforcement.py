@@ -14,8 +14,12 @@ Pure functions, no I/O. A vendor names its profile in the vendor table (``enforc
 Consumed capacity of ``None`` means the allocation carried no consumed capacity (an exclusive
 allocation): memory is then the whole device and there is no compute reservation.
 
-The container-side directories of each profile are part of the contract too (``layout``): the node
-driver mounts host directories there, the enforcement library and the probes read them.
+The container-side paths of each profile are part of the contract too (``layout``): the node driver
+mounts host paths there, the enforcement library and the probes read them. A claim's own directory
+is private to the claim. What sharers of one device must see in common is a single file per device
+(``shared_file`` inside ``shared_dir``), and only profiles whose runtime needs it have one:
+``hami-vnpu-core`` coordinates the sharers of an NPU through its global registry; dralab's vcore
+keeps all of a claim's accounting in the claim's directory, so ``hami-core`` shares nothing.
 """
 
 from __future__ import annotations
@@ -59,16 +63,33 @@ class DeviceShare:
 
 @dataclass(frozen=True)
 class Layout:
-    """Container paths of one profile: per-claim directory and the directory shared by all claims of a node."""
+    """Container paths of one profile: the claim's own directory, and the per-device file its sharers share.
+
+    ``shared_file`` is a name template with ``{physical_id}``; the file lives in ``shared_dir``.
+    """
 
     claim_dir: str | None
-    shared_dir: str | None
+    shared_dir: str | None = None
+    shared_file: str | None = None
+
+    def shared_file_name(self, physical_id: int) -> str | None:
+        """The name of device ``physical_id``'s shared file (None when the profile shares nothing)."""
+        if not (self.shared_dir and self.shared_file):
+            return None
+        return self.shared_file.format(physical_id=physical_id)
+
+    def shared_path(self, physical_id: int) -> str | None:
+        """The container path of device ``physical_id``'s shared file (None when the profile shares nothing)."""
+        file_name = self.shared_file_name(physical_id)
+        return f"{self.shared_dir}/{file_name}" if file_name else None
 
 
 _LAYOUTS = {
-    "hami-vnpu-core": Layout(claim_dir="/hami-vnpu-shmem", shared_dir="/hami-shared-region"),
-    "hami-core": Layout(claim_dir="/usr/local/vgpu", shared_dir="/tmp/vgpulock"),
-    "none": Layout(claim_dir=None, shared_dir=None),
+    "hami-vnpu-core": Layout(
+        claim_dir="/hami-vnpu-shmem", shared_dir="/hami-shared-region", shared_file="{physical_id}_global_registry"
+    ),
+    "hami-core": Layout(claim_dir="/usr/local/vgpu"),
+    "none": Layout(claim_dir=None),
 }
 
 
@@ -114,7 +135,7 @@ def _vnpu_env(shares: Sequence[DeviceShare]) -> dict[str, str]:
     if reserved:
         env["NPU_PRIORITY"] = str(min(c for c in reserved if c is not None))
     lay = _LAYOUTS["hami-vnpu-core"]
-    env["NPU_GLOBAL_SHM_PATH"] = f"{lay.shared_dir}/{first.physical_id}_global_registry"
+    env["NPU_GLOBAL_SHM_PATH"] = str(lay.shared_path(first.physical_id))
     env["NPU_LOCAL_SHM_PATH"] = f"{lay.claim_dir}/vnpu_local_shmem"
     return env
 

@@ -48,7 +48,7 @@ def test_claim_a_spec_matches_lab20_step6(state, tmp_path: Path, library: Path) 
         "/usr/local/dralab/lib": (str(library.parent), "ro"),
         "/etc/ld.so.preload": (str(root / "ld.so.preload"), "ro"),
         "/hami-vnpu-shmem": (str(root / "claims" / CLAIM_A_UID), "rw"),
-        "/hami-shared-region": (str(root / "shared"), "rw"),
+        "/hami-shared-region/0_global_registry": (str(root / "shared" / "0_global_registry"), "rw"),
     }
     assert (root / "ld.so.preload").read_text() == "/usr/local/dralab/lib/libvcore.so\n"
     assert (root / "claims" / CLAIM_A_UID).is_dir()
@@ -178,7 +178,7 @@ def test_nvidia_claim_gets_hami_core_env(tmp_path: Path, library: Path) -> None:
     paths = [n["path"] for n in spec["devices"][0]["containerEdits"]["deviceNodes"]]
     assert paths == ["/dev/nvidia1", "/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia0"]
     targets = {m["containerPath"] for m in spec["devices"][0]["containerEdits"]["mounts"]}
-    assert {"/usr/local/vgpu", "/tmp/vgpulock", "/etc/ld.so.preload", "/usr/local/dralab/lib"} == targets
+    assert {"/usr/local/vgpu", "/etc/ld.so.preload", "/usr/local/dralab/lib"} == targets  # hami-core shares nothing
 
 
 def test_mknod_refused_falls_back_to_dev_null_and_says_so(tmp_path: Path, make_state, claims, monkeypatch) -> None:
@@ -227,3 +227,28 @@ def test_compute_units_become_percent() -> None:
     assert share.cores == 25 and share.memory_bytes == 8 * 2**30
     [whole] = shares_of([{"device": "hcu-0"}], {"hcu-0": dev})
     assert whole.cores is None and whole.memory_bytes is None
+
+
+def test_claim_group_owns_claim_dirs_and_shared_files(tmp_path: Path, claims, library: Path) -> None:
+    from dralab.driver.devices import BackendOptions
+    from dralab.driver.devices.fake import FakeBackend
+    from dralab.driver.state import DriverState
+    from dralab.model.vendors import load_vendor_table
+
+    gid = 4242
+    state = DriverState(
+        vendor=load_vendor_table().get("ascend"),
+        node=NODE,
+        backend=FakeBackend.from_options(BackendOptions(node=NODE, state_dir=tmp_path / "s")),
+        claims=claims,
+        cdi_dir=tmp_path / "cdi",
+        state_dir=tmp_path / "s",
+        library=library,
+        boot_id="b",
+        claim_gid=gid,
+    ).open()
+    assert state.prepare([REF_A])[CLAIM_A_UID].error == ""
+    claim_dir = state.claim_dir(CLAIM_A_UID)
+    registry = state.shared_dir / "0_global_registry"
+    assert (claim_dir.stat().st_gid, stat.S_IMODE(claim_dir.stat().st_mode)) == (gid, 0o770)
+    assert (registry.stat().st_gid, stat.S_IMODE(registry.stat().st_mode)) == (gid, 0o660)
