@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import shlex
 import shutil
 import subprocess
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -543,6 +545,29 @@ def op_device_capacity(ctx: Context, body: dict[str, Any], op: Operation) -> OpO
     return _outcome(op, summary, shown)
 
 
+def op_dralab(ctx: Context, body: dict[str, Any], op: Operation) -> OpOutcome:
+    """Run one dralab command with the run's kubeconfig (once: commands such as ``migrate apply`` change things)."""
+    args = [str(a) for a in body["args"]]
+    env = dict(os.environ)
+    if ctx.env.kubeconfig:
+        env["KUBECONFIG"] = str(ctx.env.kubeconfig)
+    proc = subprocess.run([sys.executable, "-m", "dralab.cli", *args], capture_output=True, text=True, env=env,
+                          timeout=op.effective_timeout, check=False)
+    view = {"exitCode": proc.returncode, "stdout": _parse_output(proc.stdout, body.get("parse")),
+            "stderr": proc.stderr}  # fmt: skip
+    expected = body.get("expect")
+    problems = (
+        matching.match(expected, view)
+        if expected is not None
+        else ([] if proc.returncode == 0 else [f"exit code {proc.returncode}: {proc.stderr.strip()[:300]}"])
+    )
+    if problems:
+        raise StepFailed(f"dralab {shlex.join(args)}: " + "; ".join(problems[:8]))
+    _capture_from(ctx, body, view, op)
+    shown = matching.excerpt(expected, view) if expected is not None else {"exitCode": view["exitCode"]}
+    return _outcome(op, f"dralab {shlex.join(args)}", shown, text=proc.stdout[-4000:])
+
+
 HANDLERS: dict[str, Handler] = {
     "apply": op_apply,
     "delete": op_delete,
@@ -554,4 +579,5 @@ HANDLERS: dict[str, Handler] = {
     "run-with-claim-env": op_run_with_claim_env,
     "exec-in-pod": op_exec_in_pod,
     "device-capacity": op_device_capacity,
+    "dralab": op_dralab,
 }

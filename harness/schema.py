@@ -117,6 +117,12 @@ OPERATIONS: dict[str, OpSpec] = {
         default_timeout=60.0,
         doc="run the enforcement probe on the host with the environment the claim's CDI spec gives a container",
     ),
+    "dralab": OpSpec(
+        required=("args",),
+        optional=("expect", "parse", "capture"),
+        default_timeout=120.0,
+        doc="run one dralab command (e.g. migrate apply) against the run's cluster; exit code and output matched",
+    ),
     "device-capacity": OpSpec(
         required=("driver",),
         optional=("node", "expect", "capture"),
@@ -196,7 +202,7 @@ class Operation:
         out: set[str] = set()
         if self.kind == "capture":
             out |= set(self.body.get("values") or {})
-        elif self.kind in ("read-cdi", "run-with-claim-env", "exec-in-pod", "device-capacity"):
+        elif self.kind in ("read-cdi", "run-with-claim-env", "exec-in-pod", "device-capacity", "dralab"):
             out |= set(self.body.get("capture") or {})
         if self.measure:
             out.add(self.measure.name)
@@ -360,6 +366,8 @@ def _check_body(kind: str, body: dict[str, Any], where: str, lab_dir: Path) -> N
             for var in values:
                 if not _VAR_NAME.match(str(var)):
                     raise UserError(f"{where}.{key}: {var!r} is not a valid variable name")
+    if kind == "dralab" and not (isinstance(body["args"], list) and body["args"]):
+        raise UserError(f"{where}.args: a non-empty list of arguments, e.g. [migrate, plan]")
     if kind == "exec-in-pod" and not isinstance(body["command"], list | str):
         raise UserError(f"{where}.command: a list of arguments or a shell string")
     if kind == "run-with-claim-env" and "steps" in body:

@@ -11,8 +11,8 @@ from dralab.webhook.kube import ApiError, KubeApi, claims_path, pods_path
 ADMISSION = "/apis/admissionregistration.k8s.io/v1"
 
 
-def snapshot(api: KubeApi) -> Snapshot:
-    """Every object the plan reads, listed once (cluster-wide)."""
+def snapshot(api: KubeApi, namespace: str | None = None) -> Snapshot:
+    """Every object the plan reads, listed once (pods and claims of one ``namespace`` when given)."""
 
     def items(path: str) -> list[dict[str, Any]]:
         try:
@@ -23,8 +23,8 @@ def snapshot(api: KubeApi) -> Snapshot:
             raise
 
     return Snapshot(
-        pods=items(pods_path()),
-        claims=items("/apis/resource.k8s.io/v1/resourceclaims"),
+        pods=items(pods_path(namespace)),
+        claims=items(claims_path(namespace) if namespace else "/apis/resource.k8s.io/v1/resourceclaims"),
         device_classes=items("/apis/resource.k8s.io/v1/deviceclasses"),
         mutating=items(f"{ADMISSION}/mutatingwebhookconfigurations"),
         validating=items(f"{ADMISSION}/validatingwebhookconfigurations"),

@@ -12,11 +12,12 @@ from dralab.config import load_config
 from dralab.errors import UserError
 
 
-def _settings(cfg):
+def _settings(cfg, grace_seconds: int | None):
     from dralab.webhook.adoption import AdoptionSettings
 
     m = cfg.migration
-    return AdoptionSettings(dict(m.claim_labels), dict(m.claim_annotations), float(m.grace_seconds))
+    grace = m.grace_seconds if grace_seconds is None else grace_seconds
+    return AdoptionSettings(dict(m.claim_labels), dict(m.claim_annotations), float(grace))
 
 
 def _options(fn):
@@ -26,18 +27,23 @@ def _options(fn):
                       help="dralab config file.")(fn)
     fn = click.option("--hami-config", default=None, type=click.Path(dir_okay=False),
                       help="HAMi's device-config.yaml: judge pods and claims by its resource names.")(fn)
+    fn = click.option("-n", "--namespace", default=None,
+                      help="Only this namespace's pods and claims (classes and webhooks are cluster-wide).")(fn)
+    fn = click.option("--grace-seconds", default=None, type=click.IntRange(min=0),
+                      help="How old an unreferenced HAMi-DRA claim must be to be deleted (default: config).")(fn)
     return fn
 
 
-def _plan(kubeconfig: str | None, config_path: str | None, hami_config: str | None):
+def _plan(kubeconfig: str | None, config_path: str | None, hami_config: str | None, namespace: str | None,
+          grace_seconds: int | None):
     from dralab.migrate.apply import snapshot
     from dralab.migrate.plan import build_plan
     from dralab.webhook.kube import KubeApi
 
     cfg = load_config(config_path, hami_config)
     api = KubeApi.from_kubeconfig(kubeconfig)
-    snap = snapshot(api)
-    return api, snap, build_plan(snap, cfg.vendors, _settings(cfg), time.time())
+    snap = snapshot(api, namespace)
+    return api, snap, build_plan(snap, cfg.vendors, _settings(cfg, grace_seconds), time.time())
 
 
 @click.group("migrate")
@@ -54,14 +60,17 @@ def migrate() -> None:
 @migrate.command("plan")
 @_options
 @click.option("-o", "--output", type=click.Choice(["text", "yaml", "json"]), default="text", show_default=True)
-def plan_cmd(kubeconfig: str | None, config_path: str | None, hami_config: str | None, output: str) -> None:
+def plan_cmd(
+    kubeconfig: str | None, config_path: str | None, hami_config: str | None, namespace: str | None,
+    grace_seconds: int | None, output: str,
+) -> None:
     """List HAMi pods, claims and owners, DeviceClasses, webhooks, conflicts and what apply would change.
 
     Reads only; changes nothing.
     """
     from dralab.migrate.plan import render_text
 
-    _, _, the_plan = _plan(kubeconfig, config_path, hami_config)
+    _, _, the_plan = _plan(kubeconfig, config_path, hami_config, namespace, grace_seconds)
     if output == "yaml":
         click.echo(yaml.safe_dump(the_plan.as_dict(), sort_keys=False, width=4096), nl=False)
     elif output == "json":
@@ -75,12 +84,13 @@ def plan_cmd(kubeconfig: str | None, config_path: str | None, hami_config: str |
 @click.option("--remove-hami-webhooks", is_flag=True, help="Also delete HAMi / HAMi-DRA webhook configurations.")
 @click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
 def apply_cmd(
-    kubeconfig: str | None, config_path: str | None, hami_config: str | None, remove_hami_webhooks: bool, yes: bool
+    kubeconfig: str | None, config_path: str | None, hami_config: str | None, namespace: str | None,
+    grace_seconds: int | None, remove_hami_webhooks: bool, yes: bool,
 ) -> None:
     """Adopt HAMi-DRA's claims of live pods, delete the orphaned ones (and optionally HAMi's webhooks)."""
     from dralab.migrate.apply import apply_plan
 
-    api, snap, the_plan = _plan(kubeconfig, config_path, hami_config)
+    api, snap, the_plan = _plan(kubeconfig, config_path, hami_config, namespace, grace_seconds)
     if not the_plan.actions:
         click.echo("nothing to change")
         return

@@ -39,8 +39,10 @@ def monitor(host: str, port: int, kubeconfig: str | None) -> None:
 @click.command("top")
 @click.option("-n", "--namespace", default=None, help="Only this namespace's claims.")
 @click.option("--once", is_flag=True, help="Print the table once and exit (no live view).")
+@click.option("-o", "--output", type=click.Choice(["table", "json"]), default="table", show_default=True,
+              help="json (with --once): devices, per-pod and per-namespace sums.")
 @click.option("--kubeconfig", default=None, type=click.Path(dir_okay=False), help="Default: in-cluster, then ~/.kube.")
-def top(namespace: str | None, once: bool, kubeconfig: str | None) -> None:
+def top(namespace: str | None, once: bool, output: str, kubeconfig: str | None) -> None:
     """A live table of device shares: device, node, memory used/total, cores used/total, sharers.
 
     \b
@@ -50,13 +52,13 @@ def top(namespace: str | None, once: bool, kubeconfig: str | None) -> None:
     """
     from dralab.monitor.allocation import compute
     from dralab.monitor.collector import CLAIMS, SLICES, AllocationWatch
-    from dralab.monitor.top import plain, table
+    from dralab.monitor.top import as_json, plain, table
     from dralab.webhook.kube import KubeApi
 
     api = KubeApi.from_kubeconfig(kubeconfig)
     if once:
         alloc = compute(api.list(SLICES).get("items") or [], api.list(CLAIMS).get("items") or [], namespace)
-        click.echo(plain(alloc), nl=False)
+        click.echo(as_json(alloc) if output == "json" else plain(alloc), nl=output == "json")
         return
     from rich.live import Live
 

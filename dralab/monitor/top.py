@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from rich.table import Table
 
 from dralab.model.quantity import MIB
@@ -45,3 +47,19 @@ def plain(alloc: Allocation) -> str:
     for r in [header, *body]:
         lines.append("  ".join(c.ljust(w) for c, w in zip(r[:-1], widths, strict=True)) + "  " + r[-1])
     return "\n".join(lines) + "\n"
+
+
+def as_json(alloc: Allocation) -> str:
+    """The picture as JSON: devices (used/total/shares/sharers), per-pod and per-namespace sums."""
+    return json.dumps({
+        "devices": [
+            {"device": d.name, "node": d.node, "driver": d.driver, "pool": d.pool,
+             "memoryUsed": d.memory_used, "memoryTotal": d.memory_total, "coresUsed": d.cores_used,
+             "coresTotal": d.cores_total, "shares": d.shares, "sharers": d.sharers}
+            for d in sorted(alloc.devices.values(), key=lambda d: (d.node, d.driver, d.name))
+        ],
+        "pods": [{"namespace": ns, "pod": pod, "memory": mem, "cores": cores}
+                 for (ns, pod), (mem, cores) in sorted(alloc.per_pod().items())],
+        "namespaces": [{"namespace": ns, "memory": mem, "cores": cores}
+                       for ns, (mem, cores) in sorted(alloc.per_namespace().items())],
+    }, indent=2)
