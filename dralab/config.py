@@ -28,6 +28,10 @@ webhook:
   failurePolicy: Fail                # mutate: Fail keeps HAMi pods from slipping through unconverted
   # optional: namespaceSelector / objectSelector, extra label selectors (matchLabels, matchExpressions)
   # that a namespace / pod must also match to be converted (default: none)
+  maxClaimsPerPod: 16                # a pod needing more ResourceClaims is denied, naming this key
+  claimCreateRatePerSecond: 50       # per namespace: claims the webhook creates, steady rate ...
+  claimCreateBurst: 500              # ... and burst; beyond them admission answers 429 (retry later)
+  admissionDeadlineSeconds: 8        # one deadline for a whole admission; below the registration's timeoutSeconds (10)
 driver:
   backend: fake                      # fake | ascend | nvidia
   cdiDir: /var/run/cdi
@@ -54,6 +58,10 @@ class WebhookConfig:
     failure_policy: str = "Fail"
     namespace_selector: dict[str, Any] = field(default_factory=dict)
     object_selector: dict[str, Any] = field(default_factory=dict)
+    max_claims_per_pod: int = 16
+    claim_create_rate_per_second: float = 50.0
+    claim_create_burst: int = 500
+    admission_deadline_seconds: float = 8.0
 
 
 @dataclass(frozen=True)
@@ -102,6 +110,10 @@ _WEBHOOK_KEYS = {
     "failurePolicy": "failure_policy",
     "namespaceSelector": "namespace_selector",
     "objectSelector": "object_selector",
+    "maxClaimsPerPod": "max_claims_per_pod",
+    "claimCreateRatePerSecond": "claim_create_rate_per_second",
+    "claimCreateBurst": "claim_create_burst",
+    "admissionDeadlineSeconds": "admission_deadline_seconds",
 }
 _MIGRATION_KEYS = {
     "enabled": "enabled",
@@ -136,6 +148,25 @@ def _section(raw: dict[str, Any], name: str, keys: dict[str, str], source: str) 
     return out
 
 
+# (key, attribute, lowest, highest): admission limits a config file may set, checked with their names.
+_WEBHOOK_LIMITS = (
+    ("maxClaimsPerPod", "max_claims_per_pod", 1, 1000),
+    ("claimCreateRatePerSecond", "claim_create_rate_per_second", 0.001, 100_000),
+    ("claimCreateBurst", "claim_create_burst", 1, 1_000_000),
+    ("admissionDeadlineSeconds", "admission_deadline_seconds", 0.5, 29),
+)
+
+
+def _check_webhook_limits(webhook: WebhookConfig, source: str) -> None:
+    """Each limit is a number in its range (the deadline must stay below the apiserver's 30 s maximum)."""
+    for key, attr, low, high in _WEBHOOK_LIMITS:
+        value = getattr(webhook, attr)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not low <= value <= high:
+            raise UserError(f"{source}: webhook.{key} must be a number from {low} to {high}, got {value!r}")
+        if attr in ("max_claims_per_pod", "claim_create_burst") and value != int(value):
+            raise UserError(f"{source}: webhook.{key} must be a whole number, got {value!r}")
+
+
 def parse_config(raw: dict[str, Any] | None, source: str = "<memory>", hami: Translation | None = None) -> Config:
     """Validate a config document and build the typed config.
 
@@ -163,6 +194,7 @@ def parse_config(raw: dict[str, Any] | None, source: str = "<memory>", hami: Tra
         raise UserError(f"{source}: webhook.lifecycle must be 'claim' or 'template', got {webhook.lifecycle!r}")
     if webhook.failure_policy not in ("Fail", "Ignore"):
         raise UserError(f"{source}: webhook.failurePolicy must be 'Fail' or 'Ignore'")
+    _check_webhook_limits(webhook, source)
     for key, value in (("namespaceSelector", webhook.namespace_selector), ("objectSelector", webhook.object_selector)):
         if not isinstance(value, dict) or set(value) - {"matchLabels", "matchExpressions"}:
             raise UserError(

@@ -92,12 +92,14 @@ class Converter:
         table: VendorTable,
         lifecycle: str = "claim",
         opt_out_label: str = "dralab.io/convert",
+        max_claims: int | None = None,
     ) -> None:
         if lifecycle not in LIFECYCLES:
             raise ValueError(f"lifecycle must be one of {LIFECYCLES}, got {lifecycle!r}")
         self.table = table
         self.lifecycle = lifecycle
         self.opt_out_label = opt_out_label
+        self.max_claims = max_claims  # None: no cap (offline conversion); the webhook passes its config's
         self._roles: dict[str, _Role] = {}
         self._unsupported: dict[str, str] = {}
         self._ignored: dict[str, str] = {}
@@ -185,6 +187,15 @@ class Converter:
         if not found_per_container:
             result.reason = "no HAMi resources of an enabled vendor"
             return result
+        needed = sum(len(groups) for *_, groups in found_per_container)
+        if self.max_claims is not None and needed > self.max_claims:
+            kind = found_per_container[-1][0]
+            raise Denied(
+                f"spec.{kind}",
+                f"the pod needs {needed} ResourceClaims (one per container and vendor); at most "
+                f"{self.max_claims} per pod are allowed (webhook.maxClaimsPerPod): use fewer accelerator "
+                "containers or raise the limit",
+            )
 
         annotations = meta.get("annotations") or {}
         mutated = copy_json(pod)

@@ -17,8 +17,12 @@ from dralab.model.denials import Denied
 from dralab.model.quantity import BINARY, MIB, Quantity, parse_quantity
 
 MAX_CORES = 100
+# Upper bounds of what one container may ask for. A larger value is a typo or an attack: it would make a
+# claim no node can ever satisfy, so it is refused at admission, naming the field.
+MAX_DEVICES = 64
+MAX_MEMORY_BYTES = 2**50  # 1 PiB per device
 # Whole numbers with an optional suffix: nearly every real request; parsed without Fractions.
-_WHOLE = re.compile(r"^(\d+)(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?$")
+_WHOLE = re.compile(r"^(\d{1,20})(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?$")
 _WHOLE_SCALE = {**BINARY, "": 1, "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15, "E": 10**18}
 
 
@@ -29,9 +33,12 @@ def _parse(text: object, field: str) -> Quantity:
         number, suffix = int(whole[1]), whole[2] or ""
         return Quantity(text=raw, number=number, suffix=suffix, value=number * _WHOLE_SCALE[suffix])  # type: ignore[arg-type]
     try:
-        return parse_quantity(str(text), field)
-    except UserError:
-        raise Denied(field, f"{text!r} is not a valid quantity; write a whole number such as 8192") from None
+        return parse_quantity(raw, field)
+    except UserError as exc:
+        detail = str(exc).removeprefix(f"{field}: ")
+        if len(raw) <= 40 and "not a valid quantity" in detail:
+            detail = f"{raw!r} is not a valid quantity; write a whole number such as 8192"
+        raise Denied(field, detail) from None
 
 
 def device_count(text: object, field: str) -> int:
@@ -41,6 +48,8 @@ def device_count(text: object, field: str) -> int:
         raise Denied(field, f"{q.text!r} is not a whole number of devices; request 1 or more")
     if q.value < 1:
         raise Denied(field, f"{q.text!r} requests no device; request 1 or more, or remove the resource")
+    if q.value > MAX_DEVICES:
+        raise Denied(field, f"{q.text!r} devices is more than {MAX_DEVICES}, the most one container may request")
     return int(q.value)
 
 
@@ -54,10 +63,14 @@ def memory_bytes(text: object, field: str) -> int:
     if q.is_binary:
         if not q.is_integer:
             raise Denied(field, f"{q.text!r} is not a whole number of bytes; use a whole MiB count such as 8192")
-        return int(q.value)
-    if not q.is_integer:
+        value = int(q.value)
+    elif not q.is_integer:
         raise Denied(field, f"{q.text!r} is not a whole number of MiB; memory is a whole number of MiB such as 8192")
-    return int(q.value) * MIB
+    else:
+        value = q.value * MIB if q.value <= MAX_MEMORY_BYTES else q.value  # no multiplication of absurd values
+    if value > MAX_MEMORY_BYTES:
+        raise Denied(field, f"{q.text!r} is more than 1 PiB of device memory; request a real device share in MiB")
+    return int(value)
 
 
 def cores_percent(text: object, field: str) -> int:

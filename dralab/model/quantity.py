@@ -27,6 +27,10 @@ DECIMAL = {
     "E": Fraction(10**18),
 }
 MIB = 2**20
+# Bounds checked on the text, before any arithmetic: exact arithmetic on "1e9999999" or on thousands of
+# digits takes seconds (and int() of more than 4300 digits raises). No real quantity comes near them.
+MAX_TEXT = 64
+MAX_EXPONENT = 64
 
 _QUANTITY = re.compile(r"^(?P<num>[+-]?(?:\d+\.?\d*|\.\d+))(?P<suffix>Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]|[eE][+-]?\d+)?$")
 
@@ -52,6 +56,11 @@ class Quantity:
 def parse_quantity(text: str | int, what: str = "quantity") -> Quantity:
     """Parse ``text`` as a Kubernetes quantity; ``what`` names it in the error message."""
     raw = str(text).strip()
+    if len(raw) > MAX_TEXT:
+        raise UserError(
+            f"{what}: {raw[:20]!r}... is {len(raw)} characters long; a quantity has at most {MAX_TEXT} "
+            "(write it with a suffix such as 16Gi or 14k)"
+        )
     match = _QUANTITY.match(raw)
     if not match:
         raise UserError(
@@ -65,7 +74,13 @@ def parse_quantity(text: str | int, what: str = "quantity") -> Quantity:
     elif suffix in DECIMAL:
         scale = DECIMAL[suffix]
     else:  # exponent form
-        scale = Fraction(10) ** int(suffix[1:])
+        exponent = int(suffix[1:])
+        if abs(exponent) > MAX_EXPONENT:
+            raise UserError(
+                f"{what}: {raw!r} has exponent {exponent}; exponents beyond +-{MAX_EXPONENT} are refused "
+                "(write the value with a suffix such as 16Gi or 14k)"
+            )
+        scale = Fraction(10) ** exponent
     return Quantity(text=raw, number=number, suffix=suffix, value=number * scale)
 
 

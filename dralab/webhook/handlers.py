@@ -9,9 +9,12 @@ import base64
 import json
 from typing import Any
 
+import anyio
+
 from dralab.model.denials import Denied, check_type, json_type
 from dralab.util import get_logger
 from dralab.webhook.lifecycle import ClaimLifecycle, LifecycleError
+from dralab.webhook.limits import check_namespace, check_pod_names
 from dralab.webhook.metrics import Metrics
 
 log = get_logger("dralab.webhook.handlers")
@@ -111,36 +114,60 @@ def respond(
 class AdmissionHandler:
     """The two admission endpoints over one converter and claim lifecycle."""
 
-    def __init__(self, lifecycle: ClaimLifecycle, metrics: Metrics, excluded_namespaces: set[str]) -> None:
+    def __init__(
+        self,
+        lifecycle: ClaimLifecycle,
+        metrics: Metrics,
+        excluded_namespaces: set[str],
+        deadline_seconds: float = 8.0,
+    ) -> None:
         self.lifecycle = lifecycle
         self.converter = lifecycle.converter
         self.metrics = metrics
         self.excluded = set(excluded_namespaces)
+        self.deadline_seconds = deadline_seconds  # one deadline per admission, below timeoutSeconds
 
     def _is_pod(self, request: dict[str, Any]) -> bool:
         kind = request.get("kind") or {}
         return kind.get("kind") == "Pod" and kind.get("group", "") == "" and not request.get("subResource")
 
-    async def mutate(self, review: dict[str, Any], *, create: bool = True) -> dict[str, Any]:
+    async def mutate(self, review: dict[str, Any], *, create: bool = True, offload: bool = False) -> dict[str, Any]:
         request = review["request"]
         uid = str(request.get("uid", ""))
         if request.get("operation") != "CREATE" or not self._is_pod(request):
             return respond(uid)
-        namespace = request.get("namespace") or "default"
-        if namespace in self.excluded:
-            return respond(uid)
         pod = request.get("object") or {}
         try:
-            conv = await self.lifecycle.admit(
-                pod, namespace, uid, dry_run=bool(request.get("dryRun")), create=create
-            )
+            # Names are checked before anything else reads them: a namespace such as x/../kube-system
+            # must neither pass the exclusion check nor reach a URL path.
+            namespace = check_namespace(request.get("namespace") or "default")
+            if namespace in self.excluded:
+                return respond(uid)
+            meta = pod.get("metadata") if isinstance(pod, dict) else None
+            if isinstance(meta, dict):
+                check_pod_names(meta.get("name"), meta.get("generateName"))
+            deadline = self.lifecycle.clock() + self.deadline_seconds
+            with anyio.fail_after(self.deadline_seconds):
+                conv = await self.lifecycle.admit(
+                    pod, namespace, uid, dry_run=bool(request.get("dryRun")), create=create, deadline=deadline,
+                    offload=offload,
+                )
         except Denied as exc:
             self.metrics.denials.labels("mutate").inc()
             return respond(uid, False, message=str(exc), code=400)
-        except LifecycleError as exc:
-            self.metrics.errors.labels("mutate").inc()
+        except TimeoutError:
+            self.metrics.refused.labels("deadline").inc()
             self.metrics.denials.labels("mutate").inc()
-            return respond(uid, False, message=str(exc), code=500)
+            return respond(
+                uid, False, code=504,
+                message=f"dralab could not finish this admission within {self.deadline_seconds:g} s "
+                "(webhook.admissionDeadlineSeconds); retry the pod",
+            )
+        except LifecycleError as exc:
+            if exc.code >= 500:
+                self.metrics.errors.labels("mutate").inc()
+            self.metrics.denials.labels("mutate").inc()
+            return respond(uid, False, message=str(exc), code=exc.code)
         except Exception as exc:
             self.metrics.errors.labels("mutate").inc()
             log.exception("mutate failed", extra={"fields": {"uid": uid, "namespace": namespace}})
@@ -151,24 +178,22 @@ class AdmissionHandler:
             self.metrics.conversions.labels(vendor).inc()
         return respond(uid, patch=conv.patch)
 
-    async def validate(self, review: dict[str, Any]) -> dict[str, Any]:
+    async def validate(self, review: dict[str, Any], *, offload: bool = False) -> dict[str, Any]:
+        """Deny pods that still carry HAMi resources. Never a side effect: anyone who reaches the webhook
+        can forge a review, so a DELETE review frees nothing (owner references, the garbage collector and
+        the janitor free claims)."""
         request = review["request"]
         uid = str(request.get("uid", ""))
         if not self._is_pod(request):
             return respond(uid)
-        namespace = request.get("namespace") or "default"
+        try:
+            namespace = check_namespace(request.get("namespace") or "default")
+        except Denied as exc:
+            self.metrics.denials.labels("validate").inc()
+            return respond(uid, False, message=str(exc), code=400)
         if namespace in self.excluded:
             return respond(uid)
         operation = request.get("operation")
-        if operation == "DELETE":
-            old = request.get("oldObject") or {}
-            if not request.get("dryRun"):
-                try:
-                    await self.lifecycle.cleanup(old, namespace)
-                except Exception:
-                    self.metrics.errors.labels("validate").inc()
-                    log.exception("cleanup on pod delete failed", extra={"fields": {"uid": uid}})
-            return respond(uid)
         if operation not in ("CREATE", "UPDATE"):
             return respond(uid)
         pod = request.get("object") or {}

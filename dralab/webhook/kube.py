@@ -9,6 +9,7 @@ what conversion produces and what is cheapest per admission request.
 from __future__ import annotations
 
 import json
+import os
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -38,21 +39,66 @@ class ApiError(Exception):
         return str(self.body.get("message") or self.reason)
 
 
+def segment(value: str) -> str:
+    """One URL path segment: every reserved character escaped (``/`` included), ``.`` and ``..`` refused.
+
+    Namespaces and names reach here from admission requests; an unescaped ``x/../kube-system`` would be
+    normalised into another namespace's path.
+    """
+    if value in ("", ".", ".."):
+        raise ValueError(f"{value!r} is not a valid object or namespace name")
+    return quote(value, safe="")
+
+
 def claims_path(namespace: str, name: str | None = None) -> str:
-    base = f"{RESOURCE_GROUP}/namespaces/{quote(namespace)}/resourceclaims"
-    return f"{base}/{quote(name)}" if name else base
+    base = f"{RESOURCE_GROUP}/namespaces/{segment(namespace)}/resourceclaims"
+    return f"{base}/{segment(name)}" if name else base
 
 
 def templates_path(namespace: str, name: str | None = None) -> str:
-    base = f"{RESOURCE_GROUP}/namespaces/{quote(namespace)}/resourceclaimtemplates"
-    return f"{base}/{quote(name)}" if name else base
+    base = f"{RESOURCE_GROUP}/namespaces/{segment(namespace)}/resourceclaimtemplates"
+    return f"{base}/{segment(name)}" if name else base
 
 
 def pods_path(namespace: str | None = None, name: str | None = None) -> str:
     if namespace is None:
         return "/api/v1/pods"
-    base = f"/api/v1/namespaces/{quote(namespace)}/pods"
-    return f"{base}/{quote(name)}" if name else base
+    base = f"/api/v1/namespaces/{segment(namespace)}/pods"
+    return f"{base}/{segment(name)}" if name else base
+
+
+class RotatingToken:
+    """The service account token file, read again whenever the kubelet rotates it (a new file or content).
+
+    Installed as the client configuration's ``refresh_api_key_hook``, which the client calls before every
+    request; a ``stat`` per request is the whole cost. The client's own in-cluster loader re-reads only
+    once a minute, so requests after a rotation would carry a token the apiserver may already reject.
+    """
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._seen: tuple[int, int, int] | None = None
+        self._token = ""
+
+    def __call__(self, configuration: Any) -> None:
+        try:
+            st = os.stat(self.path)
+            seen = (st.st_ino, st.st_mtime_ns, st.st_size)
+            if seen != self._seen:
+                text = Path(self.path).read_text().strip()
+                if text:  # an empty file is a rotation in progress: keep the last token
+                    self._token, self._seen = text, seen
+        except OSError:
+            pass  # keep the last token; the apiserver's 401 says what is wrong
+        if self._token:
+            configuration.api_key["BearerToken"] = f"bearer {self._token}"
+
+
+def _rotating_token(configuration: Any, loader_module: Any) -> None:
+    """Replace the in-cluster loader's once-a-minute token refresh with :class:`RotatingToken`."""
+    hook = RotatingToken(loader_module.SERVICE_TOKEN_FILENAME)
+    hook(configuration)
+    configuration.refresh_api_key_hook = hook
 
 
 class KubeApi:
@@ -71,6 +117,9 @@ class KubeApi:
             else:
                 try:
                     k8s_config.load_incluster_config(client_configuration=configuration)
+                    from kubernetes.config import incluster_config
+
+                    _rotating_token(configuration, incluster_config)
                 except k8s_config.ConfigException:
                     k8s_config.load_kube_config(client_configuration=configuration)
         except (k8s_config.ConfigException, OSError) as exc:
@@ -227,6 +276,9 @@ class AsyncKubeApi:
                 else:
                     try:
                         aio_config.load_incluster_config(client_configuration=configuration)
+                        from kubernetes.aio.config import incluster_config
+
+                        _rotating_token(configuration, incluster_config)
                     except aio_config.ConfigException:
                         await aio_config.load_kube_config(client_configuration=configuration)
                 configuration.connection_pool_maxsize = self.pool_size

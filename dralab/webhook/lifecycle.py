@@ -19,15 +19,13 @@ import anyio
 from dralab.model import naming
 from dralab.model.convert import (
     ANN_ADMISSION_UID,
-    ANN_POD_NAME,
-    LIFECYCLE_LABEL,
     Conversion,
     Converter,
 )
-from dralab.model.objects import MANAGED_BY
 from dralab.util import get_logger
 from dralab.webhook.budgets import BudgetGate
 from dralab.webhook.kube import ApiError, AsyncKubeApi, KubeApi, claims_path, templates_path
+from dralab.webhook.limits import NamespaceRate
 from dralab.webhook.metrics import Metrics
 
 MAX_ATTEMPTS = 4
@@ -39,22 +37,19 @@ log = get_logger("dralab.webhook.lifecycle")
 class LifecycleError(Exception):
     """Creating a pod's objects failed; the message says which object and why."""
 
-
-def is_managed_claim(claim: dict[str, Any]) -> bool:
-    labels = (claim.get("metadata") or {}).get("labels") or {}
-    managed = all(labels.get(k) == v for k, v in MANAGED_BY.items())
-    return managed and labels.get(LIFECYCLE_LABEL) == "claim"
+    code = 500
 
 
-def claim_belongs_to(claim: dict[str, Any], pod: dict[str, Any]) -> bool:
-    """Whether ``claim`` was made for ``pod``: owned by it, or annotated with its name and not owned by another."""
-    meta = claim.get("metadata") or {}
-    pod_meta = pod.get("metadata") or {}
-    owners = [o for o in meta.get("ownerReferences") or [] if o.get("kind") == "Pod"]
-    if owners:
-        return any(o.get("uid") == pod_meta.get("uid") for o in owners)
-    annotated = (meta.get("annotations") or {}).get(ANN_POD_NAME)
-    return annotated is None or annotated == pod_meta.get("name")
+class RateLimited(LifecycleError):
+    """The namespace used up its claim creation rate (HTTP 429 in the review: retry later)."""
+
+    code = 429
+
+
+class DeadlinePassed(LifecycleError):
+    """The admission's deadline passed before every object existed; what was made is rolled back."""
+
+    code = 504
 
 
 class ClaimLifecycle:
@@ -67,12 +62,15 @@ class ClaimLifecycle:
         metrics: Metrics,
         clock: Callable[[], float] = time.monotonic,
         budgets: BudgetGate | None = None,
+        rate: NamespaceRate | None = None,
     ) -> None:
         self.converter = converter
         self.api = api
         self.metrics = metrics
         self.clock = clock
         self.budgets = budgets  # ShareBudgets, checked over the claims this webhook creates
+        self.rate = rate  # per-namespace claim creation rate (forged reviews cannot flood a namespace)
+        self._convert_threads: anyio.CapacityLimiter | None = None
         self._templates: dict[tuple[str, str], float] = {}
 
     async def _call(self, fn: Callable[..., Any], *args: Any) -> Any:
@@ -82,21 +80,52 @@ class ClaimLifecycle:
         return await anyio.to_thread.run_sync(fn, *args)
 
     async def admit(
-        self, pod: dict[str, Any], namespace: str, uid: str | None, *, dry_run: bool = False, create: bool = True
+        self,
+        pod: dict[str, Any],
+        namespace: str,
+        uid: str | None,
+        *,
+        dry_run: bool = False,
+        create: bool = True,
+        deadline: float | None = None,
+        offload: bool = False,
     ) -> Conversion:
-        """Convert ``pod`` and, unless ``dry_run`` or not ``create``, make its objects exist."""
-        conv = self.converter.convert(pod, namespace=namespace, request_uid=uid)
+        """Convert ``pod`` and, unless ``dry_run`` or not ``create``, make its objects exist.
+
+        ``deadline`` (on ``clock``): no object is created after it; ``offload``: convert in a worker thread.
+        """
+        conv = await self._convert(pod, namespace, uid, offload)
         if not conv.changed or dry_run or not create or self.api is None:
             return conv
+        if self.rate is not None and not self.rate.take(namespace, len(conv.objects)):
+            self.metrics.refused.labels("rate_limited").inc()
+            raise RateLimited(
+                f"namespace {namespace} created more ResourceClaims through dralab than its rate allows "
+                f"(webhook.claimCreateRatePerSecond {self.rate.rate:g}, claimCreateBurst {self.rate.burst:g}); "
+                "retry the pod later"
+            )
         if self.converter.lifecycle == "template":
             await self._ensure_templates(conv)
             return conv
         if self.budgets is not None:
             async with self.budgets.admit(namespace, conv.objects):  # held until the claims exist
-                return await self._create_claims(pod, namespace, uid or "", conv)
-        return await self._create_claims(pod, namespace, uid or "", conv)
+                return await self._create_claims(pod, namespace, uid or "", conv, deadline)
+        return await self._create_claims(pod, namespace, uid or "", conv, deadline)
 
-    async def _create_claims(self, pod: dict[str, Any], namespace: str, uid: str, conv: Conversion) -> Conversion:
+    async def _convert(self, pod: dict[str, Any], namespace: str, uid: str | None, offload: bool) -> Conversion:
+        if not offload:
+            return self.converter.convert(pod, namespace=namespace, request_uid=uid)
+        if self._convert_threads is None:
+            self._convert_threads = anyio.CapacityLimiter(4)
+
+        def run() -> Conversion:
+            return self.converter.convert(pod, namespace=namespace, request_uid=uid)
+
+        return await anyio.to_thread.run_sync(run, limiter=self._convert_threads)
+
+    async def _create_claims(
+        self, pod: dict[str, Any], namespace: str, uid: str, conv: Conversion, deadline: float | None = None
+    ) -> Conversion:
         assert self.api is not None
         created: dict[str, str] = {}  # name -> uid
         renames: dict[str, str] = {}
@@ -106,6 +135,13 @@ class ClaimLifecycle:
                 name = claim["metadata"]["name"]
                 if name in created:
                     continue
+                if deadline is not None and self.clock() >= deadline:
+                    await self._rollback(namespace, created)
+                    self.metrics.refused.labels("deadline").inc()
+                    raise DeadlinePassed(
+                        f"the admission deadline passed before ResourceClaim {namespace}/{name} was created; "
+                        "nothing was left behind, retry the pod"
+                    )
                 try:
                     made = await self._call(self.api.create, claims_path(namespace), claim)
                 except ApiError as exc:
@@ -178,27 +214,3 @@ class ClaimLifecycle:
                         f"could not create ResourceClaimTemplate {key[0]}/{key[1]}: {exc.message}; retry the pod"
                     ) from None
             self._templates[key] = now + TEMPLATE_CACHE_SECONDS
-
-    async def cleanup(self, pod: dict[str, Any], namespace: str) -> list[str]:
-        """Delete the managed claims a deleted pod referenced (best effort); returns the names deleted."""
-        if self.api is None:
-            return []
-        deleted = []
-        for ref in (pod.get("spec") or {}).get("resourceClaims") or []:
-            name = ref.get("resourceClaimName")
-            if not name:
-                continue
-            try:
-                claim = await self._call(self.api.get, claims_path(namespace, name))
-                if not is_managed_claim(claim) or not claim_belongs_to(claim, pod):
-                    continue
-                await self._call(self.api.delete, claims_path(namespace, name), claim["metadata"].get("uid"))
-                deleted.append(name)
-                self.metrics.claims_deleted.inc()
-            except ApiError as exc:
-                if exc.status not in (404, 409):
-                    log.warning(
-                        "could not delete a deleted pod's claim; the garbage collector or janitor will",
-                        extra={"fields": {"namespace": namespace, "name": name, "error": str(exc)}},
-                    )
-        return deleted

@@ -37,9 +37,6 @@ class Metrics:
         self.collisions = Counter(
             "dralab_webhook_name_collisions_total", "Claim names held by another pod's claim", registry=r
         )
-        self.claims_deleted = Counter(
-            "dralab_webhook_claims_deleted_total", "Claims deleted on pod DELETE", registry=r
-        )
         self.janitor_adopted = Counter(
             "dralab_janitor_claims_adopted_total", "Claims given their pod as owner", registry=r
         )
@@ -50,6 +47,13 @@ class Metrics:
             "dralab_janitor_unowned_claims", "Managed claims without an owner pod yet", registry=r
         )
         self.tls_reloads = Counter("dralab_webhook_tls_reloads_total", "Certificate reloads", registry=r)
+        self.inflight = Gauge("dralab_webhook_inflight_requests", "Admission requests being read or answered",
+                              registry=r)
+        self.refused = Counter(
+            "dralab_webhook_refused_total",
+            "Requests refused by a limit (body_too_large, too_many_inflight, rate_limited, deadline)",
+            ["reason"], registry=r,
+        )
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

@@ -31,11 +31,15 @@ from dralab.webhook.handlers import AdmissionHandler, BadReview, parse_review, r
 from dralab.webhook.janitor import Janitor
 from dralab.webhook.kube import AsyncKubeApi, KubeApi
 from dralab.webhook.lifecycle import ClaimLifecycle
+from dralab.webhook.limits import Inflight, NamespaceRate, ServerLimits
 from dralab.webhook.metrics import Metrics
+from dralab.webhook.registration import ALWAYS_EXCLUDED
 from dralab.webhook.tls import ReloadingTLS
+from dralab.webhook.transport import guarded_protocol
 
 log = get_logger("dralab.webhook.server")
-MAX_BODY = 8 * 1024 * 1024
+# Bodies above this are converted in a worker thread, so a large pod never holds up the event loop.
+OFFLOAD_BYTES = 64 * 1024
 
 
 def _json(payload: dict[str, Any], status: int = 200) -> Response:
@@ -69,14 +73,18 @@ def build(
     The janitor always uses ``api`` from its own threads.
     """
     metrics = Metrics()
-    converter = Converter(config.vendors, config.webhook.lifecycle, config.webhook.opt_out_label)
+    wh = config.webhook
+    converter = Converter(config.vendors, wh.lifecycle, wh.opt_out_label, max_claims=wh.max_claims_per_pod)
     budget_metrics = BudgetMetrics(metrics.registry)
     gate = BudgetGate(admission_api or api, budget_metrics) if (admission_api or api) is not None else None
-    lifecycle = ClaimLifecycle(converter, admission_api or api, metrics, budgets=gate)
-    excluded = {*config.webhook.exclude_namespaces, "kube-system"}
+    lifecycle = ClaimLifecycle(
+        converter, admission_api or api, metrics, budgets=gate,
+        rate=NamespaceRate(wh.claim_create_rate_per_second, wh.claim_create_burst),
+    )
+    excluded = {*wh.exclude_namespaces, *ALWAYS_EXCLUDED}
     if own_namespace:
         excluded.add(own_namespace)
-    handler = AdmissionHandler(lifecycle, metrics, excluded)
+    handler = AdmissionHandler(lifecycle, metrics, excluded, deadline_seconds=float(wh.admission_deadline_seconds))
     jan = None
     if api is not None and janitor and config.webhook.lifecycle == "claim":
         jan = Janitor(api, metrics, grace_seconds=float(config.webhook.claim_grace_period_seconds))
@@ -85,35 +93,74 @@ def build(
     return Webhook(config, handler, metrics, api, jan, admission_api, budgets, adopter)
 
 
-def create_app(webhook: Webhook, ready: Callable[[], bool] | None = None, bench_routes: bool = False) -> Starlette:
+class BodyTooLarge(Exception):
+    """The request body passed the limit (HTTP 413; the rest is never read)."""
+
+
+async def read_body(request: Request, limit: int) -> bytes:
+    """The body, refused by its declared length before reading and by its size while reading (chunked)."""
+    declared = request.headers.get("content-length")
+    if declared is not None:
+        try:
+            size = int(declared)
+        except ValueError:
+            raise BadReview("Content-Length is not a number") from None
+        if size > limit:
+            raise BodyTooLarge(f"request body of {size} bytes is over the limit of {limit}")
+    chunks: list[bytes] = []
+    total = 0
+    async for chunk in request.stream():
+        total += len(chunk)
+        if total > limit:
+            raise BodyTooLarge(f"request body is over the limit of {limit} bytes")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def create_app(
+    webhook: Webhook,
+    ready: Callable[[], bool] | None = None,
+    bench_routes: bool = False,
+    limits: ServerLimits | None = None,
+) -> Starlette:
     """The ASGI app; ``ready`` adds a readiness condition (the janitor's caches)."""
     metrics = webhook.metrics
     handler = webhook.handler
+    limits = limits or ServerLimits()
+    inflight = Inflight(limits.max_inflight, metrics.inflight.set)
 
-    def admission(endpoint: str, call: Callable[[dict[str, Any]], Any]):
+    def admission(endpoint: str, call: Callable[..., Any]):
         async def route(request: Request) -> Response:
             start = time.perf_counter()
             metrics.requests.labels(endpoint).inc()
+            if not inflight.try_enter():
+                metrics.refused.labels("too_many_inflight").inc()
+                return PlainTextResponse(
+                    f"too many concurrent admission requests (more than {limits.max_inflight}); retry",
+                    503, headers={"Connection": "close", "Retry-After": "1"},
+                )
             try:
-                body = await request.body()
-                if len(body) > MAX_BODY:
-                    return PlainTextResponse("request body too large", 413)
+                body = await read_body(request, limits.max_body_bytes)
                 review = parse_review(body)
-                result = await call(review)
+                result = await call(review, offload=len(body) > OFFLOAD_BYTES)
                 return _json(result)
+            except BodyTooLarge as exc:
+                metrics.refused.labels("body_too_large").inc()
+                return PlainTextResponse(str(exc), 413, headers={"Connection": "close"})
             except BadReview as exc:
                 metrics.errors.labels(endpoint).inc()
                 return PlainTextResponse(str(exc), 400)
             finally:
+                inflight.leave()
                 metrics.latency.labels(endpoint).observe(time.perf_counter() - start)
 
         return route
 
-    async def noop(review: dict[str, Any]) -> dict[str, Any]:
+    async def noop(review: dict[str, Any], offload: bool = False) -> dict[str, Any]:
         return respond(str(review["request"].get("uid", "")))
 
-    async def convert_only(review: dict[str, Any]) -> dict[str, Any]:
-        return await handler.mutate(review, create=False)
+    async def convert_only(review: dict[str, Any], offload: bool = False) -> dict[str, Any]:
+        return await handler.mutate(review, create=False, offload=offload)
 
     async def healthz(request: Request) -> Response:
         return PlainTextResponse("ok")
@@ -153,26 +200,31 @@ class Server:
         port: int = 8443,
         bench_routes: bool = False,
         reload_interval: float = 1.0,
+        limits: ServerLimits | None = None,
+        client_ca: str | Path | None = None,
     ) -> None:
         self.webhook = webhook
-        self.tls = ReloadingTLS(cert, key, webhook.metrics)
+        self.limits = limits or ServerLimits()
+        self.tls = ReloadingTLS(cert, key, webhook.metrics, client_ca=client_ca)
         self.reload_interval = reload_interval
         jan = webhook.janitor
-        app = create_app(webhook, ready=jan.ready if jan else None, bench_routes=bench_routes)
+        app = create_app(webhook, ready=jan.ready if jan else None, bench_routes=bench_routes, limits=self.limits)
+        # uvicorn serves plain HTTP on a protocol that runs TLS itself (dralab.webhook.transport): the
+        # handshake and every request get deadlines, and each handshake uses the current certificate.
         self.config = uvicorn.Config(
             app,
             host=host,
             port=port,
-            ssl_certfile=str(cert),
-            ssl_keyfile=str(key),
+            http=guarded_protocol(self.tls, self.limits.read_timeout_seconds, self.limits.handshake_timeout_seconds),
             log_level="warning",
             access_log=False,
             lifespan="off",
-            timeout_keep_alive=75,
+            timeout_keep_alive=max(1, int(self.limits.read_timeout_seconds)),
+            limit_concurrency=self.limits.max_connections,
+            h11_max_incomplete_event_size=64 * 1024,  # request line and headers
             backlog=2048,
         )
         self.config.load()
-        self.config.ssl = self.tls.context  # reloaded in place by the watch task
         self.server = uvicorn.Server(self.config)
         self._thread: Any = None
 

@@ -1,8 +1,13 @@
 """The server's TLS context, reloaded in place when the certificate files change.
 
-cert-manager renews serving certificates by rewriting the mounted files; loading the new chain
-into the same ``SSLContext`` makes every later handshake use it without a restart or dropped
-connections. A half-written pair fails to load and is retried on the next check.
+cert-manager renews serving certificates by rewriting the mounted files. A new pair is loaded into a
+fresh ``SSLContext`` and swapped in only when it loads: the transport reads ``context`` for every new
+handshake, so a half-written pair (new certificate, old key) is never served; it is retried on the
+next check while the old pair keeps serving.
+
+With ``client_ca`` the server also requires a client certificate signed by that CA: the apiserver
+presents one when its admission configuration names a kubeconfig with a client certificate for the
+webhook (SECURITY.md, "Authenticating the apiserver").
 """
 
 from __future__ import annotations
@@ -23,32 +28,43 @@ log = get_logger("dralab.webhook.tls")
 class ReloadingTLS:
     """A server ``SSLContext`` (TLS 1.2 or newer) bound to a certificate and key file."""
 
-    def __init__(self, cert: str | Path, key: str | Path, metrics: Metrics | None = None) -> None:
+    def __init__(
+        self, cert: str | Path, key: str | Path, metrics: Metrics | None = None, client_ca: str | Path | None = None
+    ) -> None:
         self.cert = Path(cert)
         self.key = Path(key)
+        self.client_ca = Path(client_ca) if client_ca else None
         self.metrics = metrics
-        self.context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-        self.context.minimum_version = ssl.TLSVersion.TLSv1_2
         self._fingerprint = ""
         try:
-            self._load()
+            self.context = self._load()
         except (OSError, ssl.SSLError) as exc:
             raise UserError(f"cannot load TLS certificate {self.cert} / key {self.key}: {exc}") from None
 
     def _digest(self) -> str:
-        return hashlib.sha256(self.cert.read_bytes() + b"\0" + self.key.read_bytes()).hexdigest()
+        parts = [self.cert.read_bytes(), self.key.read_bytes()]
+        if self.client_ca is not None:
+            parts.append(self.client_ca.read_bytes())
+        return hashlib.sha256(b"\0".join(parts)).hexdigest()
 
-    def _load(self) -> None:
+    def _load(self) -> ssl.SSLContext:
+        """A new context with the current files (raises when they do not form a pair)."""
         fingerprint = self._digest()
-        self.context.load_cert_chain(str(self.cert), str(self.key))
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.minimum_version = ssl.TLSVersion.TLSv1_2
+        context.load_cert_chain(str(self.cert), str(self.key))
+        if self.client_ca is not None:
+            context.load_verify_locations(cafile=str(self.client_ca))
+            context.verify_mode = ssl.CERT_REQUIRED
         self._fingerprint = fingerprint
+        return context
 
     def check(self) -> bool:
         """Reload when the files changed; True when a new pair was loaded."""
         try:
             if self._digest() == self._fingerprint:
                 return False
-            self._load()
+            self.context = self._load()  # one assignment: handshakes see the old or the new pair, whole
         except (OSError, ssl.SSLError) as exc:
             log.warning("certificate reload failed; keeping the current one", extra={"fields": {"error": str(exc)}})
             return False

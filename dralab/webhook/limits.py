@@ -1,0 +1,111 @@
+"""The webhook's limits against hostile callers: transport bounds, admissions in flight, claim creation rate.
+
+Anyone who can reach the webhook's port can send it requests (SECURITY.md), so none of these trust the
+caller: bodies are bounded before they are read, connections must deliver a request within a deadline,
+admissions in flight are capped, and each namespace may have only so many claims created per second.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from dralab.model.denials import Denied
+
+# RFC 1123: a namespace is a DNS label; a pod name (or generateName prefix) a DNS subdomain.
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+
+
+@dataclass(frozen=True)
+class ServerLimits:
+    """Transport limits of one server process (the chart's memory limit assumes these defaults).
+
+    ``max_inflight`` x ``max_body_bytes`` bounds the memory request bodies can take (32 x 4 MiB).
+    """
+
+    max_body_bytes: int = 4 * 1024 * 1024  # an AdmissionReview of the largest pod etcd stores (1.5 MiB), twice
+    read_timeout_seconds: float = 10.0  # from connect (or the last answer) to a complete request
+    handshake_timeout_seconds: float = 5.0  # TCP connect to finished TLS handshake
+    max_inflight: int = 32  # admissions being read or answered at once; more get 503
+    max_connections: int = 512  # open connections; more get 503 from uvicorn
+
+
+class Inflight:
+    """A non-blocking counter of admissions in flight: a request over the cap is refused at once, never queued."""
+
+    def __init__(self, cap: int, on_change: Callable[[int], None] | None = None) -> None:
+        self.cap = cap
+        self.count = 0
+        self._on_change = on_change
+
+    def try_enter(self) -> bool:
+        if self.count >= self.cap:
+            return False
+        self.count += 1
+        if self._on_change:
+            self._on_change(self.count)
+        return True
+
+    def leave(self) -> None:
+        self.count -= 1
+        if self._on_change:
+            self._on_change(self.count)
+
+
+class NamespaceRate:
+    """A token bucket per namespace for claim creation: ``burst`` at once, ``rate`` per second after.
+
+    Bounds what forged CREATE reviews can make in a namespace; buckets that are full again are dropped,
+    so a caller cycling through namespace names cannot grow memory without bound.
+    """
+
+    MAX_BUCKETS = 10_000
+
+    def __init__(self, rate: float, burst: int, clock: Callable[[], float] = time.monotonic) -> None:
+        self.rate = float(rate)
+        self.burst = float(burst)
+        self.clock = clock
+        self._buckets: dict[str, tuple[float, float]] = {}  # namespace -> (tokens, at)
+        self._lock = threading.Lock()
+
+    def take(self, namespace: str, n: int) -> bool:
+        """Take ``n`` tokens for ``namespace``; False (and nothing taken) when there are not enough."""
+        now = self.clock()
+        with self._lock:
+            tokens, at = self._buckets.get(namespace, (self.burst, now))
+            tokens = min(self.burst, tokens + (now - at) * self.rate)
+            if tokens < n:
+                self._buckets[namespace] = (tokens, now)
+                return False
+            self._buckets[namespace] = (tokens - n, now)
+            if len(self._buckets) > self.MAX_BUCKETS:
+                self._forget_full(now)
+            return True
+
+    def _forget_full(self, now: float) -> None:
+        for ns, (tokens, at) in list(self._buckets.items()):
+            if tokens + (now - at) * self.rate >= self.burst:
+                del self._buckets[ns]
+
+
+def check_namespace(namespace: object) -> str:
+    """The request's namespace, if it is a DNS label; :class:`Denied` naming ``request.namespace`` otherwise."""
+    if not isinstance(namespace, str) or not _DNS_LABEL.match(namespace):
+        shown = repr(namespace[:70]) if isinstance(namespace, str) else type(namespace).__name__
+        raise Denied("request.namespace", f"{shown} is not a namespace name (a DNS label: a-z, 0-9, '-', 63 at most)")
+    return namespace
+
+
+def check_pod_names(name: object, generate_name: object) -> None:
+    """The pod's name and generateName prefix are DNS subdomains (253 characters at most)."""
+    for field, value, prefix in (("metadata.name", name, False), ("metadata.generateName", generate_name, True)):
+        if value in (None, ""):
+            continue
+        text = value.rstrip("-.") if prefix and isinstance(value, str) else value
+        if not isinstance(text, str) or len(value) > 253 or not _DNS_SUBDOMAIN.match(text):  # type: ignore[arg-type]
+            shown = repr(value[:70]) if isinstance(value, str) else type(value).__name__
+            raise Denied(field, f"{shown} is not a valid pod name (a DNS subdomain: a-z, 0-9, '-', '.', 253 at most)")

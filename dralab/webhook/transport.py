@@ -1,0 +1,122 @@
+"""The webhook's connections: TLS under a handshake deadline, and a request deadline on every connection.
+
+uvicorn alone keeps a connection open as long as the client likes before its first request (and during a
+TLS handshake that never finishes, up to asyncio's 60 s), and reads headers sent one byte at a time
+forever. Here uvicorn serves plain HTTP on a protocol that starts TLS itself (``loop.start_tls`` with a
+handshake timeout) and closes any connection that has not delivered a complete request within
+``read_timeout`` of connecting or of its previous answer. A request being answered is not cut off: the
+admission deadline bounds that.
+
+The TLS context is read from ``tls`` on every connection, so a reloaded certificate is used by the next
+handshake without touching connections in progress.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import Any
+
+from uvicorn.protocols.http.h11_impl import H11Protocol
+
+from dralab.util import get_logger
+
+log = get_logger("dralab.webhook.transport")
+
+
+class GuardedH11(H11Protocol):
+    """uvicorn's h11 protocol with TLS started under a deadline and a per-request read deadline.
+
+    Class attributes are set by :func:`guarded_protocol` (uvicorn instantiates the class itself).
+    """
+
+    tls: Any = None  # an object with a ``context`` (ssl.SSLContext) attribute, or None for plain HTTP
+    read_timeout: float = 10.0
+    handshake_timeout: float = 5.0
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        self._deadline: asyncio.TimerHandle | None = None
+        if self.tls is None:
+            self._ready(transport)
+            return
+        transport.pause_reading()  # the ClientHello waits for start_tls
+        self._raw = transport
+        self._handshake = asyncio.get_running_loop().create_task(self._start_tls(transport))
+
+    async def _start_tls(self, transport: asyncio.Transport) -> None:
+        loop = asyncio.get_running_loop()
+        try:
+            secured = await loop.start_tls(
+                transport, self, self.tls.context, server_side=True, ssl_handshake_timeout=self.handshake_timeout
+            )
+        except asyncio.CancelledError:
+            transport.abort()
+            raise
+        except Exception as exc:  # timeout, reset, not TLS at all: the connection just ends
+            log.debug("TLS handshake failed", extra={"fields": {"error": f"{type(exc).__name__}: {exc}"}})
+            transport.abort()
+            return
+        if secured is None or secured.is_closing():
+            transport.abort()
+            return
+        self._ready(secured)  # type: ignore[arg-type]
+
+    def _ready(self, transport: asyncio.Transport) -> None:
+        super().connection_made(transport)
+        self._arm()
+        for data in getattr(self, "_early", ()):  # decrypted before start_tls returned
+            super().data_received(data)
+        self._early = []
+
+    # -- the request deadline -------------------------------------------------------------
+
+    def _arm(self) -> None:
+        self._disarm()
+        self._deadline = self.loop.call_later(self.read_timeout, self._expired)
+
+    def _disarm(self) -> None:
+        if getattr(self, "_deadline", None) is not None:
+            self._deadline.cancel()  # type: ignore[union-attr]
+            self._deadline = None
+
+    def _expired(self) -> None:
+        self._deadline = None
+        cycle = self.cycle
+        waiting_for_request = cycle is None or cycle.response_complete or cycle.more_body
+        if waiting_for_request and self.transport is not None and not self.transport.is_closing():
+            self.transport.close()
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()
+        if not self.transport.is_closing():
+            self._arm()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._disarm()
+        if self.transport is None:  # lost during the handshake: uvicorn never saw this connection
+            return
+        super().connection_lost(exc)
+
+    def data_received(self, data: bytes) -> None:
+        if self.transport is None:  # request bytes decrypted with the handshake's last flight
+            if not hasattr(self, "_early"):
+                self._early: list[bytes] = []
+            self._early.append(data)
+            return
+        super().data_received(data)
+
+    def shutdown(self) -> None:
+        if self.transport is None:
+            with contextlib.suppress(Exception):
+                self._raw.abort()
+            return
+        super().shutdown()
+
+
+def guarded_protocol(tls: Any, read_timeout: float, handshake_timeout: float) -> type[GuardedH11]:
+    """A protocol class for ``uvicorn.Config(http=...)`` bound to ``tls`` and the two deadlines."""
+    return type(
+        "GuardedH11Bound",
+        (GuardedH11,),
+        {"tls": tls, "read_timeout": float(read_timeout), "handshake_timeout": float(handshake_timeout)},
+    )

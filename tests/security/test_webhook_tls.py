@@ -1,0 +1,133 @@
+"""Attack 9 (webhook part): certificate reload is atomic, and the webhook's API token is re-read.
+
+A renewal that has written the new certificate but not yet the new key must leave the server serving
+the old pair; once both are in place the new pair is served. The in-cluster bearer token is rotated by
+the kubelet; the webhook must send the current one, not the one it read at start.
+"""
+
+from __future__ import annotations
+
+import http.server
+import socket
+import ssl
+import threading
+from pathlib import Path
+
+import pytest
+from cryptography import x509
+
+from dralab.util import free_port
+from dralab.webhook import certs
+from dralab.webhook.tls import ReloadingTLS
+
+from ._webhook import serve
+
+
+def _served_cert(port: int) -> x509.Certificate:
+    ctx = ssl.create_default_context()
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as raw, ctx.wrap_socket(raw) as tls:
+        der = tls.getpeercert(binary_form=True)
+    return x509.load_der_x509_certificate(der)
+
+
+def test_half_written_renewal_keeps_serving_the_old_pair(tmp_path: Path) -> None:
+    with serve(tmp_path / "a") as s:
+        old = x509.load_pem_x509_certificate(s.cert.read_bytes())
+        _, new_cert, new_key = certs.write(tmp_path / "b")
+        s.cert.write_bytes(new_cert.read_bytes())  # the key is not written yet
+        assert s.server.tls.check() is False
+        for _ in range(3):  # every new handshake still works and presents the old certificate
+            assert _served_cert(s.port).serial_number == old.serial_number
+        s.key.write_bytes(new_key.read_bytes())
+        assert s.server.tls.check() is True
+        assert _served_cert(s.port).serial_number == x509.load_pem_x509_certificate(new_cert.read_bytes()).serial_number
+
+
+def test_reload_builds_a_fresh_context(tmp_path: Path) -> None:
+    _, cert, key = certs.write(tmp_path / "a")
+    tls = ReloadingTLS(cert, key)
+    before = tls.context
+    _, new_cert, new_key = certs.write(tmp_path / "b")
+    cert.write_bytes(new_cert.read_bytes())
+    assert tls.check() is False and tls.context is before  # mismatched pair: untouched
+    key.write_bytes(new_key.read_bytes())
+    assert tls.check() is True and tls.context is not before
+
+
+class _Recorder(http.server.BaseHTTPRequestHandler):
+    seen: list[str] = []
+
+    def do_GET(self) -> None:
+        type(self).seen.append(self.headers.get("Authorization", ""))
+        body = b'{"kind":"Status","apiVersion":"v1","metadata":{}}'
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args) -> None:
+        pass
+
+
+@pytest.fixture
+def fake_service_account(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """An in-cluster environment (service host, CA, token file) pointing at a local HTTPS recorder."""
+    ca, cert, key = certs.write(tmp_path)
+    port = free_port()
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", port), _Recorder)
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(str(cert), str(key))
+    httpd.socket = ctx.wrap_socket(httpd.socket, server_side=True)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    token = tmp_path / "token"
+    token.write_text("first-token")
+    monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "127.0.0.1")
+    monkeypatch.setenv("KUBERNETES_SERVICE_PORT", str(port))
+    from kubernetes.aio.config import incluster_config as aio_incluster
+    from kubernetes.config import incluster_config
+
+    for module in (incluster_config, aio_incluster):
+        monkeypatch.setattr(module, "SERVICE_TOKEN_FILENAME", str(token))
+        monkeypatch.setattr(module, "SERVICE_CERT_FILENAME", str(ca))
+    _Recorder.seen = []
+    yield token, _Recorder.seen
+    httpd.shutdown()
+    httpd.server_close()
+
+
+def test_webhook_api_sends_the_rotated_token(fake_service_account) -> None:
+    from dralab.webhook.kube import KubeApi
+
+    token, seen = fake_service_account
+    api = KubeApi.from_kubeconfig(None)
+    try:
+        api.get("/api/v1/namespaces/default")
+        token.write_text("rotated-token")
+        api.get("/api/v1/namespaces/default")
+    finally:
+        api.close()
+    assert [h.lower() for h in seen] == ["bearer first-token", "bearer rotated-token"], seen
+
+
+def test_webhook_async_api_sends_the_rotated_token(fake_service_account) -> None:
+    import anyio
+
+    from dralab.webhook.kube import AsyncKubeApi
+
+    token, seen = fake_service_account
+
+    async def go() -> None:
+        api = AsyncKubeApi(None)
+        try:
+            await api.get("/api/v1/namespaces/default")
+            token.write_text("rotated-token")
+            await api.get("/api/v1/namespaces/default")
+        finally:
+            await api.close()
+
+    anyio.run(go)
+    assert [h.lower() for h in seen] == ["bearer first-token", "bearer rotated-token"], seen

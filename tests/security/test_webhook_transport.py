@@ -1,0 +1,133 @@
+"""Attack 3: no limits on the webhook's transport. Oversized bodies are refused before they are
+read, idle and trickling connections are closed, and concurrent admissions are capped.
+
+Sockets wait at most 15 s for the server to act; the server under test closes after 1 s.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import ssl
+import time
+from pathlib import Path
+
+import pytest
+
+from dralab.util import wait_for
+from dralab.webhook.limits import ServerLimits
+
+from ._webhook import gpu_pod, review, serve
+
+LIMITS = ServerLimits(max_body_bytes=64 * 1024, read_timeout_seconds=1.0, handshake_timeout_seconds=1.0,
+                      max_inflight=2)
+GIVE_UP = 15.0
+
+
+@pytest.fixture
+def served(tmp_path: Path):
+    with serve(tmp_path, server_kwargs={"limits": LIMITS}) as s:
+        yield s
+
+
+def _head(path: str, length: int | None, extra: str = "") -> bytes:
+    size = f"Content-Length: {length}\r\n" if length is not None else "Transfer-Encoding: chunked\r\n"
+    return (f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n{size}{extra}\r\n").encode()
+
+
+def _read_status(sock: socket.socket) -> int:
+    data = b""
+    while b"\r\n" not in data:
+        chunk = sock.recv(4096)
+        if not chunk:
+            raise AssertionError(f"connection closed before a status line; got {data!r}")
+        data += chunk
+    return int(data.split(b" ", 2)[1])
+
+
+def _closed_by_server(sock: socket.socket) -> bool:
+    """True when the server ends the connection (EOF or reset) before the socket's timeout."""
+    try:
+        while True:
+            if not sock.recv(4096):
+                return True
+    except (ConnectionResetError, ssl.SSLEOFError, ssl.SSLZeroReturnError):
+        return True
+    except TimeoutError:
+        return False
+
+
+def test_declared_oversized_body_is_refused_before_it_is_sent(served) -> None:
+    with served.tls_socket(timeout=GIVE_UP) as sock:
+        sock.sendall(_head("/mutate", 300 * 1024 * 1024) + b"{")  # 300 MiB announced, one byte sent
+        assert _read_status(sock) == 413
+
+
+def test_chunked_oversized_body_is_refused_as_soon_as_it_passes_the_limit(served) -> None:
+    with served.tls_socket(timeout=GIVE_UP) as sock:
+        sock.sendall(_head("/mutate", None))
+        chunk = b"x" * 16384
+        for _ in range(8):  # 128 KiB sent, never terminated: only the limit can end this request
+            sock.sendall(f"{len(chunk):x}\r\n".encode() + chunk + b"\r\n")
+        assert _read_status(sock) == 413
+
+
+def test_idle_tls_connection_is_closed(served) -> None:
+    with served.tls_socket(timeout=GIVE_UP) as sock:
+        assert _closed_by_server(sock)
+
+
+def test_connection_that_never_starts_tls_is_closed(served) -> None:
+    with socket.create_connection(("127.0.0.1", served.port), timeout=GIVE_UP) as sock:
+        assert _closed_by_server(sock)
+
+
+def test_trickled_headers_are_cut_off(served) -> None:
+    head = _head("/mutate", 2)
+    with served.tls_socket(timeout=GIVE_UP) as sock:
+        deadline = time.monotonic() + GIVE_UP
+        closed = False
+        for byte in head:  # one byte every 200 ms: the attack itself, not a synchronisation
+            try:
+                sock.sendall(bytes([byte]))
+            except (BrokenPipeError, ConnectionResetError, ssl.SSLError):
+                closed = True
+                break
+            sock.settimeout(0.2)
+            try:
+                if sock.recv(4096) == b"":
+                    closed = True
+                    break
+            except TimeoutError:
+                pass
+            if time.monotonic() > deadline:
+                break
+        assert closed, "the server kept a trickling connection open"
+
+
+def test_idle_keep_alive_connection_is_closed_after_a_request(served) -> None:
+    body = json.dumps(review(gpu_pod())).encode()
+    with served.tls_socket(timeout=GIVE_UP) as sock:
+        sock.sendall(_head("/mutate", len(body)) + body)
+        assert _read_status(sock) == 200
+        assert _closed_by_server(sock)
+
+
+def test_concurrent_admissions_are_capped(tmp_path: Path) -> None:
+    """Two requests that never finish their bodies hold the cap; a third is turned away with 503."""
+    limits = ServerLimits(read_timeout_seconds=60.0, max_inflight=2)
+    body = json.dumps(review(gpu_pod())).encode()
+    with serve(tmp_path, server_kwargs={"limits": limits}) as served:
+        holders = [served.tls_socket(timeout=GIVE_UP) for _ in range(limits.max_inflight)]
+        try:
+            for sock in holders:
+                sock.sendall(_head("/mutate", len(body)) + body[:10])
+            inflight = served.server.webhook.metrics.inflight
+            wait_for(lambda: inflight._value.get() == limits.max_inflight, GIVE_UP, "both holders to be admitted")
+            with served.client(timeout=GIVE_UP) as c:
+                resp = c.post(f"{served.url}/mutate", content=body, headers={"Content-Type": "application/json"})
+            assert resp.status_code == 503
+            assert "concurrent" in resp.text
+        finally:
+            for sock in holders:
+                sock.close()
