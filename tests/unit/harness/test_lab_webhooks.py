@@ -52,12 +52,13 @@ def test_lab20_webhook_expectations_hold_for_what_dralab_registers() -> None:
         ("MutatingWebhookConfiguration", lambda w: w[0]["clientConfig"].update(caBundle="")),
         ("MutatingWebhookConfiguration", lambda w: w[0]["rules"][0].update(resources=["services"])),
         ("MutatingWebhookConfiguration", lambda w: w[0].update(namespaceSelector={})),
-        ("ValidatingWebhookConfiguration", lambda w: w[1].update(failurePolicy="Fail")),
-        ("ValidatingWebhookConfiguration", lambda w: w[0]["rules"][0].update(operations=["CREATE"])),
+        ("ValidatingWebhookConfiguration", lambda w: w[0]["rules"][0].update(operations=["UPDATE"])),
+        ("ValidatingWebhookConfiguration", lambda w: w[0].update(failurePolicy="Ignore")),
         ("ValidatingWebhookConfiguration", lambda w: w[0]["clientConfig"].pop("caBundle")),
+        ("ValidatingWebhookConfiguration", lambda w: w[0].update(namespaceSelector={})),
     ],
-    ids=["mutate-ignore", "mutate-no-ca", "mutate-rules", "mutate-all-namespaces", "cleanup-fail",
-         "validate-create-only", "validate-no-ca"],
+    ids=["mutate-ignore", "mutate-no-ca", "mutate-rules", "mutate-all-namespaces", "validate-no-create",
+         "validate-ignore", "validate-no-ca", "validate-all-namespaces"],
 )  # fmt: skip
 def test_lab20_webhook_expectations_catch_a_broken_configuration(kind: str, breakage: Any) -> None:
     broken = copy.deepcopy(_generated()[kind])
