@@ -25,6 +25,7 @@ from dralab.cluster.components import CONTROL_PLANE, WEBHOOK_NAMESPACE, Componen
 from dralab.cluster.kubeapi import ApiError, Kube
 from dralab.cluster.kubeconfig import render_kubeconfig
 from dralab.cluster.layout import DEFAULT_NAME, Layout, check_socket_paths, dralab_home
+from dralab.cluster.node import integration
 from dralab.cluster.objects import object_path
 from dralab.cluster.pki import Pki, ensure_pki
 from dralab.cluster.supervisor import (
@@ -220,6 +221,9 @@ def _specs(handle: ClusterHandle) -> dict[str, ComponentSpec]:
     if "webhook" in state["order"]:
         specs["webhook"] = components.webhook_spec(layout, ports, config)
     for node in state["nodes"]:
+        if node == state.get("realNode"):
+            specs.update(integration.specs(handle, node, str(handle.devices), config))
+            continue
         if f"driver/{node}" in state["order"]:
             specs[f"driver/{node}"] = components.driver_spec(layout, ports, node, str(handle.devices), config)
         specs[f"kubelet/{node}"] = components.standin_spec(layout, ports, node)
@@ -354,11 +358,20 @@ def _inventory_text(devices: str | None) -> tuple[str, Any]:
 
 
 def _bootstrap_objects(handle: ClusterHandle, inventory: Any, config: str | None) -> None:
-    """Nodes, DeviceClasses, RuntimeClass ``ascend`` and the webhook's namespace (idempotent)."""
+    """Nodes, DeviceClasses, RuntimeClass ``ascend`` and the webhook's namespace (idempotent).
+
+    The real node (``up --real-node``) is registered by its kubelet; its RBAC binding is made here.
+    """
     kube = handle.kube()
+    real = handle.state.get("realNode")
     try:
         for node in kwok.node_manifests(inventory, build.K8S_VERSION):
+            if node["metadata"]["name"] == real:
+                continue
             kube.create("/api/v1/nodes", node, exist_ok=True)
+        if real:
+            binding = integration.lifecycle.rbac_binding()
+            kube.apply(object_path(binding), binding)
         cfg = load_config(config)
         for obj in [*device_classes(cfg.vendors), runtime_class(), sharebudget_crd()]:
             kube.apply(object_path(obj), obj)
@@ -424,20 +437,26 @@ def ensure_cluster(
     devices: str | None = None,
     config: str | None = None,
     say: Say | None = None,
+    real_node: bool = False,
 ) -> ClusterHandle:
     """Bring cluster ``name`` up, or reuse it if it runs; restart any component that is down.
 
     Idempotent and file-locked. ``devices`` is a device inventory (file or shipped name, default
-    Lab 20's host); a running cluster keeps the inventory it was created with.
+    Lab 20's host); a running cluster keeps the inventory it was created with. ``real_node`` runs
+    the inventory's first node as a real kubelet + containerd (``dralab.cluster.node``).
     """
     say = say or _quiet
     build.require_binaries()
+    if real_node:
+        build.require_node_binaries()
     layout = Layout.of(name)
     with _locked(layout):
-        return _up_locked(layout, devices, config, say)
+        return _up_locked(layout, devices, config, say, real_node)
 
 
-def _up_locked(layout: Layout, devices: str | None, config: str | None, say: Say) -> ClusterHandle:
+def _up_locked(
+    layout: Layout, devices: str | None, config: str | None, say: Say, real_node: bool = False
+) -> ClusterHandle:
     started = time.monotonic()
     previous = _read_state(layout)
     devices = _devices_ref(devices) if devices else None
@@ -445,6 +464,12 @@ def _up_locked(layout: Layout, devices: str | None, config: str | None, say: Say
         raise UserError(
             f"cluster {layout.name} runs with devices {previous.get('devicesRef')!r}, not {devices!r}; "
             f"run `dralab cluster down --name {layout.name}` first or use another --name"
+        )
+    if previous and previous.get("nodes") and bool(previous.get("realNode")) != real_node:
+        have = "with" if previous.get("realNode") else "without"
+        raise UserError(
+            f"cluster {layout.name} runs {have} a real node; run `dralab cluster down --name {layout.name}` "
+            "first or use another --name"
         )
     if previous:
         devices = previous.get("devicesRef")
@@ -460,7 +485,11 @@ def _up_locked(layout: Layout, devices: str | None, config: str | None, say: Say
         order.append("webhook")
     else:
         notes.append("webhook not installed (dralab.webhook missing): not started")
+    real = nodes[0] if real_node and nodes else None
     for node in nodes:
+        if node == real:
+            order += integration.order(node, with_driver)
+            continue
         if with_driver:
             order.append(f"driver/{node}")
         order.append(f"kubelet/{node}")
@@ -476,8 +505,11 @@ def _up_locked(layout: Layout, devices: str | None, config: str | None, say: Say
             "nodes": nodes,
             "order": order,
             "ports": _allocate_ports(nodes, (previous or {}).get("ports")),
+            "realNode": real,
         }
     )
+    if real:
+        integration.allocate_ports(state, real)
     state.setdefault("components", {})
     handle = ClusterHandle(name=layout.name, layout=layout, state=state, notes=notes)
     say(f"cluster {layout.name}: state in {layout.root}")
@@ -500,15 +532,31 @@ def _up_locked(layout: Layout, devices: str | None, config: str | None, say: Say
     # dralab's own processes need only the API server and the Node objects: they start now and
     # load their Python modules while the controllers and KWOK come up.
     dralab_components = [c for c in order if c not in CONTROL_PLANE]
+    real_components = integration.order(real, with_driver) if real else []
+    dralab_components = [c for c in dralab_components if c not in real_components]
     for comp in dralab_components:
         if _ensure_running(handle, specs[comp], say):
             say(f"started {comp}")
     for comp in ("controller-manager", "scheduler", "kwok"):
         _wait_healthy(handle, specs[comp], COMPONENT_TIMEOUT)
+    if real:
+        labels = next((dict(n.labels) for n in inventory.nodes if n.name == real), {})
+        integration.bring_up(
+            handle,
+            real,
+            specs,
+            lambda spec: _ensure_running(handle, spec, say),
+            lambda spec, timeout: _wait_healthy(handle, spec, timeout),
+            labels,
+            say,
+        )
+        dralab_components += [c for c in real_components if c.startswith("driver/")]
+        specs = _specs(handle)
     try:
-        wait_for(lambda: _nodes_ready(handle), COMPONENT_TIMEOUT, "KWOK nodes to become Ready", interval=0.1)
+        wait_for(lambda: _nodes_ready(handle), COMPONENT_TIMEOUT, "the nodes to become Ready", interval=0.1)
     except WaitTimeout as exc:
-        raise UserError(f"{exc}; see {handle.log_path('kwok')}") from None
+        logs = f"{handle.log_path('kwok')}" + (f" and {handle.log_path(f'kubelet/{real}')}" if real else "")
+        raise UserError(f"{exc}; see {logs}") from None
     say(f"control plane ready; nodes: {', '.join(nodes)}")
     for comp in dralab_components:
         _wait_optional(handle, specs[comp], notes, say)
@@ -548,16 +596,19 @@ def _require(name: str) -> tuple[Layout, dict[str, Any]]:
     return layout, state
 
 
-def _check_component(state: dict[str, Any], component: str) -> None:
+def _check_component(state: dict[str, Any], component: str) -> str:
+    """The component's full name (``kubelet`` means ``kubelet/<real node>``); UserError when unknown."""
+    component = integration.resolve_alias(state, component)
     if component not in state.get("order", []):
         known = ", ".join(state.get("order", []))
         raise UserError(f"unknown component {component!r}; components of this cluster: {known}")
+    return component
 
 
 def stop(name: str, component: str) -> bool:
     """Stop one component (fault hook); it stays stopped until ``start``, ``restart`` or ``up``."""
     layout, state = _require(name)
-    _check_component(state, component)
+    component = _check_component(state, component)
     with _locked(layout):
         state = _read_state(layout) or state
         rec = _record(state, component)
@@ -573,7 +624,7 @@ def stop(name: str, component: str) -> bool:
 def start(name: str, component: str, wait: bool = True) -> None:
     """Start one component if it is not running and wait until it is healthy."""
     layout, state = _require(name)
-    _check_component(state, component)
+    component = _check_component(state, component)
     with _locked(layout):
         handle = ClusterHandle(name=name, layout=layout, state=_read_state(layout) or state)
         spec = _specs(handle)[component]
@@ -646,7 +697,13 @@ def down(name: str = DEFAULT_NAME, keep_logs: bool = True) -> int:
         state = _read_state(layout) or {}
         records = [ProcRecord.from_json(raw) for raw in (state.get("components") or {}).values()]
         running = [rec for rec in records if is_alive(rec)]
-        _stop_all(running)
+        if state.get("realNode"):
+            # the real node first and in order: pods, containerd, namespace, cgroups, bridge
+            handle = ClusterHandle(name=name, layout=layout, state=state)
+            left = integration.teardown(handle, state["realNode"])
+            if left:
+                log.warning("real node left things behind", extra={"fields": {"leftovers": left}})
+        _stop_all([rec for rec in running if is_alive(rec)])
         for entry in layout.root.iterdir():
             if keep_logs and entry == layout.logs_dir:
                 continue

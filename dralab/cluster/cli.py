@@ -62,13 +62,19 @@ def build(force: bool, real_node: bool) -> None:
 @_name_option
 @click.option("--devices", default=None, help="device inventory: a YAML file or a shipped name (default lab20)")
 @click.option("--config", "config", default=None, type=click.Path(dir_okay=False), help="dralab config file")
-def up(name: str, devices: str | None, config: str | None) -> None:
+@click.option(
+    "--real-node",
+    is_flag=True,
+    help="run the inventory's first node as a real kubelet + containerd + runc (build with --real-node first)",
+)
+def up(name: str, devices: str | None, config: str | None, real_node: bool) -> None:
     """Bring the cluster up (or reuse it when it runs) and wait until it is ready.
 
     \b
     Example:
       dralab cluster up
       dralab cluster up --name big --devices dralab/model/inventories/nvidia-gpus.yaml
+      dralab cluster up --name dralab-node --real-node    # the `node` profile's cluster
     """
     from dralab.cluster.api import ensure_cluster
 
@@ -79,7 +85,7 @@ def up(name: str, devices: str | None, config: str | None) -> None:
             spinner.update(msg)
             console.print(msg)
 
-        handle = ensure_cluster(name, devices=devices, config=config, say=say)
+        handle = ensure_cluster(name, devices=devices, config=config, say=say, real_node=real_node)
     click.echo(str(handle.kubeconfig))
 
 
@@ -178,7 +184,8 @@ def _component_command(verb: str, helptext: str):
 
 
 _COMPONENTS_HELP = (
-    "COMPONENT: etcd, apiserver, controller-manager, scheduler, kwok, webhook, driver/NODE, kubelet/NODE."
+    "COMPONENT: etcd, apiserver, controller-manager, scheduler, kwok, webhook, driver/NODE, kubelet/NODE; "
+    "with a real node also containerd/NODE and node-ns/NODE (`kubelet` and `containerd` name the real node's)."
 )
 stop_cmd = _component_command(
     "stop", f"Stop one component (fault injection). {_COMPONENTS_HELP}\n\n\b\nExample:\n  dralab cluster stop scheduler"

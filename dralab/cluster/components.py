@@ -114,6 +114,10 @@ def apiserver_spec(layout: Layout, ports: dict[str, Any], binaries: dict[str, st
         "--allow-privileged=true",
         "--profiling=false",
         f"--feature-gates={FEATURE_GATES}",
+        # a real kubelet (profile node) serves exec/logs on 127.0.0.1 with x509 client auth
+        f"--kubelet-client-certificate={pki.cert('admin')}",
+        f"--kubelet-client-key={pki.key('admin')}",
+        "--kubelet-preferred-address-types=InternalIP,Hostname",
     ]
     health = Health(f"https://127.0.0.1:{ports['apiserver']}/readyz", client_cert=True, verify_ca=True)
     # its graceful shutdown waits on long-running requests for a long time; nothing here needs it

@@ -14,6 +14,10 @@ _KINDS: dict[tuple[str, str], tuple[str, bool]] = {
     ("resource.k8s.io/v1", "ResourceSlice"): ("/apis/resource.k8s.io/v1/resourceslices", False),
     ("resource.k8s.io/v1", "ResourceClaim"): ("/apis/resource.k8s.io/v1/namespaces/{ns}/resourceclaims", True),
     ("node.k8s.io/v1", "RuntimeClass"): ("/apis/node.k8s.io/v1/runtimeclasses", False),
+    ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding"): (
+        "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
+        False,
+    ),
     ("apiextensions.k8s.io/v1", "CustomResourceDefinition"): (
         "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
         False,

@@ -1,0 +1,193 @@
+"""The real node inside a local cluster: its component specs, bring-up order and teardown.
+
+``dralab.cluster.api`` calls these for the cluster's ``realNode`` (the first node of the device
+inventory when ``up --real-node``); the other inventory nodes stay KWOK nodes with the stand-in.
+Components of the real node: ``node-ns/<node>``, ``containerd/<node>``, ``kubelet/<node>`` (the
+real kubelet, not the stand-in) and ``driver/<node>`` (registering in the kubelet's plugin registry).
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+from collections.abc import Callable
+from typing import Any
+
+from dralab.cluster import build
+from dralab.cluster import components as cluster_components
+from dralab.cluster.components import ComponentSpec
+from dralab.cluster.node import components, lifecycle
+from dralab.cluster.node.paths import NodePaths
+from dralab.cluster.pki import Pki
+from dralab.cluster.supervisor import ProcRecord, is_alive, stop_process
+from dralab.util import free_port
+
+Say = Callable[[str], None]
+NODE_TIMEOUT = 90.0
+# Short names accepted by stop/start/restart for the real node's processes.
+ALIASES = ("kubelet", "containerd", "node-ns", "driver")
+
+
+def node_paths(handle: Any, node: str) -> NodePaths:
+    return NodePaths(handle.name, node, handle.node_dir(node))
+
+
+def order(node: str, with_driver: bool) -> list[str]:
+    """Start order of the real node's components."""
+    out = [components.ns_component(node), components.containerd_component(node), components.kubelet_component(node)]
+    if with_driver:
+        out.append(f"driver/{node}")
+    return out
+
+
+def allocate_ports(state: dict[str, Any], node: str) -> None:
+    """The real node's ports in ``state["nodePorts"][node]`` (kept once recorded)."""
+    taken: set[int] = set()
+    for value in [*state.get("ports", {}).values(), *state.get("nodePorts", {}).values()]:
+        if isinstance(value, int):
+            taken.add(value)
+        elif isinstance(value, dict):
+            taken |= {p for p in value.values() if isinstance(p, int)}
+
+    def fresh() -> int:
+        while True:
+            port = free_port()
+            if port not in taken:
+                taken.add(port)
+                return port
+
+    per_node = dict(state.get("nodePorts") or {})
+    per_node[node] = lifecycle.node_ports(fresh, per_node.get(node))
+    state["nodePorts"] = per_node
+
+
+def _holder_pid(state: dict[str, Any], node: str) -> int:
+    raw = state.get("components", {}).get(components.ns_component(node))
+    return int(raw["pid"]) if raw else 0
+
+
+def specs(handle: Any, node: str, devices: str, config: str | None) -> dict[str, ComponentSpec]:
+    """Specs of the real node's components (the driver registers in the kubelet's plugin registry)."""
+    paths = node_paths(handle, node)
+    ports = handle.state["nodePorts"][node]
+    holder = _holder_pid(handle.state, node)
+    out = {
+        components.ns_component(node): components.holder_spec(paths),
+        components.containerd_component(node): components.containerd_spec(
+            paths, holder, build.binary_path("containerd"), ports["containerd"]
+        ),
+        components.kubelet_component(node): components.kubelet_spec(
+            paths, holder, build.binary_path("kubelet"), ports["healthz"]
+        ),
+    }
+    if f"driver/{node}" in handle.state["order"]:
+        spec = cluster_components.driver_spec(handle.layout, handle.state["ports"], node, devices, config)
+        argv = list(spec.argv)
+        argv[argv.index("--registry-dir") + 1] = str(paths.plugins_registry)
+        out[spec.name] = ComponentSpec(spec.name, argv, spec.health, spec.env, spec.stop_timeout, spec.code)
+    return out
+
+
+def resolve_alias(state: dict[str, Any], component: str) -> str:
+    """``kubelet`` -> ``kubelet/<real node>`` etc. on a cluster with a real node."""
+    real = state.get("realNode")
+    if real and component in ALIASES:
+        return f"{component}/{real}"
+    return component
+
+
+def bring_up(
+    handle: Any,
+    node: str,
+    all_specs: dict[str, ComponentSpec],
+    ensure_running: Callable[[ComponentSpec], bool],
+    wait_healthy: Callable[[ComponentSpec, float], None],
+    labels: dict[str, str],
+    say: Say,
+) -> dict[str, float]:
+    """Start (or keep) the namespace, containerd, the kubelet and the driver of the real node; returns timings."""
+    paths = node_paths(handle, node)
+    timings: dict[str, float] = {}
+    started = time.monotonic()
+    ns_name = components.ns_component(node)
+    ns_rec = _record(handle.state, ns_name)
+    if ns_rec is None or not is_alive(ns_rec):
+        # a fresh namespace: nothing of an older one may survive (containerd, shims, kubelet)
+        stale = [c for c in order(node, False)[1:] if (r := _record(handle.state, c)) is not None and is_alive(r)]
+        for comp in stale:
+            stop_process(_record(handle.state, comp), timeout=5)  # type: ignore[arg-type]
+        lifecycle.teardown_host(paths, lifecycle.read_ns(paths))
+        paths.ns_ready.unlink(missing_ok=True)
+        lifecycle.prepare(
+            paths,
+            handle.server,
+            Pki(handle.layout.pki_dir),
+            handle.cdi_dir(node),
+            handle.state["nodePorts"][node],
+            say,
+        )
+        timings["prepare"] = time.monotonic() - started
+        ensure_running(all_specs[ns_name])
+        say(f"started {ns_name} (private mount namespace)")
+    ns_rec = _record(handle.state, ns_name)
+    assert ns_rec is not None
+    lifecycle.wait_namespace(paths, lambda: is_alive(ns_rec))
+    # the holder's pid is known only now: rebuild the specs that enter its namespace
+    fresh = specs(handle, node, str(handle.devices), handle.state.get("config"))
+    ctrd = fresh[components.containerd_component(node)]
+    if ensure_running(ctrd):
+        say(f"started {ctrd.name}")
+    wait_healthy(ctrd, NODE_TIMEOUT)
+    wait_cri = time.monotonic()
+    imported = lifecycle.import_images(paths)
+    if imported:
+        say(f"imported {', '.join(imported)} into containerd")
+    timings["images"] = time.monotonic() - wait_cri
+    kubelet = fresh[components.kubelet_component(node)]
+    if ensure_running(kubelet):
+        say(f"started {kubelet.name} (kubelet {build.K8S_VERSION})")
+    wait_healthy(kubelet, NODE_TIMEOUT)
+    kube = handle.kube()
+    try:
+        rec = _record(handle.state, kubelet.name)
+        lifecycle.wait_node_registered(kube, node, lambda: rec is not None and is_alive(rec), NODE_TIMEOUT)
+        if not lifecycle.node_initialized(kube, node):
+            lifecycle.patch_node(kube, node, labels)
+    finally:
+        kube.close()
+    driver = fresh.get(f"driver/{node}")
+    if driver is not None and ensure_running(driver):
+        say(f"started {driver.name} (registers with the kubelet through {paths.plugins_registry})")
+    timings["total"] = time.monotonic() - started
+    return timings
+
+
+def _record(state: dict[str, Any], component: str) -> ProcRecord | None:
+    raw = state.get("components", {}).get(component)
+    return ProcRecord.from_json(raw) if raw else None
+
+
+def teardown(handle: Any, node: str) -> list[str]:
+    """Stop the real node's processes in the order that leaves nothing behind; returns leftovers."""
+    paths = node_paths(handle, node)
+    state = handle.state
+    mntns = lifecycle.read_ns(paths)
+    driver = _record(state, f"driver/{node}")
+    if driver is not None:
+        stop_process(driver, timeout=5)
+    kubelet = _record(state, components.kubelet_component(node))
+    if kubelet is not None:
+        stop_process(kubelet, timeout=10)
+    ctrd = _record(state, components.containerd_component(node))
+    if ctrd is not None and is_alive(ctrd):
+        lifecycle.remove_all_tasks(paths)
+        stop_process(ctrd, timeout=10)
+    holder = _record(state, components.ns_component(node))
+    if mntns:
+        lifecycle.kill_namespace(mntns)
+    if holder is not None:
+        stop_process(holder, timeout=5)
+    left = lifecycle.teardown_host(paths, None)
+    if not paths.kubelet_root.is_relative_to(paths.root):
+        shutil.rmtree(paths.kubelet_root, ignore_errors=True)
+    return left + lifecycle.leftovers(paths, mntns)
