@@ -122,6 +122,10 @@ class StatusServer:
                 self._server.close()
             for writer in list(self._writers):
                 writer.close()
+            tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
 
         with contextlib.suppress(Exception):
             asyncio.run_coroutine_threadsafe(close(), self._loop).result(timeout=5)

@@ -35,7 +35,7 @@ import yaml
 
 from dralab.driver import cdi
 from dralab.driver.cdi import ClaimRef, ContainerEdits, PreparedDevice
-from dralab.driver.checkpoint import PREPARE_COMPLETED, Checkpoint, CheckpointStore, ClaimEntry
+from dralab.driver.checkpoint import PREPARE_COMPLETED, Checkpoint, CheckpointStore, ClaimEntry, GroupCommit
 from dralab.driver.claims import ClaimSource
 from dralab.driver.devices import Backend, Device, Mount
 from dralab.driver.kube import KubeError
@@ -183,6 +183,7 @@ class DriverState:
         self._lock = threading.Lock()
         self.store = CheckpointStore(self.root / "checkpoint.json", self.driver, self.cdi_dir, self.cdi_class, boot_id)
         self.checkpoint = Checkpoint(driver=self.driver)
+        self.commit = GroupCommit(self.store, self._snapshot)
 
     def open(self) -> DriverState:
         """Load (or repair) the checkpoint and write the host files; nothing before this touches the disk."""
@@ -294,9 +295,10 @@ class DriverState:
     def prepare(self, refs: Sequence[ClaimRef]) -> dict[str, PrepareResult]:
         """Prepare every claim of one kubelet call; each claim succeeds or fails on its own.
 
-        The CDI specs of the call are written first, then the checkpoint once (the only fsync'd
-        write). A crash in between leaves specs without checkpoint entries: ``open`` removes them,
-        and the kubelet, which got no answer, calls Prepare again.
+        The CDI specs of the call are written first, then the call's checkpoint changes are staged
+        and it answers once they are durable (group commit: the only fsync'd write, shared with the
+        calls that overlap it; see ``checkpoint``). A crash in between leaves specs without
+        checkpoint entries: ``open`` removes them, and the kubelet, which got no answer, calls again.
         """
         out: dict[str, PrepareResult] = {}
         with self._lock:
@@ -305,13 +307,14 @@ class DriverState:
         with self._lock:
             fresh: list[str] = []
             changed = False
+            repeated: list[str] = []
             for ref in refs:
                 entry = self.checkpoint.claims.get(ref.uid)
                 try:
                     if entry is not None and entry.state == PREPARE_COMPLETED:
                         devices, rewritten = self._repeat(entry)
                         out[ref.uid] = PrepareResult(devices=devices)
-                        self._count("prepare", "repeat")
+                        repeated.append(ref.uid)
                         changed |= rewritten
                         continue
                     claim = fetched.get(ref.uid) or self._fetch(ref)
@@ -328,20 +331,35 @@ class DriverState:
                     with contextlib.suppress(OSError, ClaimError):
                         self._remove_files(ref.uid)
                     out[ref.uid] = self._failed("prepare", ClaimError(f"writing the claim's files: {exc}", "io"))
-            if fresh or changed:
-                try:
-                    self.store.save(self.checkpoint)
-                except OSError as exc:
-                    for uid in fresh:
-                        self.checkpoint.claims.pop(uid, None)
-                        with contextlib.suppress(OSError, ClaimError):
-                            self._remove_files(uid)
-                        out[uid] = self._failed("prepare", ClaimError(f"writing the checkpoint: {exc}", "io"))
-                    fresh = []
-                for _ in fresh:
-                    self._count("prepare", "ok")
+            # a repeat may answer for an entry another call staged and is still writing: it waits too
+            ticket = self.commit.stage() if (fresh or changed) else self.commit.staged
+        try:
+            self.commit.wait(ticket)  # outside the lock: calls arriving meanwhile join the next write
+        except OSError as exc:
+            with self._lock:
+                for uid in fresh:
+                    self.checkpoint.claims.pop(uid, None)
+                    with contextlib.suppress(OSError, ClaimError):
+                        self._remove_files(uid)
+                if fresh:
+                    self.commit.stage()  # the removal rides on the next write; nothing waits for it
+                self._update_gauge()
+            for uid in fresh + repeated:
+                out[uid] = self._failed("prepare", ClaimError(f"writing the checkpoint: {exc}", "io"))
+            return out
+        for _ in fresh:
+            self._count("prepare", "ok")
+        for _ in repeated:
+            self._count("prepare", "repeat")
+        if fresh or changed:
+            with self._lock:
                 self._update_gauge()
         return out
+
+    def _snapshot(self) -> Checkpoint:
+        """A copy of the checkpoint for the group commit's writer (entries are immutable: a shallow copy)."""
+        with self._lock:
+            return Checkpoint(driver=self.checkpoint.driver, claims=dict(self.checkpoint.claims))
 
     def _completed(self, uid: str) -> bool:
         entry = self.checkpoint.claims.get(uid)
@@ -502,7 +520,7 @@ class DriverState:
         """Undo Prepare from the checkpoint only; unknown claims succeed. Returns uid -> error ('' = ok)."""
         out: dict[str, str] = {}
         with self._lock:
-            changed = False
+            removed: list[str] = []
             for ref in refs:
                 try:
                     self._remove_files(ref.uid)
@@ -517,14 +535,23 @@ class DriverState:
                     self.metrics.errors.labels(self.driver, "unprepare", "io").inc()
                     continue
                 if self.checkpoint.claims.pop(ref.uid, None) is not None:
-                    changed = True
-                    self._count("unprepare", "ok")
+                    removed.append(ref.uid)
                 else:
                     self._count("unprepare", "unknown")
                 out[ref.uid] = ""
-            if changed:
-                self.store.save(self.checkpoint)
-                self._update_gauge()
+            ticket = self.commit.stage() if removed else 0
+            self._update_gauge()
+        try:
+            self.commit.wait(ticket)
+        except OSError as exc:
+            # the files are gone and the entry is out of memory: the kubelet's retry finds an unknown claim
+            for uid in removed:
+                out[uid] = f"writing the checkpoint after removing claim {uid}: {exc}"
+                self._count("unprepare", "error")
+                self.metrics.errors.labels(self.driver, "unprepare", "io").inc()
+            return out
+        for _ in removed:
+            self._count("unprepare", "ok")
         return out
 
     def _remove_files(self, uid: str) -> None:
