@@ -1,23 +1,38 @@
-{{/* Names: "<release>" when it already contains "dralab", else "<release>-dralab" (63 chars at most). */}}
+{{/* The chart's name: nameOverride, else "dralab". */}}
+{{- define "dralab.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/*
+Names of the objects: fullnameOverride, else "<release>" when it already contains the name, else
+"<release>-<name>". 55 characters at most: suffixes such as "-webhook-tls" follow.
+*/}}
 {{- define "dralab.fullname" -}}
-{{- if contains .Chart.Name .Release.Name -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 55 | trimSuffix "-" -}}
+{{- else -}}
+{{- $name := include "dralab.name" . -}}
+{{- if contains $name .Release.Name -}}
 {{- .Release.Name | trunc 55 | trimSuffix "-" -}}
 {{- else -}}
-{{- printf "%s-%s" .Release.Name .Chart.Name | trunc 55 | trimSuffix "-" -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 55 | trimSuffix "-" -}}
+{{- end -}}
 {{- end -}}
 {{- end -}}
 
+{{/* The standard labels of every object the chart renders. */}}
 {{- define "dralab.labels" -}}
-app.kubernetes.io/name: {{ .Chart.Name }}
+app.kubernetes.io/name: {{ include "dralab.name" . }}
 app.kubernetes.io/instance: {{ .Release.Name }}
 app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
 app.kubernetes.io/part-of: dralab
 helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{- end -}}
 
 {{/* Selector labels of one component: call with (dict "ctx" $ "component" "webhook"). */}}
 {{- define "dralab.selectorLabels" -}}
-app.kubernetes.io/name: {{ .ctx.Chart.Name }}
+app.kubernetes.io/name: {{ include "dralab.name" .ctx }}
 app.kubernetes.io/instance: {{ .ctx.Release.Name }}
 app.kubernetes.io/component: {{ .component }}
 {{- end -}}
@@ -30,6 +45,15 @@ app.kubernetes.io/component: {{ .component }}
 {{- define "dralab.driverName" -}}{{ include "dralab.fullname" . }}-driver{{- end -}}
 {{- define "dralab.configName" -}}{{ include "dralab.fullname" . }}-config{{- end -}}
 {{- define "dralab.certName" -}}{{ include "dralab.fullname" . }}-webhook-tls{{- end -}}
+
+{{/*
+ServiceAccounts: one per component, so each is bound to its own ClusterRole only. They are named
+"<base>-webhook" and "<base>-driver", where <base> is serviceAccount.name or the fullname; with
+serviceAccount.create=false the chart creates neither and binds these names (create them first).
+*/}}
+{{- define "dralab.serviceAccountBase" -}}{{ default (include "dralab.fullname" .) .Values.serviceAccount.name }}{{- end -}}
+{{- define "dralab.webhookServiceAccount" -}}{{ include "dralab.serviceAccountBase" . }}-webhook{{- end -}}
+{{- define "dralab.driverServiceAccount" -}}{{ include "dralab.serviceAccountBase" . }}-driver{{- end -}}
 
 {{/* The host path of the enforcement library the driver puts into CDI specs. */}}
 {{- define "dralab.enforcementLibrary" -}}
@@ -64,19 +88,6 @@ dralab.provision.chart.config_from_values is the same mapping in Python; tests k
       "enforcementLibrary" (include "dralab.enforcementLibrary" .)
       "injectDeviceNodes" $v.driver.injectDeviceNodes -}}
 {{- toYaml (dict "vendors" $vendors "webhook" $webhook "driver" $driver) -}}
-{{- end -}}
-
-{{/* Checks the schema cannot express; each failure says what to change. */}}
-{{- define "dralab.validate" -}}
-{{- if and .Values.webhook.enabled (not .Values.webhook.certManager.enabled) (not .Values.webhook.tls.secretName) -}}
-{{- fail "webhook.certManager.enabled is false: set webhook.tls.secretName (a kubernetes.io/tls Secret) and webhook.tls.caBundle" -}}
-{{- end -}}
-{{- $table := (.Files.Get "files/vendors.yaml" | fromYaml).vendors -}}
-{{- range .Values.vendors.enabled -}}
-{{- if not (or (hasKey $table .) (hasKey (default dict $.Values.vendors.overrides) .)) -}}
-{{- fail (printf "vendors.enabled names %q, which is neither a shipped vendor (%s) nor in vendors.overrides" . (keys $table | sortAlpha | join ", ")) -}}
-{{- end -}}
-{{- end -}}
 {{- end -}}
 
 {{/*
