@@ -12,6 +12,8 @@ from dralab.config import load_config
 from dralab.errors import UserError
 from dralab.model.convert import Converter
 from dralab.model.denials import Denied
+from dralab.model.volcano import convert_job, template_converter
+from dralab.model.volcano import is_job as is_volcano_job
 
 HAMI_CONFIG_HELP = "HAMi's device-config.yaml (or its ConfigMap): resource names, chips, annotations, vendors."
 
@@ -26,12 +28,14 @@ def _documents(text: str, source: str) -> list[dict[str, Any]]:
     for number, doc in enumerate(docs, 1):
         items = doc.get("items") if isinstance(doc, dict) and doc.get("kind") == "List" else [doc]
         for item in items or []:
-            if not isinstance(item, dict) or item.get("kind") != "Pod":
+            if not isinstance(item, dict) or (item.get("kind") != "Pod" and not is_volcano_job(item)):
                 kind = item.get("kind") if isinstance(item, dict) else type(item).__name__
-                raise UserError(f"{source}: document {number} is a {kind or 'document without kind'}, not a Pod")
+                raise UserError(
+                    f"{source}: document {number} is a {kind or 'document without kind'}, not a Pod or a Volcano Job"
+                )
             pods.append(item)
     if not pods:
-        raise UserError(f"{source}: no Pod documents found")
+        raise UserError(f"{source}: no Pod documents (nor Volcano Jobs) found")
     return pods
 
 
@@ -54,6 +58,14 @@ def convert_documents(
     for pod in _documents(text, source):
         ns = _namespace(pod, namespace)
         name = (pod.get("metadata") or {}).get("name") or (pod.get("metadata") or {}).get("generateName", "")
+        if is_volcano_job(pod):  # each task's pod template gets ResourceClaimTemplates
+            try:
+                job = convert_job(pod, template_converter(cfg.vendors, cfg.webhook.opt_out_label), namespace=ns)
+            except Denied as exc:
+                raise UserError(f"Volcano Job {ns}/{name}: {exc}") from None
+            out.append(job.job)
+            out.extend(job.objects)
+            continue
         try:
             conv = converter.convert(pod, namespace=ns)
         except Denied as exc:
@@ -64,7 +76,9 @@ def convert_documents(
 
 
 @click.command("convert")
-@click.option("-f", "--filename", required=True, help="File with one or more Pod documents, or - for stdin.")
+@click.option(
+    "-f", "--filename", required=True, help="File with Pods and/or Volcano Jobs (batch.volcano.sh), or - for stdin."
+)
 @click.option("-n", "--namespace", default=None, help="Namespace for pods without one (default: default).")
 @click.option("--config", "config_path", default=None, type=click.Path(dir_okay=False), help="dralab config file.")
 @click.option("--hami-config", default=None, type=click.Path(dir_okay=False), help=HAMI_CONFIG_HELP)
