@@ -12,7 +12,7 @@
 
 #define FAKE_BASE 0x100000000000ULL
 #define FAKE_STRIDE 0x1000ULL
-#define FAKE_MAX_DEV 16
+#define FAKE_MAX_DEV 128
 
 static pthread_mutex_t fake_mu = PTHREAD_MUTEX_INITIALIZER;
 static uint64_t *fake_size;  /* id -> size, 0 when free */

@@ -8,11 +8,22 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <unistd.h>
 
 #include "vcore.h"
 
 #define DEFAULT_CUDA_REGION "/tmp/vcore-cuda.cache"
 #define DEFAULT_NPU_REGION "/tmp/vcore-npu.cache"
+/* The per-claim directories the node driver mounts into every claim container (the enforcement
+ * layouts in dralab/model/enforcement.py). A tenant cannot remove a mount point, so their presence
+ * marks a claim container, where a missing limit fails closed instead of lifting the quota. */
+#ifndef VC_CUDA_CLAIM_DIR
+#define VC_CUDA_CLAIM_DIR "/usr/local/vgpu"
+#endif
+#ifndef VC_NPU_CLAIM_DIR
+#define VC_NPU_CLAIM_DIR "/hami-vnpu-shmem"
+#endif
 
 struct vc_vendor vc_cuda = {.name = "cuda", .region = {.open_mu = PTHREAD_MUTEX_INITIALIZER, .slot = -1}};
 struct vc_vendor vc_npu = {.name = "npu", .region = {.open_mu = PTHREAD_MUTEX_INITIALIZER, .slot = -1}};
@@ -62,6 +73,41 @@ static void refuse(struct vc_vendor *v, const char *fmt, const char *name, const
     v->fail_closed = 1;
     snprintf(v->reason, sizeof v->reason, fmt, name, value);
     vc_log(VC_LOG_ERROR, "%s", v->reason);
+}
+
+/* Whether the vendor's claim directory exists. Debug builds read a ':'-separated list from
+ * VCORE_CLAIM_DIRS instead (tests); release builds only use the compiled-in directory. */
+static int in_claim_container(const char *dirs)
+{
+#ifdef VCORE_DEBUG
+    const char *env = getenv("VCORE_CLAIM_DIRS");
+    if (env != NULL)
+        dirs = env;
+#endif
+    char buf[1024];
+    snprintf(buf, sizeof buf, "%s", dirs);
+    char *save = NULL;
+    for (char *d = strtok_r(buf, ":", &save); d != NULL; d = strtok_r(NULL, ":", &save)) {
+        /* open(O_DIRECTORY), not stat(): stat@GLIBC_2.33 would raise the glibc floor (compat.h) */
+        int fd = *d != '\0' ? open(d, O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
+        if (fd >= 0) {
+            close(fd);
+            return 1;
+        }
+    }
+    return 0;
+}
+
+static void require_limit(struct vc_vendor *v, const char *names)
+{
+    if (v->fail_closed)
+        return;
+    for (int i = 0; i < VC_MAX_DEV; i++)
+        if (v->limit[i] != 0)
+            return;
+    v->active = 1;
+    refuse(v, "no usable %s in a claim container%s: every allocation is refused (the node driver sets it)",
+           names, "");
 }
 
 static void set_region(struct vc_vendor *v, const char *env, const char *fallback)
@@ -127,11 +173,20 @@ static void load_npu(struct vc_vendor *v)
 void vc_config_load(void)
 {
     const char *off = getenv("VCORE_DISABLE");
+#ifdef VCORE_DEBUG
     vc_disabled = off != NULL && strcmp(off, "1") == 0;
     if (vc_disabled)
         return;
+#else
+    if (off != NULL && *off != '\0')
+        vc_log(VC_LOG_WARN, "VCORE_DISABLE is ignored: only debug builds of vcore can be switched off");
+#endif
     load_cuda(&vc_cuda);
     load_npu(&vc_npu);
+    if (in_claim_container(VC_CUDA_CLAIM_DIR))
+        require_limit(&vc_cuda, "CUDA_DEVICE_MEMORY_LIMIT[_<i>]");
+    if (in_claim_container(VC_NPU_CLAIM_DIR))
+        require_limit(&vc_npu, "NPU_MEM_QUOTA");
     if (vc_cuda.active)
         vc_log(VC_LOG_DEBUG, "cuda: device 0 limit %llu bytes, sm %d%%, region %s",
                (unsigned long long)vc_cuda.limit[0], vc_cuda.sm_limit[0], vc_cuda.region.path);

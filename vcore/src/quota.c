@@ -8,8 +8,19 @@ static int limited(const struct vc_vendor *v, int dev)
     return v->active && dev >= 0 && dev < VC_MAX_DEV && (v->limit[dev] != 0 || v->fail_closed);
 }
 
+/* A device index vcore cannot track while a quota is active: refused, never unlimited. */
+static int untrackable(const struct vc_vendor *v, int dev)
+{
+    return v->active && dev >= VC_MAX_DEV;
+}
+
 int vc_charge(struct vc_vendor *v, int dev, uint64_t size)
 {
+    if (untrackable(v, dev)) {
+        vc_log(VC_LOG_WARN, "%s allocation refused on device %d: vcore tracks devices 0-%d only", v->name, dev,
+               VC_MAX_DEV - 1);
+        return VC_DENIED;
+    }
     if (!limited(v, dev))
         return VC_UNTRACKED;
     char req[32], used_s[32], lim[32];

@@ -22,7 +22,7 @@
 #include "vcore.h"
 
 #define VC_MAGIC 0x31475265726f6376ULL /* "vcoreRG1" little-endian */
-#define VC_LAYOUT_VERSION 1
+#define VC_LAYOUT_VERSION 2 /* 2: 64 devices */
 
 struct vc_slot {
     int32_t pid;
@@ -208,15 +208,17 @@ static int fail(struct vc_region *r, const char *fmt, const char *detail)
 
 static int open_file(const char *path)
 {
-    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+    /* Private to the container's user: another tenant's process must not read or truncate the
+     * accounting (the processes of one container share a uid). */
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
     if (fd < 0 && errno == ENOENT) {
         char dir[4096];
         snprintf(dir, sizeof dir, "%s", path);
         char *slash = strrchr(dir, '/');
         if (slash != NULL && slash != dir) {
             *slash = '\0';
-            mkdir(dir, 0777);
-            fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+            mkdir(dir, 0700);
+            fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
         }
     }
     return fd;
@@ -239,7 +241,7 @@ int vc_region_open(struct vc_region *r)
         rc = fail(r, "shared region %s: cannot open: %s; mount a writable directory there", strerror(errno));
         goto out;
     }
-    fchmod(fd, 0666); /* every user in the container shares it; best effort */
+    fchmod(fd, 0600); /* a file made by an older version: tighten it; best effort (it may be another user's) */
     if (flock(fd, LOCK_EX) != 0) {
         rc = fail(r, "shared region %s: cannot lock: %s", strerror(errno));
         goto out_fd;

@@ -9,7 +9,7 @@
 #define VC_EXPORT __attribute__((visibility("default")))
 #define VC_HIDDEN __attribute__((visibility("hidden")))
 
-#define VC_MAX_DEV 16
+#define VC_MAX_DEV 64 /* devices one container can see; a higher index is refused, never unlimited */
 #define VC_MAX_PROCS 1024
 #define VC_MIB (1024ULL * 1024ULL)
 

@@ -4,6 +4,7 @@
  *   t_cuda passthrough  no limit: allocations and info are the fake runtime's own
  *   t_cuda hold MIB     allocate MIB, print "held", block until stdin closes (killed by the test)
  *   t_cuda fill STEP    allocate STEP MiB blocks until refused, print "filled_mib=N"
+ *   t_cuda filldev DEV STEP  the same on device DEV (a context made current on it)
  *   t_cuda exec MIB     allocate MIB, then exec "t_cuda fill 100" in the same process (same pid)
  *   t_cuda fork MIB     allocate MIB, fork a child that fills in 100 MiB steps, check the parent's
  *                       share survived the child (limit 1024m)
@@ -136,6 +137,20 @@ static int fill(size_t step)
     return 0;
 }
 
+static int filldev(int dev, size_t step)
+{
+    CUdevice d;
+    CUcontext ctx;
+    CHECK_EQ(cuDeviceGet(&d, dev), CUDA_SUCCESS);
+    CHECK_EQ(cuCtxCreate_v2(&ctx, 0, d), CUDA_SUCCESS);
+    CUdeviceptr p;
+    size_t n = 0;
+    while (n < 100000 && cuMemAlloc_v2(&p, step * MiB) == CUDA_SUCCESS)
+        n++;
+    printf("filled_mib=%zu\n", n * step);
+    return 0;
+}
+
 static int exec_fill(const char *self, size_t mib)
 {
     CUdeviceptr p;
@@ -185,6 +200,8 @@ int main(int argc, char **argv)
         return hold(strtoull(argv[2], NULL, 10));
     if (argc >= 3 && strcmp(argv[1], "fill") == 0)
         return fill(strtoull(argv[2], NULL, 10));
+    if (argc >= 4 && strcmp(argv[1], "filldev") == 0)
+        return filldev(atoi(argv[2]), strtoull(argv[3], NULL, 10));
     if (argc >= 3 && strcmp(argv[1], "exec") == 0)
         return exec_fill(argv[0], strtoull(argv[2], NULL, 10));
     if (argc >= 3 && strcmp(argv[1], "fork") == 0)
