@@ -42,3 +42,7 @@ def test_quick_bench_writes_vcore_json(vcore_build, tmp_path: Path) -> None:
         assert data[key]["vcore_ns_per_pair"] > 0
     assert data["contended_8"]["processes"] == 8
     assert isinstance(data["meets_target"], bool)
+    assert set(data["verdicts"]) == {"single_process_cpu_overhead", "contended_wall_overhead", "throttle_accuracy"}
+    assert [r["limit_pct"] for r in data["throttle"]["limits"]] == [25, 50, 75]
+    assert all(0 < r["busy_pct"] <= 100 for r in data["throttle"]["limits"])
+    assert data["context"]["run"] == "quick" and data["context"]["load_average"]["start"]

@@ -1,6 +1,7 @@
 """The cuLaunchKernel throttle on the fake runtime (kernels take a simulated 1 ms each).
 
-Only the duty cycle against the fake device is checked here; how well it bounds real SM use is
+Only a loose smoke bound of the duty cycle against the fake device is checked here: accuracy (within
+5 percentage points at 25/50/75 %) is judged by `dralab bench vcore`. How well it bounds real SM use is
 for the GPU check (vcore/gpu/) and has not been measured.
 """
 
