@@ -19,6 +19,7 @@ BENCHMARKS: dict[str, str] = {
     "concurrency": "dralab.bench.concurrency:concurrency",
     "faults": "dralab.bench.faults:faults",
     "fuzz": "dralab.bench.fuzz:fuzz",
+    "pains": "dralab.bench.pains:pains",
     "report": "dralab.bench.report:report",
 }
 
