@@ -56,8 +56,34 @@ def playbooks_digest() -> str:
     return digest.hexdigest()
 
 
+def runner_envvars(private_dir: Path, known_hosts: str, check_host_keys: bool) -> dict[str, str]:
+    """Ansible's environment: host keys checked against ``known_hosts`` (written into ``private_dir``).
+
+    Without the check an impersonated host receives the playbooks' secrets and, later, the join token;
+    ``check_host_keys=False`` is the user's explicit opt-out (``insecureSkipHostKeyCheck``).
+    """
+    env = {"ANSIBLE_PIPELINING": "1"}
+    if not check_host_keys:
+        env["ANSIBLE_HOST_KEY_CHECKING"] = "False"
+        return env
+    path = private_dir / "known_hosts"
+    path.write_text(known_hosts.strip() + "\n" if known_hosts.strip() else "")
+    path.chmod(0o600)
+    env["ANSIBLE_HOST_KEY_CHECKING"] = "True"
+    env["ANSIBLE_SSH_ARGS"] = (
+        f"-o StrictHostKeyChecking=yes -o UserKnownHostsFile={path} -o ControlMaster=auto -o ControlPersist=60s"
+    )
+    return env
+
+
 def run_site(
-    inv: dict[str, Any], extravars: dict[str, Any], private_key: str | None = None, *, check: bool = False
+    inv: dict[str, Any],
+    extravars: dict[str, Any],
+    private_key: str | None = None,
+    *,
+    check: bool = False,
+    known_hosts: str = "",
+    check_host_keys: bool = True,
 ) -> int:
     """ansible-runner over site.yml; returns the exit code (events stream to stdout)."""
     import ansible_runner
@@ -76,7 +102,7 @@ def run_site(
             playbook="site.yml",
             inventory=json.dumps(inv),
             extravars=extravars,
-            envvars={"ANSIBLE_HOST_KEY_CHECKING": "False", "ANSIBLE_PIPELINING": "1"},
+            envvars=runner_envvars(private, known_hosts, check_host_keys),
             cmdline="--check --diff" if check else None,
         )
         return int(result.rc)
@@ -99,7 +125,14 @@ def main(argv: list[str] | None = None) -> int:
     except json.JSONDecodeError as exc:
         print(f"error: DRALAB_ANSIBLE_INVENTORY/EXTRAVARS is not JSON ({exc})", file=sys.stderr)
         return 2
-    return run_site(inv, extravars, os.environ.get("DRALAB_SSH_PRIVATE_KEY"), check=args.check)
+    return run_site(
+        inv,
+        extravars,
+        os.environ.get("DRALAB_SSH_PRIVATE_KEY"),
+        check=args.check,
+        known_hosts=os.environ.get("DRALAB_ANSIBLE_KNOWN_HOSTS", ""),
+        check_host_keys=os.environ.get("DRALAB_ANSIBLE_HOST_KEY_CHECKING", "true").lower() != "false",
+    )
 
 
 if __name__ == "__main__":

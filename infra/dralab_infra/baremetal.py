@@ -25,7 +25,32 @@ ADMIN_CONF = "/etc/kubernetes/admin.conf"
 
 
 def _connection(host: Host, private_key: pulumi.Input[str]) -> command.remote.ConnectionArgs:
-    return command.remote.ConnectionArgs(host=host.address, user=host.user, port=host.port, private_key=private_key)
+    """SSH to ``host``, checking its key when one is configured (settings refuse a missing one unless
+    the user opted out with insecureSkipHostKeyCheck)."""
+    return command.remote.ConnectionArgs(
+        host=host.address, user=host.user, port=host.port, private_key=private_key, host_key=host.host_key
+    )
+
+
+def known_hosts(settings: Settings) -> str:
+    """known_hosts lines for Ansible: ``[address]:port key`` (plain address for port 22)."""
+    lines = []
+    for h in settings.hosts:
+        if h.host_key:
+            where = h.address if h.port == 22 else f"[{h.address}]:{h.port}"
+            lines.append(f"{where} {h.host_key}")
+    return "\n".join(lines)
+
+
+def cluster_options(settings: Settings, **kwargs: object) -> pulumi.ResourceOptions:
+    """Options of the resources that are the cluster (kubeadm init and join).
+
+    Protected and retained by default: a change of Kubernetes version or pod subnet must never make
+    ``pulumi up`` replace them, since deleting them resets a running cluster. ``allowClusterReplacement``
+    lifts both (and only then does a delete run ``kubeadm reset``).
+    """
+    keep = not settings.allow_cluster_replacement
+    return pulumi.ResourceOptions(protect=keep, retain_on_delete=keep, **kwargs)  # type: ignore[arg-type]
 
 
 def kubeadm_text(settings: Settings) -> str:
@@ -58,19 +83,25 @@ def provision(settings: Settings, private_key: pulumi.Output[str]) -> dict[str, 
             "DRALAB_ANSIBLE_INVENTORY": json.dumps(inv),
             "DRALAB_ANSIBLE_EXTRAVARS": json.dumps({"dralab_backend": settings.backend}),
             "DRALAB_SSH_PRIVATE_KEY": private_key,
+            "DRALAB_ANSIBLE_KNOWN_HOSTS": known_hosts(settings),
+            "DRALAB_ANSIBLE_HOST_KEY_CHECKING": "false" if settings.insecure_skip_host_key_check else "true",
         },
         triggers=[json.dumps(inv, sort_keys=True), playbooks_digest()],
     )
     plane = settings.control_plane
     config_text = kubeadm_text(settings)
+    replaceable = settings.allow_cluster_replacement
+    # The config text is input (stdin) but no trigger: changing it updates the file for the next init
+    # and leaves the running cluster alone. Only with allowClusterReplacement does a change replace the
+    # resource, whose delete then resets the host.
     init = command.remote.Command(
         "kubeadm-init",
         connection=_connection(plane, private_key),
         create=init_script(),
         stdin=config_text,
-        delete="sudo kubeadm reset -f",
-        triggers=[config_text],
-        opts=pulumi.ResourceOptions(depends_on=[prepare]),
+        delete="sudo kubeadm reset -f" if replaceable else None,
+        triggers=[config_text] if replaceable else None,
+        opts=cluster_options(settings, depends_on=[prepare]),
     )
     after_init: list[pulumi.Resource] = [init]
     if settings.cni:
@@ -100,8 +131,8 @@ def provision(settings: Settings, private_key: pulumi.Output[str]) -> dict[str, 
                     create=join_cmd.stdout.apply(
                         lambda line: f"if [ ! -f /etc/kubernetes/kubelet.conf ]; then sudo {line.strip()}; fi"
                     ),
-                    delete="sudo kubeadm reset -f",
-                    opts=pulumi.ResourceOptions(depends_on=[join_cmd, prepare]),
+                    delete="sudo kubeadm reset -f" if replaceable else None,
+                    opts=cluster_options(settings, depends_on=[join_cmd, prepare]),
                 )
             )
     admin = command.remote.Command(

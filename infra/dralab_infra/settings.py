@@ -20,11 +20,12 @@ DEFAULT_CNI = "https://github.com/flannel-io/flannel/releases/download/v0.28.10/
 # Lab 20's namespace: the coexisting HAMi webhook must leave it alone.
 DEFAULT_NAMESPACES = ({"name": "dra-ascend-e2e", "labels": {"hami.io/webhook": "ignore"}},)
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+_HOST_KEY = re.compile(r"^(ssh-[a-z0-9-]+|ecdsa-sha2-nistp\d+|sk-[a-z0-9@.-]+) [A-Za-z0-9+/]+={0,2}$")
 
 KNOWN_KEYS = (
     "profile", "clusterName", "namespace", "namespaces", "kubeconfig", "kubernetesVersion", "vendors",
     "backend", "lifecycle", "image", "loadImage", "workers", "chartValues", "hosts", "podSubnet", "cni",
-    "certManagerVersion", "sshPrivateKey",
+    "certManagerVersion", "sshPrivateKey", "allowClusterReplacement", "insecureSkipHostKeyCheck",
 )  # fmt: skip
 
 
@@ -35,6 +36,7 @@ class Host:
     user: str
     role: str
     port: int = 22
+    host_key: str | None = None  # "<type> <base64>", as in known_hosts without the address
 
 
 @dataclass(frozen=True)
@@ -62,6 +64,10 @@ class Settings:
     pod_subnet: str = "10.244.0.0/16"
     cni: str = DEFAULT_CNI
     cert_manager_version: str = CERT_MANAGER_VERSION
+    # Replacing the cluster resources re-runs kubeadm reset/init on live hosts: only when asked.
+    allow_cluster_replacement: bool = False
+    # SSH without checking host keys lets an impersonated host capture the join token: only when asked.
+    insecure_skip_host_key_check: bool = False
 
     @property
     def control_plane(self) -> Host:
@@ -120,10 +126,16 @@ def _hosts(raw: Any) -> tuple[Host, ...]:
         missing = [k for k in ("name", "address", "user") if not entry.get(k)]
         if missing:
             raise UserError(f"dralab:hosts[{i}] lacks {', '.join(missing)}")
-        unknown = sorted(set(entry) - {"name", "address", "user", "role", "port"})
+        unknown = sorted(set(entry) - {"name", "address", "user", "role", "port", "hostKey"})
         if unknown:
             raise UserError(
-                f"dralab:hosts[{i}] has unknown key(s) {', '.join(unknown)}: use name, address, user, role, port"
+                f"dralab:hosts[{i}] has unknown key(s) {', '.join(unknown)}: use name, address, user, role, port, "
+                "hostKey"
+            )
+        host_key = entry.get("hostKey")
+        if host_key is not None and (not isinstance(host_key, str) or not _HOST_KEY.match(host_key.strip())):
+            raise UserError(
+                f"dralab:hosts[{i}].hostKey must be '<type> <base64 key>' as ssh-keyscan prints it, got {host_key!r}"
             )
         role = entry.get("role", "worker")
         if role not in ROLES:
@@ -135,6 +147,7 @@ def _hosts(raw: Any) -> tuple[Host, ...]:
                 user=str(entry["user"]),
                 role=role,
                 port=_int(f"hosts[{i}].port", entry.get("port", 22), 1),
+                host_key=host_key.strip() if host_key else None,
             )
         )
     names = [h.name for h in hosts]
@@ -208,7 +221,19 @@ def parse_settings(raw: dict[str, Any]) -> Settings:
         pod_subnet=str(raw.get("podSubnet", "10.244.0.0/16")),
         cni=str(raw.get("cni", DEFAULT_CNI)),
         cert_manager_version=str(raw.get("certManagerVersion", CERT_MANAGER_VERSION)),
+        allow_cluster_replacement=_bool("allowClusterReplacement", raw.get("allowClusterReplacement", False)),
+        insecure_skip_host_key_check=_bool("insecureSkipHostKeyCheck", raw.get("insecureSkipHostKeyCheck", False)),
     )
+    if profile == "baremetal" and not settings.insecure_skip_host_key_check:
+        missing = [i for i, h in enumerate(settings.hosts) if not h.host_key]
+        if missing:
+            raise UserError(
+                f"dralab:hosts[{missing[0]}].hostKey is not set: SSH must check each host's key, or an impersonated "
+                "host captures the join token. Run `ssh-keyscan -t ed25519 <address>` on a trusted network, check "
+                "the fingerprint on the host's console, and set it: pulumi config set --path "
+                f"'dralab:hosts[{missing[0]}].hostKey' 'ssh-ed25519 AAAA...'; or accept the risk with "
+                "`pulumi config set dralab:insecureSkipHostKeyCheck true`"
+            )
     if settings.vendors is not None:
         from dralab.model.vendors import load_vendor_table
 

@@ -14,8 +14,8 @@ from dralab.provision.versions import GATED_COMPONENTS
 from .conftest import run_program
 
 HOSTS = [
-    {"name": "cp", "address": "192.0.2.1", "user": "ubuntu", "role": "control-plane"},
-    {"name": "w1", "address": "192.0.2.2", "user": "ubuntu", "role": "worker"},
+    {"name": "cp", "address": "192.0.2.1", "user": "ubuntu", "role": "control-plane", "hostKey": "ssh-ed25519 AAAA"},
+    {"name": "w1", "address": "192.0.2.2", "user": "ubuntu", "role": "worker", "hostKey": "ssh-ed25519 BBBB"},
 ]
 
 

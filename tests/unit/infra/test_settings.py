@@ -8,8 +8,9 @@ from dralab_infra.settings import parse_settings
 from dralab.errors import UserError
 
 HOSTS = [
-    {"name": "cp", "address": "192.0.2.1", "user": "root", "role": "control-plane"},
-    {"name": "w1", "address": "192.0.2.2", "user": "root", "role": "worker", "port": 2222},
+    {"name": "cp", "address": "192.0.2.1", "user": "root", "role": "control-plane", "hostKey": "ssh-ed25519 AAAA"},
+    {"name": "w1", "address": "192.0.2.2", "user": "root", "role": "worker", "port": 2222,
+     "hostKey": "ssh-ed25519 BBBB"},
 ]
 
 
