@@ -46,6 +46,7 @@ migration:
   claimLabels: {}                    # optional: adopt only claims that also carry these labels
   claimAnnotations: {}               # optional: ... and these annotations
   graceSeconds: 30                   # how long an unreferenced HAMi-DRA claim may wait for a pod
+  volcanoJobs: false                 # also register the webhook for Volcano Jobs (batch.volcano.sh/v1alpha1)
 """
 
 
@@ -82,6 +83,7 @@ class MigrationConfig:
     claim_labels: dict[str, str] = field(default_factory=dict)
     claim_annotations: dict[str, str] = field(default_factory=dict)
     grace_seconds: int = 30
+    volcano_jobs: bool = False
 
     @property
     def adopts(self) -> bool:
@@ -121,6 +123,7 @@ _MIGRATION_KEYS = {
     "claimLabels": "claim_labels",
     "claimAnnotations": "claim_annotations",
     "graceSeconds": "grace_seconds",
+    "volcanoJobs": "volcano_jobs",
 }
 _DRIVER_KEYS = {
     "backend": "backend",
@@ -215,6 +218,8 @@ def _migration(raw: dict[str, Any], source: str, hami_given: bool) -> MigrationC
     migration = MigrationConfig(**values)
     if not isinstance(migration.enabled, bool) or migration.adopt_claims not in (None, True, False):
         raise UserError(f"{source}: migration.enabled and migration.adoptClaims must be true or false")
+    if not isinstance(migration.volcano_jobs, bool):
+        raise UserError(f"{source}: migration.volcanoJobs must be true or false")
     for key, value in (("claimLabels", migration.claim_labels), ("claimAnnotations", migration.claim_annotations)):
         if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
             raise UserError(f"{source}: migration.{key} must map keys to string values")

@@ -42,6 +42,7 @@ from dralab.errors import UserError
 from dralab.model.budget import crd as sharebudget_crd
 from dralab.model.inventory import load_inventory
 from dralab.model.objects import device_classes, runtime_class
+from dralab.model.volcano import crd as volcano_job_crd  # Volcano Jobs are admitted without a Volcano install
 from dralab.util import WaitTimeout, atomic_write, free_port, get_logger, wait_for
 
 log = get_logger("dralab.cluster")
@@ -373,7 +374,7 @@ def _bootstrap_objects(handle: ClusterHandle, inventory: Any, config: str | None
             binding = integration.lifecycle.rbac_binding()
             kube.apply(object_path(binding), binding)
         cfg = load_config(config)
-        for obj in [*device_classes(cfg.vendors), runtime_class(), sharebudget_crd()]:
+        for obj in [*device_classes(cfg.vendors), runtime_class(), sharebudget_crd(), volcano_job_crd()]:
             kube.apply(object_path(obj), obj)
         ns = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": WEBHOOK_NAMESPACE}}
         kube.create("/api/v1/namespaces", ns, exist_ok=True)

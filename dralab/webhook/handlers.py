@@ -126,6 +126,7 @@ class AdmissionHandler:
         self.metrics = metrics
         self.excluded = set(excluded_namespaces)
         self.deadline_seconds = deadline_seconds  # one deadline per admission, below timeoutSeconds
+        self.volcano: Any = None  # dralab.webhook.volcano.VolcanoMutator: Volcano Jobs (set by server.build)
 
     def _is_pod(self, request: dict[str, Any]) -> bool:
         kind = request.get("kind") or {}
@@ -134,6 +135,8 @@ class AdmissionHandler:
     async def mutate(self, review: dict[str, Any], *, create: bool = True, offload: bool = False) -> dict[str, Any]:
         request = review["request"]
         uid = str(request.get("uid", ""))
+        if self.volcano is not None and (request.get("kind") or {}).get("group") == "batch.volcano.sh":
+            return await self.volcano.mutate(review)
         if request.get("operation") != "CREATE" or not self._is_pod(request):
             return respond(uid)
         pod = request.get("object") or {}

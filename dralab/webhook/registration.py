@@ -129,6 +129,10 @@ def webhook_configurations(
             }
         ],
     }
+    if cfg.migration.volcano_jobs:  # Volcano Jobs: the same server converts their task templates
+        from dralab.webhook.volcano import volcano_webhook
+
+        mutating["webhooks"].append(volcano_webhook(mutating["webhooks"][0]))
     validating = {
         "apiVersion": "admissionregistration.k8s.io/v1",
         "kind": "ValidatingWebhookConfiguration",

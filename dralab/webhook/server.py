@@ -24,6 +24,7 @@ from starlette.routing import Route
 
 from dralab.config import Config
 from dralab.model.convert import Converter
+from dralab.model.volcano import template_converter
 from dralab.util import get_logger
 from dralab.webhook.adoption import Adopter, build_adopter
 from dralab.webhook.budgets import BudgetGate, BudgetMetrics, BudgetReconciler
@@ -36,6 +37,7 @@ from dralab.webhook.metrics import Metrics
 from dralab.webhook.registration import ALWAYS_EXCLUDED
 from dralab.webhook.tls import ReloadingTLS
 from dralab.webhook.transport import guarded_protocol
+from dralab.webhook.volcano import VolcanoMutator
 
 log = get_logger("dralab.webhook.server")
 # Bodies above this are converted in a worker thread, so a large pod never holds up the event loop.
@@ -85,6 +87,8 @@ def build(
     if own_namespace:
         excluded.add(own_namespace)
     handler = AdmissionHandler(lifecycle, metrics, excluded, deadline_seconds=float(wh.admission_deadline_seconds))
+    handler.volcano = VolcanoMutator(template_converter(config.vendors, wh.opt_out_label), admission_api or api,
+                                     metrics, excluded)
     jan = None
     if api is not None and janitor and config.webhook.lifecycle == "claim":
         jan = Janitor(api, metrics, grace_seconds=float(config.webhook.claim_grace_period_seconds))
