@@ -436,21 +436,39 @@ def _parse_output(text: str, how: str | None) -> Any:
     return text
 
 
-def op_exec_in_pod(ctx: Context, body: dict[str, Any], op: Operation) -> OpOutcome:
-    _require(ctx, "container-exec", "exec-in-pod")
-    kubectl = shutil.which("kubectl")
-    if kubectl is None:
-        raise UserError("exec-in-pod needs kubectl on PATH")
-    command = body["command"]
-    argv = ["sh", "-c", command] if isinstance(command, str) else [str(c) for c in command]
-    cmd = [kubectl, "exec", "-n", ctx.namespace, str(body["pod"])]
+def _kubectl() -> str:
+    """kubectl from PATH, else the one the local cluster built."""
+    found = shutil.which("kubectl")
+    if found:
+        return found
+    try:
+        from dralab.cluster.build import binary_path
+
+        built = binary_path("kubectl")
+    except ImportError:
+        built = None
+    if built is not None and built.is_file():
+        return str(built)
+    raise UserError("exec-in-pod needs kubectl: put it on PATH or run `dralab cluster build`")
+
+
+def _exec_command(ctx: Context, pod: str, container: str | None, argv: list[str]) -> list[str]:
+    """``kubectl exec`` in the run's namespace (through the kubelet: on the node profile, 127.0.0.1)."""
+    cmd = [_kubectl(), "exec", "-n", ctx.namespace, pod]
     if ctx.env.kubeconfig:
         cmd[1:1] = ["--kubeconfig", str(ctx.env.kubeconfig)]
     if ctx.env.context:
         cmd[1:1] = ["--context", ctx.env.context]
-    if body.get("container"):
-        cmd += ["-c", str(body["container"])]
-    cmd += ["--", *argv]
+    if container:
+        cmd += ["-c", container]
+    return [*cmd, "--", *argv]
+
+
+def op_exec_in_pod(ctx: Context, body: dict[str, Any], op: Operation) -> OpOutcome:
+    _require(ctx, "container-exec", "exec-in-pod")
+    command = body["command"]
+    argv = ["sh", "-c", command] if isinstance(command, str) else [str(c) for c in command]
+    cmd = _exec_command(ctx, str(body["pod"]), str(body["container"]) if body.get("container") else None, argv)
     expected = body.get("expect")
 
     def check() -> tuple[bool, Any, str]:
@@ -568,6 +586,47 @@ def op_dralab(ctx: Context, body: dict[str, Any], op: Operation) -> OpOutcome:
     return _outcome(op, f"dralab {shlex.join(args)}", shown, text=proc.stdout[-4000:])
 
 
+def op_probe_in_pod(ctx: Context, body: dict[str, Any], op: Operation) -> OpOutcome:
+    """vcore's probe inside a running container: the CDI spec's library mount and /etc/ld.so.preload
+    are what enforce the quota there, with the container's own claim env."""
+    _require(ctx, "container-exec", "probe-in-pod")
+    _require(ctx, "container-probe", "probe-in-pod")
+    try:
+        from dralab import vcore
+    except ImportError as exc:
+        raise UserError(f"probe-in-pod needs dralab.vcore ({exc})") from None
+    vendor = vcore.normalise_vendor(str(body["vendor"]))
+    steps = [int(s) for s in body["steps"]] if body.get("steps") is not None else [2050]
+    argv = [PROBE_COMMAND, "--vendor", vendor, "--steps", ",".join(str(s) for s in steps), "--max-steps", "1000"]
+    pod = str(body["pod"])
+    container = str(body["container"]) if body.get("container") else None
+    cmd = _exec_command(ctx, pod, container, argv)
+    expected = body.get("expect")
+
+    def check() -> tuple[bool, Any, str]:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=op.effective_timeout, check=False)
+        data = _plain(vcore.parse_probe_output(proc.stdout, proc.stderr, proc.returncode, vendor))
+        if not data.get("allocations"):
+            return False, data, f"probe in pod {pod} ran no allocation (exit {proc.returncode}): {proc.stderr[-300:]}"
+        problems = matching.match(expected, data) if expected is not None else []
+        return not problems, data, "; ".join(problems[:8])
+
+    data = _poll(ctx, op, check, f"vcore probe in pod {pod}")
+    _capture_from(ctx, body, data, op)
+    shown = matching.excerpt(expected, data) if expected is not None else data
+    env_cmd = _exec_command(ctx, pod, container, ["env"])
+    env_out = subprocess.run(env_cmd, capture_output=True, text=True, timeout=op.effective_timeout, check=False)
+    container_env = _parse_output(env_out.stdout, "env")
+    claim_env = {k: v for k, v in container_env.items() if k.startswith(("NPU_", "ASCEND_", "CUDA_", "NVIDIA_"))}
+    return _outcome(
+        op,
+        f"vcore probe inside pod {pod} (preloaded through the CDI spec): {brief(shown, limit=8)}",
+        {"containerEnv": claim_env, "result": shown, "refusalLine": (data.get("refusal") or {}).get("line")},
+    )
+
+
+PROBE_COMMAND = "vcore-probe"  # on PATH in the node profile's lab image (dralab.cluster.node.images)
+
 HANDLERS: dict[str, Handler] = {
     "apply": op_apply,
     "delete": op_delete,
@@ -578,6 +637,7 @@ HANDLERS: dict[str, Handler] = {
     "read-cdi": op_read_cdi,
     "run-with-claim-env": op_run_with_claim_env,
     "exec-in-pod": op_exec_in_pod,
+    "probe-in-pod": op_probe_in_pod,
     "device-capacity": op_device_capacity,
     "dralab": op_dralab,
 }

@@ -117,6 +117,12 @@ OPERATIONS: dict[str, OpSpec] = {
         default_timeout=60.0,
         doc="run the enforcement probe on the host with the environment the claim's CDI spec gives a container",
     ),
+    "probe-in-pod": OpSpec(
+        required=("pod", "vendor"),
+        optional=("container", "steps", "expect", "capture"),
+        default_timeout=60.0,
+        doc="run vcore's probe inside a container (the CDI spec preloads the library); result as run-with-claim-env",
+    ),
     "dralab": OpSpec(
         required=("args",),
         optional=("expect", "parse", "capture"),
@@ -202,7 +208,9 @@ class Operation:
         out: set[str] = set()
         if self.kind == "capture":
             out |= set(self.body.get("values") or {})
-        elif self.kind in ("read-cdi", "run-with-claim-env", "exec-in-pod", "device-capacity", "dralab"):
+        elif self.kind in (
+            "read-cdi", "run-with-claim-env", "exec-in-pod", "probe-in-pod", "device-capacity", "dralab",
+        ):  # fmt: skip
             out |= set(self.body.get("capture") or {})
         if self.measure:
             out.add(self.measure.name)
@@ -370,7 +378,7 @@ def _check_body(kind: str, body: dict[str, Any], where: str, lab_dir: Path) -> N
         raise UserError(f"{where}.args: a non-empty list of arguments, e.g. [migrate, plan]")
     if kind == "exec-in-pod" and not isinstance(body["command"], list | str):
         raise UserError(f"{where}.command: a list of arguments or a shell string")
-    if kind == "run-with-claim-env" and "steps" in body:
+    if kind in ("run-with-claim-env", "probe-in-pod") and "steps" in body:
         steps = body["steps"]
         if not isinstance(steps, list):
             raise UserError(f"{where}.steps: a list of allocation sizes in MiB")
