@@ -7,7 +7,8 @@ its devices are, and variables that labs may use. Shipped profiles live in
 
 Capabilities the runner knows: ``node-files`` (CDI specs and kubelet records on the node),
 ``host-probe`` (run the enforcement probe on the host), ``component-logs``,
-``container-exec`` (real containers), ``hardware`` (real accelerators).
+``container-exec`` (real containers), ``container-probe`` (the pods' image carries vcore's probe
+and fake runtimes: enforcement is checked inside the container), ``hardware`` (real accelerators).
 """
 
 from __future__ import annotations
@@ -19,15 +20,104 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from dralab.errors import UserError
+from dralab.validation import fail, json_schema, validate
 
-CAPABILITIES = ("node-files", "host-probe", "component-logs", "container-exec", "hardware")
+CAPABILITIES = ("node-files", "host-probe", "component-logs", "container-exec", "container-probe", "hardware")
 SOURCES = ("local", "kubeconfig", "memory")
 DEPLOY_METHODS = ("host-processes", "helm", "none")
-_KEYS = {"name", "description", "cluster", "deploy", "capabilities", "vendors", "vars", "inventory"}
-_CLUSTER_KEYS = {"source", "name", "defaultInventory", "kubeconfig", "context", "objects", "nodeRoot", "logsDir"}
-_DEPLOY_KEYS = {"method", "release", "chart", "namespace", "timeout", "values"}
+
+
+class ClusterSpec(BaseModel):
+    """Where the cluster comes from (``source``) and what the harness needs to reach it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    source: str = Field(
+        description="local: dralab's own cluster; kubeconfig: an existing one; memory: tests",
+        json_schema_extra={"enum": list(SOURCES)},
+    )
+    name: str | None = Field(None, description="local: the cluster for the default inventory (default dralab)")
+    defaultInventory: str | None = Field(None, description="local: the inventory of the cluster `name`")
+    kubeconfig: str | None = Field(None, description="kubeconfig: the file (default $KUBECONFIG)")
+    context: str | None = Field(None, description="kubeconfig: the context to use")
+    objects: str | None = Field(None, description="memory: a YAML file of objects, relative to the profile")
+    nodeRoot: str | None = Field(None, description="memory: per-node folders, relative to the profile")
+    logsDir: str | None = Field(None, description="memory: component logs, relative to the profile")
+    realNode: bool | None = Field(None, description="local: the inventory's first node runs a real kubelet")
+
+    @field_validator("source")
+    @classmethod
+    def _known_source(cls, value: str) -> str:
+        if value not in SOURCES:
+            raise fail(f"cluster.source must be one of {', '.join(SOURCES)} (got {value!r})")
+        return value
+
+
+class DeploySpec(BaseModel):
+    """How dralab gets onto the cluster."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    method: str = Field(
+        "none",
+        description="host-processes (the local cluster starts them), helm, or none",
+        json_schema_extra={"enum": list(DEPLOY_METHODS)},
+    )
+    release: str | None = Field(None, description="helm: the release name")
+    chart: str | None = Field(None, description="helm: the chart, a path relative to the checkout")
+    namespace: str | None = Field(None, description="helm: the release namespace")
+    timeout: str | None = Field(None, description="helm: --timeout, e.g. 5m")
+    values: dict[str, Any] | None = Field(None, description="helm: values over the chart's defaults")
+
+    @field_validator("method")
+    @classmethod
+    def _known_method(cls, value: str) -> str:
+        if value not in DEPLOY_METHODS:
+            raise fail(f"deploy.method must be one of {', '.join(DEPLOY_METHODS)} (got {value!r})")
+        return value
+
+    @model_validator(mode="after")
+    def _helm_needs_a_chart(self) -> DeploySpec:
+        if self.method == "helm" and not self.chart:
+            raise fail("deploy.method helm needs deploy.chart")
+        return self
+
+
+class ProfileSpec(BaseModel):
+    """A cluster profile file (``harness/profiles/<name>.yaml`` or ``--profile FILE``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(description="the profile's name, as --profile takes it")
+    description: str = ""
+    cluster: ClusterSpec
+    deploy: DeploySpec | None = None
+    capabilities: list[str] = Field(
+        default_factory=list,
+        description="what can be observed: " + ", ".join(CAPABILITIES),
+        json_schema_extra={"items": {"type": "string", "enum": list(CAPABILITIES)}},
+    )
+    vendors: list[str] = Field(default_factory=list, description="vendors of the devices; empty: any")
+    vars: dict[str, Any] = Field(default_factory=dict, description="variables labs may use")
+    inventory: str | None = Field(None, description="fake devices of a deployed (non-local) cluster")
+
+    @field_validator("name")
+    @classmethod
+    def _named(cls, value: str) -> str:
+        if not value:
+            raise fail("'name' is required")
+        return value
+
+    @field_validator("capabilities")
+    @classmethod
+    def _known_capabilities(cls, value: list[str]) -> list[str]:
+        unknown = [c for c in value if c not in CAPABILITIES]
+        if unknown:
+            raise fail(f"unknown capabilit(y/ies) {', '.join(unknown)} (known: {', '.join(CAPABILITIES)})")
+        return value
 
 
 @dataclass(frozen=True)
@@ -62,49 +152,30 @@ def builtin_profiles() -> list[str]:
 
 
 def parse_profile(data: Any, source: str, path: Path | None = None) -> Profile:
+    """Validate a profile document (:class:`ProfileSpec`); errors are one line naming the field."""
     if not isinstance(data, Mapping):
         raise UserError(f"{source}: a profile is a YAML mapping with name, cluster, deploy and capabilities")
-    unknown = sorted(set(data) - _KEYS)
-    if unknown:
-        raise UserError(f"{source}: unknown key(s) {', '.join(unknown)} (valid: {', '.join(sorted(_KEYS))})")
-    name = data.get("name")
-    if not isinstance(name, str) or not name:
-        raise UserError(f"{source}: 'name' is required")
-    cluster = dict(data.get("cluster") or {})
-    bad = sorted(set(cluster) - _CLUSTER_KEYS)
-    if bad:
-        raise UserError(
-            f"{source}: unknown cluster key(s) {', '.join(bad)} (valid: {', '.join(sorted(_CLUSTER_KEYS))})"
-        )
-    src = cluster.get("source")
-    if src not in SOURCES:
-        raise UserError(f"{source}: cluster.source must be one of {', '.join(SOURCES)} (got {src!r})")
-    deploy = dict(data.get("deploy") or {"method": "none"})
-    bad = sorted(set(deploy) - _DEPLOY_KEYS)
-    if bad:
-        raise UserError(f"{source}: unknown deploy key(s) {', '.join(bad)} (valid: {', '.join(sorted(_DEPLOY_KEYS))})")
-    if deploy.get("method", "none") not in DEPLOY_METHODS:
-        raise UserError(f"{source}: deploy.method must be one of {', '.join(DEPLOY_METHODS)}")
-    if deploy.get("method") == "helm" and not deploy.get("chart"):
-        raise UserError(f"{source}: deploy.method helm needs deploy.chart")
-    caps = tuple(data.get("capabilities") or ())
-    unknown_caps = [c for c in caps if c not in CAPABILITIES]
-    if unknown_caps:
-        raise UserError(
-            f"{source}: unknown capabilit(y/ies) {', '.join(unknown_caps)} (known: {', '.join(CAPABILITIES)})"
-        )
+    if "cluster" not in data:
+        raise UserError(f"{source}: 'cluster' is required (cluster.source: {', '.join(SOURCES)})")
+    spec = validate(ProfileSpec, {k: v for k, v in data.items() if v is not None}, source)
+    deploy = spec.deploy.model_dump(exclude_unset=True) if spec.deploy else {"method": "none"}
     return Profile(
-        name=name,
-        source=src,
-        description=str(data.get("description") or ""),
-        cluster=cluster,
+        name=spec.name,
+        source=spec.cluster.source,
+        description=spec.description,
+        cluster=spec.cluster.model_dump(exclude_unset=True),
         deploy=deploy,
-        capabilities=caps,
-        vendors=tuple(data.get("vendors") or ()),
-        vars=dict(data.get("vars") or {}),
+        capabilities=tuple(spec.capabilities),
+        vendors=tuple(spec.vendors),
+        vars=dict(spec.vars),
         path=path,
-        inventory=str(data["inventory"]) if data.get("inventory") else None,
+        inventory=spec.inventory or None,
     )
+
+
+def profile_schema() -> dict[str, Any]:
+    """JSON Schema of profile files, for editors (``dralab schema profile``)."""
+    return json_schema(ProfileSpec, "dralab cluster profile", "Where a lab runs: harness/profiles/<name>.yaml")
 
 
 def load_profile(name_or_path: str | Path) -> Profile:

@@ -1,0 +1,44 @@
+"""``dralab schema``: the JSON Schema of a dralab file format, for editors and checks in CI.
+
+Each schema comes from the typed (pydantic) model that also validates the files, so the two never
+disagree. A format joins by an entry in ``SCHEMAS``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import click
+
+# format -> "module:function" returning its JSON Schema
+SCHEMAS: dict[str, str] = {
+    "profile": "harness.profile:profile_schema",
+}
+
+
+def schema_of(kind: str) -> dict[str, Any]:
+    """The JSON Schema of format ``kind`` (a key of ``SCHEMAS``)."""
+    module, _, attr = SCHEMAS[kind].partition(":")
+    build: Callable[[], dict[str, Any]] = getattr(importlib.import_module(module), attr)
+    return build()
+
+
+@click.command()
+@click.argument("kind", type=click.Choice(sorted(SCHEMAS)))
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), help="Write to this file, not stdout.")
+def schema(kind: str, out: Path | None) -> None:
+    """Print the JSON Schema of a file format.
+
+    \b
+    Example:
+      dralab schema profile > profile.schema.json
+    """
+    text = json.dumps(schema_of(kind), indent=2, sort_keys=True) + "\n"
+    if out is None:
+        click.echo(text, nl=False)
+    else:
+        out.write_text(text)
