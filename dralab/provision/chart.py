@@ -18,7 +18,9 @@ import yaml
 from dralab.errors import UserError
 from dralab.model.vendors import builtin_table_data
 
-VENDOR_FIELDS = ("driver", "deviceClass", "typeAttribute")  # what the chart's DeviceClass template reads
+# What the chart reads: the DeviceClass template (driver, deviceClass, typeAttribute) and the webhooks'
+# matchConditions (resources: the HAMi resource names, whose domains select the pods sent to dralab).
+VENDOR_FIELDS = ("driver", "deviceClass", "typeAttribute", "resources")
 BACKENDS = ("fake", "ascend", "nvidia")
 LIFECYCLES = ("claim", "template")
 
@@ -82,6 +84,10 @@ def config_from_values(values: dict[str, Any]) -> dict[str, Any]:
             "failurePolicy": w["failurePolicy"],
             "namespaceSelector": dict(w.get("namespaceSelector") or {}),
             "objectSelector": dict(w.get("objectSelector") or {}),
+            "maxClaimsPerPod": int(w["maxClaimsPerPod"]),
+            "claimCreateRatePerSecond": w["claimCreateRatePerSecond"],
+            "claimCreateBurst": int(w["claimCreateBurst"]),
+            "admissionDeadlineSeconds": w["admissionDeadlineSeconds"],
         },
         "driver": {
             "backend": d["backend"],

@@ -78,7 +78,11 @@ dralab.provision.chart.config_from_values is the same mapping in Python; tests k
       "optOutLabel" $v.webhook.optOutLabel
       "failurePolicy" $v.webhook.failurePolicy
       "namespaceSelector" ($v.webhook.namespaceSelector | default dict)
-      "objectSelector" ($v.webhook.objectSelector | default dict) -}}
+      "objectSelector" ($v.webhook.objectSelector | default dict)
+      "maxClaimsPerPod" (int $v.webhook.maxClaimsPerPod)
+      "claimCreateRatePerSecond" $v.webhook.claimCreateRatePerSecond
+      "claimCreateBurst" (int $v.webhook.claimCreateBurst)
+      "admissionDeadlineSeconds" $v.webhook.admissionDeadlineSeconds -}}
 {{- $driver := dict
       "backend" $v.driver.backend
       "cdiDir" $v.driver.cdiDir
@@ -94,12 +98,46 @@ dralab.provision.chart.config_from_values is the same mapping in Python; tests k
 Which pods the webhooks see: not the excluded namespaces (plus this release's own), not a
 namespace or pod labelled <optOutLabel>=false. Same rules as dralab.webhook.registration.
 */}}
+{{/*
+The webhooks' matchConditions: a pod is sent only when a container asks for a resource in a domain
+(nvidia.com/, huawei.com/, ...) of an enabled vendor's HAMi resources. The same expression as
+dralab.webhook.registration.match_expression; tests compare the two.
+*/}}
+{{- define "dralab.matchConditions" -}}
+{{- $table := (.Files.Get "files/vendors.yaml" | fromYaml).vendors -}}
+{{- $overrides := .Values.vendors.overrides | default dict -}}
+{{- $domains := list -}}
+{{- range .Values.vendors.enabled -}}
+{{- $vendor := get $table . | default dict -}}
+{{- $res := deepCopy ($vendor.resources | default dict) -}}
+{{- $over := get $overrides . | default dict -}}
+{{- $res = mergeOverwrite $res ($over.resources | default dict) -}}
+{{- $names := list $res.count $res.memory $res.cores -}}
+{{- $names = concat $names (keys ($res.unsupported | default dict)) ($res.ignored | default list) -}}
+{{- range $names -}}
+{{- $name := toString . -}}
+{{- if contains "/" $name -}}
+{{- $domains = append $domains (printf "%s/" (first (splitList "/" $name))) -}}
+{{- else -}}
+{{- $domains = append $domains $name -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- $tests := list -}}
+{{- range ($domains | uniq | sortAlpha) -}}
+{{- $tests = append $tests (printf "k.startsWith(\"%s\")" .) -}}
+{{- end -}}
+{{- $test := join " || " $tests | default "false" -}}
+- name: requests-accelerators
+  expression: {{ printf "(has(object.spec.initContainers) ? object.spec.containers + object.spec.initContainers : object.spec.containers).exists(c, has(c.resources) && ((has(c.resources.limits) && c.resources.limits.exists(k, %s)) || (has(c.resources.requests) && c.resources.requests.exists(k, %s))))" $test $test | quote }}
+{{- end -}}
+
 {{- define "dralab.namespaceSelector" -}}
 {{- $extra := .Values.webhook.namespaceSelector | default dict -}}
 matchExpressions:
   - key: kubernetes.io/metadata.name
     operator: NotIn
-    values: {{ concat .Values.webhook.excludeNamespaces (list "kube-system" .Release.Namespace) | uniq | sortAlpha | toJson }}
+    values: {{ concat .Values.webhook.excludeNamespaces (list "kube-system" "cert-manager" .Release.Namespace) | uniq | sortAlpha | toJson }}
   - key: {{ .Values.webhook.optOutLabel }}
     operator: NotIn
     values: ["false"]

@@ -119,12 +119,12 @@ def test_webhook_scoping_excludes_own_namespace_and_opt_out(render: Render) -> N
     )
     mutating = one(objs, "MutatingWebhookConfiguration")["webhooks"][0]
     exprs = mutating["namespaceSelector"]["matchExpressions"]
-    assert exprs[0]["values"] == ["kube-system", "monitoring", "ops"]
+    assert exprs[0]["values"] == ["cert-manager", "kube-system", "monitoring", "ops"]
     assert exprs[1] == {"key": "example.com/skip", "operator": "NotIn", "values": ["false"]}
     assert mutating["failurePolicy"] == "Fail"
     assert mutating["sideEffects"] == "NoneOnDryRun"
-    cleanup = one(objs, "ValidatingWebhookConfiguration")["webhooks"][1]
-    assert cleanup["rules"][0]["operations"] == ["DELETE"] and cleanup["failurePolicy"] == "Ignore"
+    (validating,) = one(objs, "ValidatingWebhookConfiguration")["webhooks"]  # no DELETE webhook
+    assert validating["rules"][0]["operations"] == ["CREATE"]
 
 
 def test_webhook_deployment_probes_tls_and_pdb(render: Render) -> None:
@@ -214,11 +214,11 @@ def test_rbac_is_least_privilege_and_slices_are_node_scoped(render: Render) -> N
     assert writable == {"resourceslices", "events"}
     webhook = roles["dralab-webhook"]
     assert not any("pods" in r["resources"] and "delete" in r["verbs"] for r in webhook)
-    vap = one(objs, "ValidatingAdmissionPolicy")
+    (vap,) = [p for p in by_kind(objs, "ValidatingAdmissionPolicy") if p["metadata"]["name"].endswith("-slices")]
     assert "system:serviceaccount:dralab-system:dralab-driver" in vap["spec"]["matchConditions"][0]["expression"]
     assert "authentication.kubernetes.io/node-name" in vap["spec"]["variables"][0]["expression"]
-    binding = one(objs, "ValidatingAdmissionPolicyBinding")
-    assert binding["spec"]["policyName"] == vap["metadata"]["name"]
+    (binding,) = [b for b in by_kind(objs, "ValidatingAdmissionPolicyBinding")
+                  if b["spec"]["policyName"] == vap["metadata"]["name"]]
     assert binding["spec"]["validationActions"] == ["Deny"]
 
 
