@@ -125,6 +125,12 @@ def webhook() -> None:
 @click.option("--no-kube", is_flag=True, help="Convert only: create no claims, run no janitor (testing).")
 @click.option("--bench-routes", is_flag=True, hidden=True)
 @click.option("--hami-config", default=None, type=click.Path(dir_okay=False), help=HAMI_CONFIG_HELP)
+@click.option(
+    "--client-ca",
+    default=None,
+    type=click.Path(exists=True, dir_okay=False),
+    help="Require a client certificate signed by this CA (the apiserver's, see SECURITY.md); default: none.",
+)
 def serve(
     cert: str,
     key: str,
@@ -136,6 +142,7 @@ def serve(
     no_kube: bool,
     bench_routes: bool,
     hami_config: str | None = None,
+    client_ca: str | None = None,
 ) -> None:
     """Serve /mutate, /validate, /healthz, /readyz and /metrics over HTTPS; certificates reload on change.
 
@@ -152,5 +159,5 @@ def serve(
     api = None if no_kube else KubeApi.from_kubeconfig(kubeconfig)  # also checks the credentials now
     admission_api = None if no_kube else AsyncKubeApi(kubeconfig)
     webhook = build(cfg, api, own_namespace, admission_api=admission_api)
-    server = Server(webhook, cert, key, host=host, port=port, bench_routes=bench_routes)
+    server = Server(webhook, cert, key, host=host, port=port, bench_routes=bench_routes, client_ca=client_ca)
     server.run()

@@ -7,6 +7,7 @@ the kubelet; the webhook must send the current one, not the one it read at start
 
 from __future__ import annotations
 
+import datetime
 import http.server
 import socket
 import ssl
@@ -131,3 +132,26 @@ def test_webhook_async_api_sends_the_rotated_token(fake_service_account) -> None
 
     anyio.run(go)
     assert [h.lower() for h in seen] == ["bearer first-token", "bearer rotated-token"], seen
+
+
+def test_client_ca_requires_the_apiservers_certificate(tmp_path: Path) -> None:
+    """Optional mutual TLS: with --client-ca only a caller holding a certificate from that CA is answered."""
+    import httpx
+
+    from dralab import tls as pki
+
+    client_dir = tmp_path / "client"
+    client_dir.mkdir()
+    day = datetime.timedelta(days=1)
+    ca_cert, ca_key = pki.make_ca("apiserver-client-ca", day, path_length=0)
+    cert, key = pki.issue(ca_cert, ca_key, "kube-apiserver", day, client=True)
+    client_ca = client_dir / "ca.crt"
+    client_ca.write_bytes(pki.cert_pem(ca_cert))
+    pki.write_pem(client_dir / "tls.crt", client_dir / "tls.key", pki.cert_pem(cert), pki.key_pem(key))
+    with serve(tmp_path / "server", server_kwargs={"client_ca": client_ca}) as s:
+        with pytest.raises((httpx.ConnectError, httpx.ReadError, httpx.RemoteProtocolError)), s.client(timeout=5) as c:
+            c.get(f"{s.url}/healthz")
+        ctx = ssl.create_default_context(cafile=str(s.ca))
+        ctx.load_cert_chain(str(client_dir / "tls.crt"), str(client_dir / "tls.key"))
+        with httpx.Client(verify=ctx, timeout=5) as c:
+            assert c.get(f"{s.url}/healthz").text == "ok"
