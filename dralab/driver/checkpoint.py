@@ -252,9 +252,15 @@ class GroupCommit:
     the module docstring.
     """
 
-    def __init__(self, store: CheckpointStore, snapshot: Callable[[], Checkpoint]) -> None:
+    def __init__(
+        self,
+        store: CheckpointStore,
+        snapshot: Callable[[], Checkpoint],
+        observe: Callable[[int], None] | None = None,
+    ) -> None:
         self.store = store
         self.snapshot = snapshot
+        self.observe = observe  # called with the number of changes each durable write carried
         self._cond = threading.Condition()
         self._staged = 0
         self._durable = 0
@@ -305,6 +311,8 @@ class GroupCommit:
                 self._durable = max(self._durable, high)
                 self.writes += 1
                 self.last_batch = high - low
+                if self.observe is not None:
+                    self.observe(high - low)
             else:
                 self._failed = (low, high, error)
             self._cond.notify_all()

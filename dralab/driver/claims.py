@@ -15,6 +15,12 @@ class ClaimSource(Protocol):
     def get_claim(self, namespace: str, name: str) -> dict[str, Any] | None: ...
 
 
+class ClaimCache(Protocol):
+    """A local copy of claims (an informer): the claim when it holds ``uid``, else None (then GET it)."""
+
+    def lookup(self, namespace: str, name: str, uid: str) -> dict[str, Any] | None: ...
+
+
 class KubeClaimSource:
     """Claims from the apiserver."""
 

@@ -44,6 +44,11 @@ def driver() -> None:
     help="Group of claim directories and shared device files (mode 0770/0660); non-root workloads add it "
     "to their supplementalGroups. Default: the driver's own group.",
 )
+@click.option(
+    "--no-claim-cache",
+    is_flag=True,
+    help="Do not watch ResourceClaims: every Prepare GETs its claims (less apiserver watch load, slower Prepare).",
+)
 def run(**kw: object) -> None:
     """Serve the kubelet plugin sockets, publish ResourceSlices and prepare claims until SIGTERM.
 
@@ -72,6 +77,7 @@ def run(**kw: object) -> None:
         resync_seconds=float(kw["resync_seconds"]),  # type: ignore[arg-type]
         publish=not kw["no_publish"],
         claim_gid=kw["claim_gid"],  # type: ignore[arg-type]
+        claim_cache=not kw["no_claim_cache"],
     )
     proc = DriverProcess(opts)
 

@@ -105,13 +105,26 @@ class KubeClient:
             # kubeconfig tokens; exec plugins and OIDC refresh through the loader's hook on each lookup
             token = lambda: cfg.get_api_key_with_prefix("BearerToken", alias="authorization")  # noqa: E731
         self.host = cfg.host
-        self._http = httpx.Client(
-            base_url=cfg.host,
-            verify=ctx,
-            headers=headers,
-            timeout=timeout,
-            auth=BearerAuth(token) if token is not None else None,
-        )
+        self._settings: dict[str, Any] = {
+            "base_url": cfg.host,
+            "verify": ctx,
+            "headers": headers,
+            "timeout": timeout,
+            "auth": BearerAuth(token) if token is not None else None,
+        }
+        self._http = httpx.Client(**self._settings)
+
+    def clone(self) -> KubeClient:
+        """A client with the same server and credentials and its own connections.
+
+        For a long watch on its own thread: closing a client while another thread reads one of its
+        sockets can hand the socket's number to a new connection that the reader then corrupts.
+        """
+        twin = object.__new__(KubeClient)
+        twin.host = self.host
+        twin._settings = self._settings
+        twin._http = httpx.Client(**self._settings)
+        return twin
 
     def close(self) -> None:
         self._http.close()
@@ -156,7 +169,7 @@ class KubeClient:
 
     def watch(self, path: str, params: dict[str, Any], timeout_seconds: int = 60) -> Iterator[dict[str, Any]]:
         """Events of a watch on collection ``path`` until the server ends it (at most ``timeout_seconds``)."""
-        query = {**params, "watch": "true", "timeoutSeconds": str(timeout_seconds), "allowWatchBookmarks": "false"}
+        query = {"allowWatchBookmarks": "false", **params, "watch": "true", "timeoutSeconds": str(timeout_seconds)}
         timeout = httpx.Timeout(10.0, read=timeout_seconds + 10)
         try:
             with self._http.stream("GET", path, params=query, timeout=timeout) as resp:

@@ -16,6 +16,7 @@ from filelock import FileLock, Timeout
 from dralab.config import Config, load_config
 from dralab.driver.claims import ClaimSource, KubeClaimSource
 from dralab.driver.devices import Backend, BackendOptions, load_backend
+from dralab.driver.informer import ClaimInformer
 from dralab.driver.kube import KubeClient
 from dralab.driver.metrics import DriverMetrics, StatusServer
 from dralab.driver.publisher import SlicePublisher
@@ -49,6 +50,7 @@ class RunOptions:
     reconcile_seconds: float = 60.0
     npu_smi: str = "npu-smi"
     claim_gid: int | None = None  # group of claim directories and shared files (non-root containers join it)
+    claim_cache: bool = True  # watch the node's claims so Prepare needs no GET (apiserver claim source only)
 
 
 def _state_folder(path: Path) -> None:
@@ -82,6 +84,7 @@ class DriverProcess:
     served: list[_Served] = field(default_factory=list)
     backend: Backend | None = None
     status: StatusServer | None = None
+    informer: ClaimInformer | None = None
     _stop: threading.Event = field(default_factory=threading.Event)
     _threads: list[threading.Thread] = field(default_factory=list)
     _lock: FileLock | None = None
@@ -133,6 +136,9 @@ class DriverProcess:
                 self.kube = KubeClient(self.options.kubeconfig)
             self.claims = KubeClaimSource(self.kube)
         library = self.options.enforcement_library or cfg.driver.enforcement_library or None
+        if self.options.claim_cache and isinstance(self.claims, KubeClaimSource):
+            self.informer = ClaimInformer(self.claims.client.clone(), self.options.node, [v.driver for v in vendors])
+            self._spawn("claim-informer", self.informer.run)
         for vendor in vendors:
             state = DriverState(
                 vendor=vendor,
@@ -144,6 +150,7 @@ class DriverProcess:
                 library=Path(library) if library else None,
                 metrics=self.metrics,
                 claim_gid=self.options.claim_gid,
+                cache=self.informer,
             ).open()
             server = PluginServer(state, SocketPaths.for_driver(vendor.driver, plugin_dir, registry_dir))
             served = _Served(vendor=vendor, state=state, server=server)

@@ -1,6 +1,7 @@
 """Driver state: owns the checkpoint and every prepare/unprepare transition of one driver name.
 
-Prepare: GET the claim, check uid and allocation, take this driver's results, build the container
+Prepare: read the claim (from the node's claim cache when it holds the claim's uid, else a GET),
+check uid and allocation, take this driver's results, build the container
 edits (enforcement env from the vendor's profile, library + ld.so.preload + per-claim and shared
 directories, the backend's device nodes), write one CDI spec per claim atomically, then record the
 call's claims in the checkpoint with one durable write. Files a crash leaves without a checkpoint
@@ -36,7 +37,7 @@ import yaml
 from dralab.driver import cdi
 from dralab.driver.cdi import ClaimRef, ContainerEdits, PreparedDevice
 from dralab.driver.checkpoint import PREPARE_COMPLETED, Checkpoint, CheckpointStore, ClaimEntry, GroupCommit
-from dralab.driver.claims import ClaimSource
+from dralab.driver.claims import ClaimCache, ClaimSource
 from dralab.driver.devices import Backend, Device, Mount
 from dralab.driver.kube import KubeError
 from dralab.driver.metrics import DriverMetrics
@@ -164,6 +165,7 @@ class DriverState:
         metrics: DriverMetrics | None = None,
         boot_id: str | None = None,
         claim_gid: int | None = None,
+        cache: ClaimCache | None = None,
     ) -> None:
         self.vendor = vendor
         self.driver = vendor.driver
@@ -175,6 +177,7 @@ class DriverState:
         self.library = Path(library) if library else default_library()
         self.metrics = metrics or DriverMetrics()
         self.claim_gid = claim_gid
+        self.cache = cache
         self.kind = vendor.device.cdi_kind
         self.cdi_class = vendor.device.cdi_class
         self.profile = vendor.enforcement
@@ -183,7 +186,7 @@ class DriverState:
         self._lock = threading.Lock()
         self.store = CheckpointStore(self.root / "checkpoint.json", self.driver, self.cdi_dir, self.cdi_class, boot_id)
         self.checkpoint = Checkpoint(driver=self.driver)
-        self.commit = GroupCommit(self.store, self._snapshot)
+        self.commit = GroupCommit(self.store, self._snapshot, self.metrics.commits.labels(self.driver).observe)
 
     def open(self) -> DriverState:
         """Load (or repair) the checkpoint and write the host files; nothing before this touches the disk."""
@@ -366,7 +369,7 @@ class DriverState:
         return entry is not None and entry.state == PREPARE_COMPLETED
 
     def _fetch_many(self, refs: Sequence[ClaimRef]) -> dict[str, dict[str, Any] | ClaimError]:
-        """GET several claims concurrently (a 16-claim call waits for one round trip, not 16)."""
+        """Read several claims: cache hits first, the misses with concurrent GETs (one round trip, not 16)."""
 
         def one(ref: ClaimRef) -> dict[str, Any] | ClaimError:
             try:
@@ -376,17 +379,41 @@ class DriverState:
             except MALFORMED as exc:
                 return malformed(ref, exc)
 
-        if len(refs) <= 1:
-            return {r.uid: one(r) for r in refs}
-        with ThreadPoolExecutor(max_workers=min(8, len(refs)), thread_name_prefix="claim-get") as pool:
-            return dict(zip((r.uid for r in refs), pool.map(one, refs), strict=True))
+        out: dict[str, dict[str, Any] | ClaimError] = {}
+        misses = []
+        for ref in refs:
+            if self._cached(ref) is not None:
+                out[ref.uid] = one(ref)
+            else:
+                misses.append(ref)
+        if len(misses) <= 1:
+            out.update((r.uid, one(r)) for r in misses)
+            return out
+        with ThreadPoolExecutor(max_workers=min(8, len(misses)), thread_name_prefix="claim-get") as pool:
+            out.update(zip((r.uid for r in misses), pool.map(one, misses), strict=True))
+        return out
+
+    def _cached(self, ref: ClaimRef) -> dict[str, Any] | None:
+        """The claim from the node's claim cache when it has this uid and an allocation; None: GET it."""
+        if self.cache is None:
+            return None
+        claim = self.cache.lookup(ref.namespace, ref.name, ref.uid)
+        if claim is not None and not ((claim.get("status") or {}).get("allocation")):
+            return None
+        return claim
 
     def _fetch(self, ref: ClaimRef) -> dict[str, Any]:
-        """GET the claim and check it is the allocated claim the kubelet means."""
-        try:
-            claim = self.claims.get_claim(ref.namespace, ref.name)
-        except KubeError as exc:
-            raise ClaimError(f"reading ResourceClaim {ref.namespace}/{ref.name}: {exc}", "api") from None
+        """Read the claim (cache, else GET) and check it is the allocated claim the kubelet means."""
+        claim: Any = self._cached(ref)
+        if claim is not None:
+            self.metrics.cache.labels(self.driver, "hit").inc()
+        else:
+            if self.cache is not None:
+                self.metrics.cache.labels(self.driver, "miss").inc()
+            try:
+                claim = self.claims.get_claim(ref.namespace, ref.name)
+            except KubeError as exc:
+                raise ClaimError(f"reading ResourceClaim {ref.namespace}/{ref.name}: {exc}", "api") from None
         if claim is None:
             raise ClaimError(f"ResourceClaim {ref.namespace}/{ref.name} not found", "not_found")
         if not isinstance(claim, dict):
