@@ -131,7 +131,23 @@ def _replay(lab: str, work: Path) -> dict[str, Any]:
         tail = proc.stdout[-3000:] + proc.stderr[-2000:]
         raise click.ClickException(f"lab {lab} failed (exit {proc.returncode}):\n{tail}")
     result = json.loads((reports / "latest" / "labs" / f"{lab}.json").read_text())
-    return {"status": result["status"], "seconds": result["seconds"], "metrics": result["metrics"]}
+    return {
+        "status": result["status"],
+        "seconds": result["seconds"],
+        "metrics": result["metrics"],
+        "scheduler_reasons": pending_reasons(result),
+    }
+
+
+def pending_reasons(result: dict[str, Any]) -> dict[str, str]:
+    """Pod -> the FailedScheduling message each passed ``expect-pending`` of a lab result saw."""
+    out = {}
+    for step in result.get("steps") or []:
+        for op in step.get("ops") or []:
+            if op.get("kind") == "expect-pending" and op.get("status") == "passed":
+                excerpt = op.get("excerpt") or {}
+                out[(excerpt.get("pod") or {}).get("name", "?")] = (excerpt.get("event") or {}).get("message", "")
+    return out
 
 
 def _failed_prepare(metrics: dict[str, float]) -> dict[str, Any]:
@@ -180,13 +196,19 @@ def pains(out: str, pods: int) -> None:
         for lab in LABS:
             console.print(f"replaying {lab}")
             labs[lab] = _replay(lab, Path(tmp))
-    pre = labs["preempt-sharers"]["metrics"]
+    pre = labs["preempt-sharers"]
     result = {
         "profile": "local",
+        "quick": False,
         "cluster": handle.name,
         "budget_burst": burst,
         "failed_prepare": _failed_prepare(labs["failed-prepare-isolation"]["metrics"]),
-        "preemption": {k: v for k, v in pre.items()},
+        "preemption": {
+            # The lab passes only if the preemptor stayed Pending and no sharer was evicted or nominated.
+            "kube_scheduler_preempted": False if pre["status"] == "passed" else None,
+            "scheduler_reasons": pre["scheduler_reasons"],
+            **pre["metrics"],
+        },
         "budgets": labs["team-budgets"]["metrics"],
         "labs": labs,
         "baseline": {"first_running_seconds": labs["failed-prepare-isolation"]["metrics"]["baseline_running_seconds"]},
@@ -198,3 +220,45 @@ def pains(out: str, pods: int) -> None:
         f"{burst['overshoot_bytes']} bytes; failed-prepare neighbours +{extra}s over the baseline"
     )
     click.echo(str(path))
+
+
+def pains_section(res: dict[str, Any]) -> list[str]:
+    """The bench report's section for pains.json (registered in :mod:`dralab.bench.report`)."""
+    burst, stall, pre = res.get("budget_burst") or {}, res.get("failed_prepare") or {}, res.get("preemption") or {}
+    neighbours = stall.get("neighbour_running_seconds") or []
+    preempted = pre.get("kube_scheduler_preempted")
+    rows = [
+        [
+            "budget burst: overshoot",
+            f"{burst.get('overshoot_bytes')} bytes",
+            f"{burst.get('pods')} pods of {burst.get('pod_memory_mib')} MiB at once against "
+            f"{burst.get('budget_mib')} MiB: {burst.get('admitted')} admitted "
+            f"(expected {burst.get('expected_admitted')}), {burst.get('denied')} denied",
+        ],
+        [
+            "failed prepare: extra delay of neighbours",
+            f"{stall.get('extra_delay_seconds')} s",
+            f"neighbours to Running {', '.join(str(n) for n in neighbours)} s; baseline before the fault "
+            f"{stall.get('baseline_running_seconds')} s; recovery after the fault is lifted "
+            f"{stall.get('recovery_seconds')} s",
+        ],
+        [
+            "preemption of sharers by kube-scheduler 1.35",
+            "none" if preempted is False else str(preempted),
+            "; ".join(f"{pod}: {msg}" for pod, msg in (pre.get("scheduler_reasons") or {}).items()),
+        ],
+        [
+            "manual eviction of one sharer to preemptor Running",
+            f"{pre.get('evict_to_running_seconds')} s",
+            f"claim allocated after {pre.get('evict_to_allocated_seconds')} s",
+        ],
+    ]
+    out = ["| figure | value | how |", "|---|---|---|"]
+    out += ["| " + " | ".join(str(c).replace("|", "/") for c in row) + " |" for row in rows]
+    return [
+        "The three pain labs replayed on the `local` profile (inventory `team-gpus`) and a burst of pods against",
+        "a ShareBudget, all in one run (`dralab bench pains`).",
+        "",
+        *out,
+        "",
+    ]

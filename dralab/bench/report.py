@@ -20,13 +20,14 @@ from typing import Any
 import click
 
 from dralab.bench import DEFAULT_OUT
+from dralab.bench.pains import pains_section
 from dralab.bench.results import load_results
 from dralab.util import atomic_write
 
 DEFAULT_REPORT = "bench/REPORT.md"
 PLOT = "concurrency.png"
 # the order of the sections; results of other benchmarks follow, listed with their context
-ORDER = ("admission", "driver", "vcore", "cluster", "lab", "concurrency", "faults", "fuzz")
+ORDER = ("admission", "driver", "vcore", "cluster", "lab", "concurrency", "faults", "fuzz", "pains")
 
 Section = Callable[[dict[str, Any]], list[str]]
 
@@ -611,6 +612,7 @@ SECTIONS: dict[str, tuple[str, Section]] = {
     "concurrency": ("Concurrency: bursts of sharing pods on one node", concurrency_section),
     "faults": ("Faults: outages and churn, then a leak audit", faults_section),
     "fuzz": ("Bad input: fuzzing the admission endpoints and the driver's gRPC", fuzz_section),
+    "pains": ("What DRA fixes: budgets, preemption of sharers, a failing claim", pains_section),
 }
 
 

@@ -110,3 +110,12 @@ def test_crd_is_namespaced_with_status_and_columns() -> None:
     names = [c["name"] for c in version["additionalPrinterColumns"]]
     assert {"Class", "Memory", "Used-Memory", "Cores", "Used-Cores"} <= set(names)
     assert version["schema"]["openAPIV3Schema"]["properties"]["spec"]["required"] == ["deviceClassName"]
+
+
+def test_the_charts_crd_is_the_models() -> None:
+    from pathlib import Path
+
+    import yaml
+
+    path = Path(__file__).parents[3] / "charts" / "dralab" / "crds" / "sharebudgets.dralab.io.yaml"
+    assert yaml.safe_load(path.read_text()) == model.crd(), f"regenerate {path} from dralab.model.budget.crd()"
