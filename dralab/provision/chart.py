@@ -98,6 +98,21 @@ def config_from_values(values: dict[str, Any]) -> dict[str, Any]:
             "enforcementLibrary": enforcement_library(d),
             "injectDeviceNodes": d["injectDeviceNodes"],
         },
+        "migration": _migration_config(values),
+    }
+
+
+def _migration_config(values: dict[str, Any]) -> dict[str, Any]:
+    """The migration section: a HAMi device config (text or ConfigMap) turns migration mode on."""
+    m = values.get("migration") or {}
+    hami = bool(m.get("hamiConfig")) or bool((m.get("hamiConfigMap") or {}).get("name"))
+    return {
+        "enabled": bool(m.get("enabled")) or hami,
+        "adoptClaims": m.get("adoptClaims"),
+        "claimLabels": dict(m.get("claimLabels") or {}),
+        "claimAnnotations": dict(m.get("claimAnnotations") or {}),
+        "graceSeconds": int(m.get("graceSeconds", 30)),
+        "volcanoJobs": bool(m.get("volcanoJobs")),
     }
 
 

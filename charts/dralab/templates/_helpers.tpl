@@ -91,7 +91,28 @@ dralab.provision.chart.config_from_values is the same mapping in Python; tests k
       "stateDir" $v.driver.stateDir
       "enforcementLibrary" (include "dralab.enforcementLibrary" .)
       "injectDeviceNodes" $v.driver.injectDeviceNodes -}}
-{{- toYaml (dict "vendors" $vendors "webhook" $webhook "driver" $driver) -}}
+{{- $mig := $v.migration | default dict -}}
+{{- $migration := dict
+      "enabled" (or (and $mig.enabled true) (not (empty (include "dralab.hamiConfigMap" .))))
+      "adoptClaims" $mig.adoptClaims
+      "claimLabels" ($mig.claimLabels | default dict)
+      "claimAnnotations" ($mig.claimAnnotations | default dict)
+      "graceSeconds" (int ($mig.graceSeconds | default 30))
+      "volcanoJobs" (and $mig.volcanoJobs true) -}}
+{{- toYaml (dict "vendors" $vendors "webhook" $webhook "driver" $driver "migration" $migration) -}}
+{{- end -}}
+
+{{/*
+The ConfigMap holding HAMi's device config for --hami-config, as YAML {name, key}; empty without one:
+migration.hamiConfig (text, rendered by hami-config.yaml) or migration.hamiConfigMap (an existing one).
+*/}}
+{{- define "dralab.hamiConfigMap" -}}
+{{- $mig := .Values.migration | default dict -}}
+{{- if $mig.hamiConfig -}}
+{{- toYaml (dict "name" (printf "%s-hami-config" (include "dralab.fullname" .)) "key" "device-config.yaml") -}}
+{{- else if ($mig.hamiConfigMap | default dict).name -}}
+{{- toYaml (dict "name" $mig.hamiConfigMap.name "key" ($mig.hamiConfigMap.key | default "device-config.yaml")) -}}
+{{- end -}}
 {{- end -}}
 
 {{/*
