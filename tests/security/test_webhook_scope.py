@@ -60,12 +60,13 @@ def test_dralab_and_cert_manager_namespaces_are_excluded() -> None:
 
 def _register_dead_webhooks(kube, namespace: str, suffix: str) -> list[tuple[str, str]]:
     """dralab's registration pointed at a closed port, scoped to ``namespace`` and renamed, so the shared
-    cluster's real registration and other tests are untouched."""
+    cluster's real registration and other tests are untouched. Mutating webhooks run in name order: this
+    one runs before the cluster's real dralab webhook would have converted the pod."""
     cfg = parse_config({"webhook": {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}}}})
     made = []
     for obj in webhook_configurations(cfg, url="https://127.0.0.1:1", service=None,
                                       ca_bundle=base64.b64decode(base64.b64encode(b"not a ca")), own_namespace=OWN):
-        obj["metadata"]["name"] = f"sec-{suffix}"
+        obj["metadata"]["name"] = f"a-sec-{suffix}"  # sorts before dralab-webhook: called before it converts
         for hook in obj["webhooks"]:
             hook["name"] = f"{suffix}.{hook['name']}"
         plural = "mutatingwebhookconfigurations" if obj["kind"].startswith("Mutating") else \
