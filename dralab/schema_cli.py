@@ -17,7 +17,22 @@ import click
 # format -> "module:function" returning its JSON Schema
 SCHEMAS: dict[str, str] = {
     "profile": "harness.profile:profile_schema",
+    "infra": "dralab.schema_cli:infra_settings_schema",
 }
+
+
+def infra_settings_schema() -> dict[str, Any]:
+    """The ``dralab:`` stack config of infra/ (its program is not an installed package)."""
+    import sys
+
+    from dralab.infra_cli import default_infra_dir
+
+    infra = str(default_infra_dir())
+    if infra not in sys.path:
+        sys.path.insert(0, infra)
+    from dralab_infra.settings import settings_schema
+
+    return settings_schema()
 
 
 def schema_of(kind: str) -> dict[str, Any]:

@@ -63,28 +63,34 @@ def field_names(model: type[BaseModel]) -> list[str]:
     return sorted(info.alias or name for name, info in model.model_fields.items())
 
 
-def one_line(exc: ValidationError, model: type[BaseModel], key_prefix: str = "") -> str:
-    """The first problem of ``exc`` as one line; unknown keys of one mapping are reported together.
+def one_line(exc: ValidationError, model: type[BaseModel], key_prefix: str = "", root: str = "") -> str:
+    """The first problem of ``exc`` as one line; unknown or missing keys of one mapping come together.
 
-    ``key_prefix`` is put before the top-level key in paths (``dralab:`` for Pulumi config keys).
+    ``key_prefix`` goes before top-level keys in paths (``dralab:`` for Pulumi config keys);
+    ``root`` names the top-level mapping in messages about its keys (``unknown config key(s)``).
     """
     errors = exc.errors()
     first = errors[0]
     loc = tuple(first["loc"])
+    parent = loc[:-1]
+    parent_path = key_prefix + dotted(parent) if parent else ""
+    siblings = [
+        str(e["loc"][-1]) for e in errors if e["loc"] and e["type"] == first["type"] and tuple(e["loc"][:-1]) == parent
+    ]
     if first["type"] == "extra_forbidden":
-        parent = loc[:-1]
-        unknown = [
-            str(e["loc"][-1]) for e in errors if e["type"] == "extra_forbidden" and tuple(e["loc"][:-1]) == parent
-        ]
-        where = f"{key_prefix}{dotted(parent)} " if parent else ""
         owner = _model_at(model, parent)
         valid = f" (valid: {', '.join(field_names(owner))})" if owner is not None else ""
-        return f"unknown {where}key(s) {', '.join(key_prefix + k if not parent else k for k in unknown)}{valid}"
-    path = key_prefix + dotted(loc) if loc else ""
+        if parent:
+            return f"unknown key(s) {', '.join(siblings)} in {parent_path}{valid}"
+        where = f"{root} " if root else ""
+        return f"unknown {where}key(s) {', '.join(key_prefix + k for k in siblings)}{valid}"
+    if first["type"] == "missing":
+        if parent and not isinstance(loc[-1], int):
+            return f"{parent_path} lacks {', '.join(siblings)}"
+        return f"'{key_prefix}{dotted(loc)}' is required"
     if first["type"] == _OWN:
         return str(first["ctx"]["message"])
-    if first["type"] == "missing":
-        return f"'{path}' is required"
+    path = key_prefix + dotted(loc) if loc else ""
     message = first["msg"].removeprefix("Value error, ")
     if first["type"] == "value_error":
         return f"{path} {message}" if path else message
@@ -92,13 +98,13 @@ def one_line(exc: ValidationError, model: type[BaseModel], key_prefix: str = "")
     return f"{path}: {message[0].lower()}{message[1:]}{got}" if path else f"{message}{got}"
 
 
-def validate(model: type[BaseModel], data: Any, source: str, key_prefix: str = "") -> Any:
+def validate(model: type[BaseModel], data: Any, source: str, key_prefix: str = "", root: str = "") -> Any:
     """``model.model_validate(data)``, or a ``UserError`` ``"<source>: <one line>"``."""
     try:
         return model.model_validate(data)
     except ValidationError as exc:
         prefix = f"{source}: " if source else ""
-        raise UserError(prefix + one_line(exc, model, key_prefix)) from None
+        raise UserError(prefix + one_line(exc, model, key_prefix, root)) from None
 
 
 def json_schema(model: type[BaseModel], title: str, description: str) -> dict[str, Any]:

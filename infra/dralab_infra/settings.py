@@ -1,17 +1,22 @@
 """The stack configuration, validated before any resource exists (pure: no Pulumi, no I/O).
 
-Every mistake gets one line saying which key is wrong and how to fix it.
+A typed model (pydantic) of the ``dralab:`` config keys: the program reads attributes, editors
+get its JSON Schema (``dralab schema infra``), and every mistake gets one line saying which key is
+wrong and how to fix it (``dralab.validation``). Pulumi hands config values over as strings, so
+numbers and booleans are parsed here with the same messages as before.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 from typing import Any
 
-from dralab.errors import UserError
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic.alias_generators import to_camel
+
 from dralab.provision.chart import BACKENDS, LIFECYCLES
 from dralab.provision.versions import CERT_MANAGER_VERSION, KUBERNETES_VERSION, check_kubernetes_version
+from dralab.validation import fail, json_schema, validate
 
 PROFILES = ("local", "kind", "baremetal")
 ROLES = ("control-plane", "worker")
@@ -21,53 +26,265 @@ DEFAULT_CNI = "https://github.com/flannel-io/flannel/releases/download/v0.28.10/
 DEFAULT_NAMESPACES = ({"name": "dra-ascend-e2e", "labels": {"hami.io/webhook": "ignore"}},)
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 _HOST_KEY = re.compile(r"^(ssh-[a-z0-9-]+|ecdsa-sha2-nistp\d+|sk-[a-z0-9@.-]+) [A-Za-z0-9+/]+={0,2}$")
-
-KNOWN_KEYS = (
-    "profile", "clusterName", "namespace", "namespaces", "kubeconfig", "kubernetesVersion", "vendors",
-    "backend", "lifecycle", "image", "loadImage", "workers", "chartValues", "hosts", "podSubnet", "cni",
-    "certManagerVersion", "sshPrivateKey", "allowClusterReplacement", "insecureSkipHostKeyCheck",
-)  # fmt: skip
+_CONFIG = ConfigDict(extra="forbid", frozen=True, alias_generator=to_camel, populate_by_name=True)
 
 
-@dataclass(frozen=True)
-class Host:
+def _or_text(kind: dict[str, Any], pattern: str) -> Any:
+    """Schema of a scalar Pulumi may hand over as text ("2", "true"): the typed form or matching text."""
+
+    def extra(schema: dict[str, Any]) -> None:
+        keep = {k: schema[k] for k in ("title", "description", "default") if k in schema}
+        schema.clear()
+        schema.update(keep, anyOf=[kind, {"type": "string", "pattern": pattern}])
+
+    return extra
+
+
+_DIGITS = "^[0-9]+$"
+_FLAG = _or_text({"type": "boolean"}, "^(true|false|True|False|TRUE|FALSE|yes|no|1|0|)$")
+
+
+def _dns_label(value: Any) -> str:
+    if not isinstance(value, str) or not _DNS_LABEL.match(value):
+        raise ValueError(f"must be a DNS label (lower-case letters, digits, '-'), got {value!r}")
+    return value
+
+
+def _boolean(value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("true", "1", "yes"):
+        return True
+    if text in ("false", "0", "no", ""):
+        return False
+    raise ValueError(f"must be true or false, got {value!r}")
+
+
+def _whole(value: Any, minimum: int) -> int:
+    try:
+        number = int(str(value))
+    except ValueError:
+        raise ValueError(f"must be a whole number, got {value!r}") from None
+    if number < minimum:
+        raise ValueError(f"must be at least {minimum}, got {number}")
+    return number
+
+
+def _one_of(value: Any, choices: tuple[str, ...]) -> str:
+    if value not in choices:
+        raise ValueError(f"must be one of {', '.join(choices)}, got {value!r}")
+    return str(value)
+
+
+class Host(BaseModel):
+    """A machine of the baremetal profile."""
+
+    model_config = _CONFIG
+
+    name: str = Field(description="node name (a DNS label)")
+    address: str = Field(min_length=1, description="address SSH connects to")
+    user: str = Field(min_length=1, description="SSH user (root or passwordless sudo)")
+    role: str = Field("worker", json_schema_extra={"enum": list(ROLES)})
+    port: int = Field(22, json_schema_extra=_or_text({"type": "integer", "minimum": 1}, _DIGITS))
+    host_key: str | None = Field(None, description="'<type> <base64>' as ssh-keyscan prints it (known_hosts)")
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: Any) -> str:
+        return _dns_label(value)
+
+    @field_validator("role")
+    @classmethod
+    def _role(cls, value: Any) -> str:
+        if value not in ROLES:
+            raise ValueError(f"must be control-plane or worker, got {value!r}")
+        return str(value)
+
+    @field_validator("port", mode="before")
+    @classmethod
+    def _port(cls, value: Any) -> int:
+        return _whole(value, 1)
+
+    @field_validator("host_key", mode="before")
+    @classmethod
+    def _host_key(cls, value: Any) -> str | None:
+        if value is None:
+            return None
+        if not isinstance(value, str) or not _HOST_KEY.match(value.strip()):
+            raise ValueError(f"must be '<type> <base64 key>' as ssh-keyscan prints it, got {value!r}")
+        return value.strip()
+
+
+class Namespace(BaseModel):
+    """A namespace the program creates (a name, or a name with labels)."""
+
+    model_config = _CONFIG
+
     name: str
-    address: str
-    user: str
-    role: str
-    port: int = 22
-    host_key: str | None = None  # "<type> <base64>", as in known_hosts without the address
+    labels: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: Any) -> str:
+        return _dns_label(value)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _a_name_alone(cls, value: Any) -> Any:
+        return {"name": value} if isinstance(value, str) else value
+
+    @field_validator("labels", mode="before")
+    @classmethod
+    def _labels(cls, value: Any) -> dict[str, str]:
+        if value is None:
+            return {}
+        if not isinstance(value, dict):
+            raise ValueError("must be a mapping")
+        return {str(k): str(v) for k, v in value.items()}
 
 
-@dataclass(frozen=True)
-class Namespace:
-    name: str
-    labels: dict[str, str] = field(default_factory=dict)
+class Settings(BaseModel):
+    """The ``dralab:`` stack config (keys as in ``pulumi config``; attributes in snake_case)."""
 
+    model_config = _CONFIG
 
-@dataclass(frozen=True)
-class Settings:
-    profile: str
-    cluster_name: str = "dralab"
-    namespace: str = "dralab-system"
-    namespaces: tuple[Namespace, ...] = ()
+    profile: str = Field("local", json_schema_extra={"enum": list(PROFILES)})
+    cluster_name: str = Field("dralab", description="local: the dralab cluster; kind: the kind cluster")
+    namespace: str = Field("dralab-system", description="where dralab is installed")
+    namespaces: tuple[Namespace, ...] = Field(
+        default_factory=lambda: tuple(Namespace.model_validate(n) for n in DEFAULT_NAMESPACES),
+        description="namespaces created for the labs (a name, or {name, labels})",
+    )
     kubeconfig: str | None = None
     kubernetes_version: str = KUBERNETES_VERSION
-    vendors: tuple[str, ...] | None = None
-    backend: str = "fake"
-    lifecycle: str = "claim"
+    vendors: tuple[str, ...] | None = Field(None, description="vendors to enable; default: the backend's")
+    backend: str = Field("fake", description="fake on local and kind; ascend or nvidia on baremetal")
+    lifecycle: str = Field("claim", json_schema_extra={"enum": list(LIFECYCLES)})
     image: str = DEFAULT_IMAGE
-    load_image: bool = False
-    workers: int = 1
-    chart_values: dict[str, Any] = field(default_factory=dict)
-    hosts: tuple[Host, ...] = ()
+    load_image: bool = Field(False, json_schema_extra=_FLAG)
+    workers: int = Field(1, json_schema_extra=_or_text({"type": "integer", "minimum": 0}, _DIGITS))
+    chart_values: dict[str, Any] = Field(default_factory=dict, description="extra Helm values")
+    hosts: tuple[Host, ...] = Field((), description="baremetal: the machines, exactly one control-plane")
     pod_subnet: str = "10.244.0.0/16"
     cni: str = DEFAULT_CNI
     cert_manager_version: str = CERT_MANAGER_VERSION
+    ssh_private_key: str | None = Field(None, exclude=True, repr=False, description="baremetal: a secret")
     # Replacing the cluster resources re-runs kubeadm reset/init on live hosts: only when asked.
-    allow_cluster_replacement: bool = False
+    allow_cluster_replacement: bool = Field(False, json_schema_extra=_FLAG)
     # SSH without checking host keys lets an impersonated host capture the join token: only when asked.
-    insecure_skip_host_key_check: bool = False
+    insecure_skip_host_key_check: bool = Field(False, json_schema_extra=_FLAG)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _defaults_that_depend_on_the_profile(cls, raw: Any) -> Any:
+        if not isinstance(raw, dict):
+            return raw
+        out = {k: v for k, v in raw.items() if v is not None}
+        profile = out.get("profile", "local")
+        out.setdefault("backend", "ascend" if profile == "baremetal" else "fake")
+        if profile != "baremetal":
+            out.pop("hosts", None)  # only the baremetal profile has hosts
+        elif not out.get("hosts"):
+            raise fail(
+                "the baremetal profile needs hosts: pulumi config set --path 'dralab:hosts[0].name' node1 "
+                "(and .address, .user, .role=control-plane, .hostKey)"
+            )
+        return out
+
+    @field_validator("profile")
+    @classmethod
+    def _profile(cls, value: Any) -> str:
+        return _one_of(value, PROFILES)
+
+    @field_validator("backend")
+    @classmethod
+    def _backend(cls, value: Any) -> str:
+        return _one_of(value, BACKENDS)
+
+    @field_validator("lifecycle")
+    @classmethod
+    def _lifecycle(cls, value: Any) -> str:
+        return _one_of(value, LIFECYCLES)
+
+    @field_validator("cluster_name", "namespace")
+    @classmethod
+    def _names(cls, value: Any) -> str:
+        return _dns_label(value)
+
+    @field_validator("kubernetes_version", mode="before")
+    @classmethod
+    def _version(cls, value: Any) -> str:
+        return check_kubernetes_version(value)  # a UserError names the version and the supported ones
+
+    @field_validator("load_image", "allow_cluster_replacement", "insecure_skip_host_key_check", mode="before")
+    @classmethod
+    def _flags(cls, value: Any) -> bool:
+        return _boolean(value)
+
+    @field_validator("workers", mode="before")
+    @classmethod
+    def _workers(cls, value: Any) -> int:
+        return _whole(value, 0)
+
+    @field_validator("kubeconfig", mode="before")
+    @classmethod
+    def _kubeconfig(cls, value: Any) -> str | None:
+        return value or None
+
+    @field_validator("vendors", mode="before")
+    @classmethod
+    def _vendors(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            value = [v.strip() for v in value.split(",") if v.strip()]
+        if not isinstance(value, list | tuple) or not value:
+            raise ValueError("must be a non-empty list, e.g. [ascend]")
+        return value
+
+    @field_validator("chart_values", mode="before")
+    @classmethod
+    def _chart_values(cls, value: Any) -> dict[str, Any]:
+        if not value:
+            return {}
+        if not isinstance(value, dict):
+            raise ValueError("must be a mapping of extra Helm values")
+        return value
+
+    @field_validator("hosts", mode="before")
+    @classmethod
+    def _hosts_shape(cls, value: Any) -> Any:
+        if not isinstance(value, list | tuple):
+            raise ValueError("must be a list of {name, address, user, role[, port, hostKey]}")
+        for i, entry in enumerate(value):
+            if not isinstance(entry, dict):
+                raise fail(f"dralab:hosts[{i}] must be a mapping with name, address, user, role")
+        return value
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Settings:
+        if self.profile == "baremetal" and self.backend == "fake":
+            raise fail("dralab:backend must be ascend or nvidia on baremetal (fake devices are for local and kind)")
+        if self.profile == "kind" and self.backend != "fake":
+            raise fail("dralab:backend must be fake on kind (kind nodes have no accelerators)")
+        if self.profile != "baremetal":
+            return self
+        names = [h.name for h in self.hosts]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise fail(f"dralab:hosts names must be unique: {', '.join(dupes)} appear more than once")
+        planes = [h for h in self.hosts if h.role == "control-plane"]
+        if len(planes) != 1:
+            raise fail(f"dralab:hosts needs exactly one host with role control-plane, found {len(planes)}")
+        missing = [i for i, h in enumerate(self.hosts) if not h.host_key]
+        if missing and not self.insecure_skip_host_key_check:
+            raise fail(
+                f"dralab:hosts[{missing[0]}].hostKey is not set: SSH must check each host's key, or an impersonated "
+                "host captures the join token. Run `ssh-keyscan -t ed25519 <address>` on a trusted network, check "
+                "the fingerprint on the host's console, and set it: pulumi config set --path "
+                f"'dralab:hosts[{missing[0]}].hostKey' 'ssh-ed25519 AAAA...'; or accept the risk with "
+                "`pulumi config set dralab:insecureSkipHostKeyCheck true`"
+            )
+        return self
 
     @property
     def control_plane(self) -> Host:
@@ -78,164 +295,24 @@ class Settings:
         return tuple(h for h in self.hosts if h.role == "worker")
 
 
-def _bool(key: str, value: Any) -> bool:
-    if isinstance(value, bool):
-        return value
-    text = str(value).strip().lower()
-    if text in ("true", "1", "yes"):
-        return True
-    if text in ("false", "0", "no", ""):
-        return False
-    raise UserError(f"dralab:{key} must be true or false, got {value!r}")
-
-
-def _int(key: str, value: Any, minimum: int) -> int:
-    try:
-        number = int(str(value))
-    except ValueError:
-        raise UserError(f"dralab:{key} must be a whole number, got {value!r}") from None
-    if number < minimum:
-        raise UserError(f"dralab:{key} must be at least {minimum}, got {number}")
-    return number
-
-
-def _choice(key: str, value: Any, choices: tuple[str, ...]) -> str:
-    if value not in choices:
-        raise UserError(f"dralab:{key} must be one of {', '.join(choices)}, got {value!r}")
-    return str(value)
-
-
-def _name(key: str, value: Any) -> str:
-    if not isinstance(value, str) or not _DNS_LABEL.match(value):
-        raise UserError(f"dralab:{key} must be a DNS label (lower-case letters, digits, '-'), got {value!r}")
-    return value
-
-
-def _hosts(raw: Any) -> tuple[Host, ...]:
-    if not raw:
-        raise UserError(
-            "the baremetal profile needs hosts: pulumi config set --path 'dralab:hosts[0].name' node1 "
-            "(and .address, .user, .role=control-plane)"
-        )
-    if not isinstance(raw, list):
-        raise UserError("dralab:hosts must be a list of {name, address, user, role[, port]}")
-    hosts = []
-    for i, entry in enumerate(raw):
-        if not isinstance(entry, dict):
-            raise UserError(f"dralab:hosts[{i}] must be a mapping with name, address, user, role")
-        missing = [k for k in ("name", "address", "user") if not entry.get(k)]
-        if missing:
-            raise UserError(f"dralab:hosts[{i}] lacks {', '.join(missing)}")
-        unknown = sorted(set(entry) - {"name", "address", "user", "role", "port", "hostKey"})
-        if unknown:
-            raise UserError(
-                f"dralab:hosts[{i}] has unknown key(s) {', '.join(unknown)}: use name, address, user, role, port, "
-                "hostKey"
-            )
-        host_key = entry.get("hostKey")
-        if host_key is not None and (not isinstance(host_key, str) or not _HOST_KEY.match(host_key.strip())):
-            raise UserError(
-                f"dralab:hosts[{i}].hostKey must be '<type> <base64 key>' as ssh-keyscan prints it, got {host_key!r}"
-            )
-        role = entry.get("role", "worker")
-        if role not in ROLES:
-            raise UserError(f"dralab:hosts[{i}].role must be control-plane or worker, got {role!r}")
-        hosts.append(
-            Host(
-                name=_name(f"hosts[{i}].name", entry["name"]),
-                address=str(entry["address"]),
-                user=str(entry["user"]),
-                role=role,
-                port=_int(f"hosts[{i}].port", entry.get("port", 22), 1),
-                host_key=host_key.strip() if host_key else None,
-            )
-        )
-    names = [h.name for h in hosts]
-    dupes = sorted({n for n in names if names.count(n) > 1})
-    if dupes:
-        raise UserError(f"dralab:hosts names must be unique: {', '.join(dupes)} appear more than once")
-    planes = [h for h in hosts if h.role == "control-plane"]
-    if len(planes) != 1:
-        raise UserError(f"dralab:hosts needs exactly one host with role control-plane, found {len(planes)}")
-    return tuple(hosts)
-
-
-def _namespaces(raw: Any) -> tuple[Namespace, ...]:
-    if raw is None:
-        raw = list(DEFAULT_NAMESPACES)
-    if not isinstance(raw, list):
-        raise UserError("dralab:namespaces must be a list of {name, labels}")
-    out = []
-    for i, entry in enumerate(raw):
-        entry = {"name": entry} if isinstance(entry, str) else entry
-        if not isinstance(entry, dict) or "name" not in entry:
-            raise UserError(f"dralab:namespaces[{i}] must be a name or {{name, labels}}")
-        labels = entry.get("labels") or {}
-        if not isinstance(labels, dict):
-            raise UserError(f"dralab:namespaces[{i}].labels must be a mapping")
-        out.append(
-            Namespace(_name(f"namespaces[{i}].name", entry["name"]), {str(k): str(v) for k, v in labels.items()})
-        )
-    return tuple(out)
+# The config keys the program reads, as `pulumi config` spells them.
+KNOWN_KEYS = tuple(info.alias or name for name, info in Settings.model_fields.items())
 
 
 def parse_settings(raw: dict[str, Any]) -> Settings:
     """Build the settings from config values (``dralab:`` prefix stripped; objects already parsed)."""
-    unknown = sorted(set(raw) - set(KNOWN_KEYS))
-    if unknown:
-        raise UserError(
-            f"unknown config key(s) {', '.join('dralab:' + k for k in unknown)}; valid: {', '.join(KNOWN_KEYS)}"
-        )
-    profile = _choice("profile", raw.get("profile", "local"), PROFILES)
-    backend_default = "ascend" if profile == "baremetal" else "fake"
-    backend = _choice("backend", raw.get("backend", backend_default), BACKENDS)
-    if profile == "baremetal" and backend == "fake":
-        raise UserError("dralab:backend must be ascend or nvidia on baremetal (fake devices are for local and kind)")
-    if profile == "kind" and backend != "fake":
-        raise UserError("dralab:backend must be fake on kind (kind nodes have no accelerators)")
-    vendors = raw.get("vendors")
-    if vendors is not None:
-        if isinstance(vendors, str):
-            vendors = [v.strip() for v in vendors.split(",") if v.strip()]
-        if not isinstance(vendors, list) or not vendors:
-            raise UserError("dralab:vendors must be a non-empty list, e.g. [ascend]")
-        vendors = tuple(vendors)
-    chart_values = raw.get("chartValues") or {}
-    if not isinstance(chart_values, dict):
-        raise UserError("dralab:chartValues must be a mapping of extra Helm values")
-    settings = Settings(
-        profile=profile,
-        cluster_name=_name("clusterName", raw.get("clusterName", "dralab")),
-        namespace=_name("namespace", raw.get("namespace", "dralab-system")),
-        namespaces=_namespaces(raw.get("namespaces")),
-        kubeconfig=raw.get("kubeconfig") or None,
-        kubernetes_version=check_kubernetes_version(raw.get("kubernetesVersion", KUBERNETES_VERSION)),
-        vendors=vendors,
-        backend=backend,
-        lifecycle=_choice("lifecycle", raw.get("lifecycle", "claim"), LIFECYCLES),
-        image=str(raw.get("image", DEFAULT_IMAGE)),
-        load_image=_bool("loadImage", raw.get("loadImage", False)),
-        workers=_int("workers", raw.get("workers", 1), 0),
-        chart_values=chart_values,
-        hosts=_hosts(raw.get("hosts")) if profile == "baremetal" else (),
-        pod_subnet=str(raw.get("podSubnet", "10.244.0.0/16")),
-        cni=str(raw.get("cni", DEFAULT_CNI)),
-        cert_manager_version=str(raw.get("certManagerVersion", CERT_MANAGER_VERSION)),
-        allow_cluster_replacement=_bool("allowClusterReplacement", raw.get("allowClusterReplacement", False)),
-        insecure_skip_host_key_check=_bool("insecureSkipHostKeyCheck", raw.get("insecureSkipHostKeyCheck", False)),
-    )
-    if profile == "baremetal" and not settings.insecure_skip_host_key_check:
-        missing = [i for i, h in enumerate(settings.hosts) if not h.host_key]
-        if missing:
-            raise UserError(
-                f"dralab:hosts[{missing[0]}].hostKey is not set: SSH must check each host's key, or an impersonated "
-                "host captures the join token. Run `ssh-keyscan -t ed25519 <address>` on a trusted network, check "
-                "the fingerprint on the host's console, and set it: pulumi config set --path "
-                f"'dralab:hosts[{missing[0]}].hostKey' 'ssh-ed25519 AAAA...'; or accept the risk with "
-                "`pulumi config set dralab:insecureSkipHostKeyCheck true`"
-            )
+    settings = validate(Settings, raw, "", key_prefix="dralab:", root="config")
     if settings.vendors is not None:
         from dralab.model.vendors import load_vendor_table
 
         load_vendor_table(enabled=list(settings.vendors))  # unknown vendors: a clear UserError
     return settings
+
+
+def settings_schema() -> dict[str, Any]:
+    """JSON Schema of the ``dralab:`` stack config (``dralab schema infra``)."""
+    return json_schema(
+        Settings,
+        "dralab infra stack config",
+        "The dralab: keys of a Pulumi stack of infra/, without the prefix (Pulumi.<stack>.yaml, config:)",
+    )

@@ -36,9 +36,9 @@ class Stack(BaseModel):
         return value
 
 
-def message(data: object, prefix: str = "") -> str:
+def message(data: object, prefix: str = "", root: str = "") -> str:
     with pytest.raises(UserError) as err:
-        validate(Stack, data, "stack", key_prefix=prefix)
+        validate(Stack, data, "stack", key_prefix=prefix, root=root)
     return str(err.value)
 
 
@@ -48,11 +48,11 @@ def test_paths_are_dotted_with_list_indexes() -> None:
 
 
 def test_unknown_keys_of_one_mapping_are_named_together_with_the_valid_ones() -> None:
-    assert message({"profle": "kind", "hostz": []}, "dralab:") == (
-        "stack: unknown key(s) dralab:profle, dralab:hostz (valid: hosts, labels, profile)"
+    assert message({"profle": "kind", "hostz": []}, "dralab:", "config") == (
+        "stack: unknown config key(s) dralab:profle, dralab:hostz (valid: hosts, labels, profile)"
     )
     assert message({"hosts": [{"name": "a", "ip": "x"}]}, "dralab:") == (
-        "stack: unknown dralab:hosts[0] key(s) ip (valid: name, port)"
+        "stack: unknown key(s) ip in dralab:hosts[0] (valid: name, port)"
     )
 
 
@@ -62,7 +62,8 @@ def test_value_errors_get_the_path_in_front_and_own_messages_stay_as_written() -
 
 
 def test_missing_and_mistyped_values() -> None:
-    assert message({"hosts": [{"port": 2}]}) == "stack: 'hosts[0].name' is required"
+    assert message({"hosts": [{"port": 2}]}) == "stack: hosts[0] lacks name"
+    assert message({"hosts": [{"name": "a"}], "profile": None}).startswith("stack: profile: input should be")
     assert message({"hosts": [{"name": "a", "port": "two"}]}).startswith("stack: hosts[0].port: input should be")
     assert message({"hosts": [{"name": "a", "port": "two"}]}).endswith("(got 'two')")
 

@@ -26,8 +26,8 @@ def shipped(name: str) -> dict:
     ("doc", "message"),
     [
         ({**LOCAL, "clustr": {}}, "p.yaml: unknown key(s) clustr (valid: capabilities, cluster, deploy, description, "),
-        ({"name": "p", "cluster": {"source": "local", "nodes": 2}}, "p.yaml: unknown cluster key(s) nodes (valid: "),
-        ({**LOCAL, "deploy": {"method": "helm", "chart": "c", "valuez": {}}}, "unknown deploy key(s) valuez"),
+        ({"name": "p", "cluster": {"source": "local", "nodes": 2}}, "p.yaml: unknown key(s) nodes in cluster (valid: "),
+        ({**LOCAL, "deploy": {"method": "helm", "chart": "c", "valuez": {}}}, "unknown key(s) valuez in deploy (valid: chart, "),
         ({"name": "p", "cluster": {"source": "cloud"}},
          "p.yaml: cluster.source must be one of local, kubeconfig, memory (got 'cloud')"),
         ({**LOCAL, "deploy": {"method": "kubectl"}}, "deploy.method must be one of host-processes, helm, none"),
@@ -37,6 +37,7 @@ def shipped(name: str) -> dict:
         ({"name": "p"}, "p.yaml: 'cluster' is required (cluster.source: local, kubeconfig, memory)"),
         ({**LOCAL, "vars": [1]}, "p.yaml: vars: input should be a valid dictionary (got [1])"),
         ({"name": "p", "cluster": {"source": "local", "realNode": "perhaps"}}, "p.yaml: cluster.realNode: "),
+        ({"name": "p", "cluster": {"context": "c"}}, "p.yaml: cluster lacks source"),
         ([], "a profile is a YAML mapping"),
     ],
 )  # fmt: skip

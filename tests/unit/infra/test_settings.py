@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
+import jsonschema
 import pytest
-from dralab_infra.settings import parse_settings
+import yaml
+from dralab_infra.settings import KNOWN_KEYS, parse_settings, settings_schema
 
 from dralab.errors import UserError
 
@@ -53,3 +58,51 @@ def test_bad_config_gets_a_clear_message(raw: dict, message: str) -> None:
         parse_settings(raw)
     assert message in str(err.value)
     assert "\n" not in str(err.value)
+
+
+# --- the typed model behind the settings: its JSON Schema and the stack files -------------------
+
+STACK_FILES = sorted((Path(__file__).resolve().parents[3] / "infra").glob("Pulumi.*.yaml"))
+
+
+def _dralab_keys(path: Path) -> dict:
+    config = yaml.safe_load(path.read_text())["config"]
+    return {k.removeprefix("dralab:"): v for k, v in config.items() if k.startswith("dralab:")}
+
+
+@pytest.mark.parametrize("path", STACK_FILES, ids=lambda p: p.name)
+def test_shipped_stack_files_pass_the_model_and_its_schema(path: Path) -> None:
+    raw = _dralab_keys(path)
+    jsonschema.validate(raw, settings_schema())
+    parse_settings(raw)
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [{"profle": "kind"}, {"profile": "openstack"}, {"workers": "two"}, {"loadImage": "maybe"},
+     {"profile": "baremetal", "hosts": [{**HOSTS[0], "ip": "x"}]}],
+)  # fmt: skip
+def test_the_schema_refuses_what_the_model_refuses(raw: dict) -> None:
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(raw, settings_schema())
+    with pytest.raises(UserError):
+        parse_settings(raw)
+
+
+def test_config_keys_are_the_models_aliases_and_values_arrive_as_text() -> None:
+    expected = {"clusterName", "kubernetesVersion", "loadImage", "hosts", "sshPrivateKey", "insecureSkipHostKeyCheck"}
+    assert expected <= set(KNOWN_KEYS)
+    s = parse_settings({"profile": "kind", "workers": "3", "loadImage": "yes", "namespaces": ["a", {"name": "b"}]})
+    assert s.workers == 3 and s.load_image is True
+    assert [(n.name, n.labels) for n in s.namespaces] == [("a", {}), ("b", {})]
+    assert s.hosts == ()
+
+
+def test_dralab_schema_infra_prints_the_settings_schema() -> None:
+    from click.testing import CliRunner
+
+    from dralab.schema_cli import schema
+
+    out = CliRunner().invoke(schema, ["infra"])
+    assert out.exit_code == 0, out.output
+    assert json.loads(out.output)["properties"]["hosts"]["description"].startswith("baremetal")
