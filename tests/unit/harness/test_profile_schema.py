@@ -26,8 +26,10 @@ def shipped(name: str) -> dict:
     ("doc", "message"),
     [
         ({**LOCAL, "clustr": {}}, "p.yaml: unknown key(s) clustr (valid: capabilities, cluster, deploy, description, "),
-        ({"name": "p", "cluster": {"source": "local", "nodes": 2}}, "p.yaml: unknown key(s) nodes in cluster (valid: "),
-        ({**LOCAL, "deploy": {"method": "helm", "chart": "c", "valuez": {}}}, "unknown key(s) valuez in deploy (valid: chart, "),
+        ({"name": "p", "cluster": {"source": "local", "nodes": 2}},
+         "p.yaml: unknown key(s) nodes in cluster (valid: "),
+        ({**LOCAL, "deploy": {"method": "helm", "chart": "c", "valuez": {}}},
+         "unknown key(s) valuez in deploy (valid: chart, "),
         ({"name": "p", "cluster": {"source": "cloud"}},
          "p.yaml: cluster.source must be one of local, kubeconfig, memory (got 'cloud')"),
         ({**LOCAL, "deploy": {"method": "kubectl"}}, "deploy.method must be one of host-processes, helm, none"),
