@@ -67,7 +67,12 @@ def build(force: bool, real_node: bool) -> None:
     is_flag=True,
     help="run the inventory's first node as a real kubelet + containerd + runc (build with --real-node first)",
 )
-def up(name: str, devices: str | None, config: str | None, real_node: bool) -> None:
+@click.option(
+    "--feature-gates",
+    default=None,
+    help="more control-plane gates for the components this start launches, e.g. DRAExtendedResource=true",
+)
+def up(name: str, devices: str | None, config: str | None, real_node: bool, feature_gates: str | None) -> None:
     """Bring the cluster up (or reuse it when it runs) and wait until it is ready.
 
     \b
@@ -78,6 +83,14 @@ def up(name: str, devices: str | None, config: str | None, real_node: bool) -> N
     """
     from dralab.cluster.api import ensure_cluster
 
+    if feature_gates:
+        import os
+
+        from dralab.cluster.components import EXTRA_GATES_ENV
+        from dralab.cluster.components import feature_gates as gates
+
+        os.environ[EXTRA_GATES_ENV] = feature_gates
+        gates()  # a malformed gate fails here, before anything starts
     console = _console()
     with console.status("bringing the cluster up") as spinner:
 

@@ -17,6 +17,8 @@ Why the flags are what they are:
 
 from __future__ import annotations
 
+import os
+import re
 import sys
 from dataclasses import dataclass, field
 from typing import Any
@@ -25,8 +27,13 @@ import yaml
 
 from dralab.cluster.layout import Layout
 from dralab.cluster.pki import Pki
+from dralab.errors import UserError
 
 FEATURE_GATES = "DRAConsumableCapacity=true"
+# More gates for the control plane a process starts, e.g. "DRAExtendedResource=true" (`dralab cluster up
+# --feature-gates`); only components started while it is set get them.
+EXTRA_GATES_ENV = "DRALAB_FEATURE_GATES"
+_GATE = re.compile(r"^[A-Z][A-Za-z0-9]*=(true|false)$")
 SCHEDULER_QPS = 500
 SCHEDULER_BURST = 1000
 CONTROLLER_MANAGER_QPS = 200
@@ -41,6 +48,16 @@ _COMMON_CODE = ("model", "config.py", "util.py", "errors.py", "cli.py")
 WEBHOOK_CODE = ("webhook", *_COMMON_CODE)
 DRIVER_CODE = ("driver", "vcore.py", *_COMMON_CODE)
 STANDIN_CODE = ("cluster/standin", "cluster/kubeapi.py", "cluster/kwok.py", "driver/proto", "util.py")
+
+
+def feature_gates() -> str:
+    """``--feature-gates`` of kube-apiserver, -controller-manager and -scheduler: ours plus $DRALAB_FEATURE_GATES."""
+    extra = [g.strip() for g in os.environ.get(EXTRA_GATES_ENV, "").split(",") if g.strip()]
+    bad = [g for g in extra if not _GATE.match(g)]
+    if bad:
+        raise UserError(f"{EXTRA_GATES_ENV}: {', '.join(bad)} is not Name=true|false (e.g. DRAExtendedResource=true)")
+    gates = dict(g.split("=", 1) for g in [*FEATURE_GATES.split(","), *extra])
+    return ",".join(f"{k}={v}" for k, v in gates.items())
 
 
 @dataclass(frozen=True)
@@ -113,7 +130,7 @@ def apiserver_spec(layout: Layout, ports: dict[str, Any], binaries: dict[str, st
         "--disable-admission-plugins=ServiceAccount",
         "--allow-privileged=true",
         "--profiling=false",
-        f"--feature-gates={FEATURE_GATES}",
+        f"--feature-gates={feature_gates()}",
         # a real kubelet (profile node) serves exec/logs on 127.0.0.1 with x509 client auth
         f"--kubelet-client-certificate={pki.cert('admin')}",
         f"--kubelet-client-key={pki.key('admin')}",
@@ -136,7 +153,7 @@ def controller_manager_spec(layout: Layout, ports: dict[str, Any], binaries: dic
         f"--secure-port={ports['controller-manager']}",
         f"--cert-dir={layout.run_dir / 'controller-manager'}",
         "--leader-elect=false",
-        f"--feature-gates={FEATURE_GATES}",
+        f"--feature-gates={feature_gates()}",
         f"--service-account-private-key-file={pki.sa_key}",
         f"--root-ca-file={pki.ca_cert}",
         f"--cluster-signing-cert-file={pki.ca_cert}",
@@ -175,7 +192,7 @@ def scheduler_spec(layout: Layout, ports: dict[str, Any], binaries: dict[str, st
         "--bind-address=127.0.0.1",
         f"--secure-port={ports['scheduler']}",
         f"--cert-dir={layout.run_dir / 'scheduler'}",
-        f"--feature-gates={FEATURE_GATES}",
+        f"--feature-gates={feature_gates()}",
         "--profiling=false",
     ]
     return ComponentSpec("scheduler", argv, Health(f"https://127.0.0.1:{ports['scheduler']}/healthz"))

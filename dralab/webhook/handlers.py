@@ -127,6 +127,7 @@ class AdmissionHandler:
         self.excluded = set(excluded_namespaces)
         self.deadline_seconds = deadline_seconds  # one deadline per admission, below timeoutSeconds
         self.volcano: Any = None  # dralab.webhook.volcano.VolcanoMutator: Volcano Jobs (set by server.build)
+        self.extended: Any = None  # dralab.webhook.extended.DeviceClassWatch: DRAExtendedResource warnings
 
     def _is_pod(self, request: dict[str, Any]) -> bool:
         kind = request.get("kind") or {}
@@ -179,7 +180,8 @@ class AdmissionHandler:
             return respond(uid)
         for vendor in conv.vendors:
             self.metrics.conversions.labels(vendor).inc()
-        return respond(uid, patch=conv.patch)
+        warnings = self.extended.warnings(pod, conv.pod) if self.extended is not None else None
+        return respond(uid, patch=conv.patch, warnings=warnings)
 
     async def validate(self, review: dict[str, Any], *, offload: bool = False) -> dict[str, Any]:
         """Deny pods that still carry HAMi resources. Never a side effect: anyone who reaches the webhook

@@ -28,6 +28,7 @@ from dralab.model.volcano import template_converter
 from dralab.util import get_logger
 from dralab.webhook.adoption import Adopter, build_adopter
 from dralab.webhook.budgets import BudgetGate, BudgetMetrics, BudgetReconciler
+from dralab.webhook.extended import DeviceClassWatch
 from dralab.webhook.handlers import AdmissionHandler, BadReview, parse_review, respond
 from dralab.webhook.janitor import Janitor
 from dralab.webhook.kube import AsyncKubeApi, KubeApi
@@ -89,6 +90,7 @@ def build(
     handler = AdmissionHandler(lifecycle, metrics, excluded, deadline_seconds=float(wh.admission_deadline_seconds))
     handler.volcano = VolcanoMutator(template_converter(config.vendors, wh.opt_out_label), admission_api or api,
                                      metrics, excluded)
+    handler.extended = DeviceClassWatch(api) if api is not None and janitor else None
     jan = None
     if api is not None and janitor and config.webhook.lifecycle == "claim":
         jan = Janitor(api, metrics, grace_seconds=float(config.webhook.claim_grace_period_seconds))
@@ -239,6 +241,8 @@ class Server:
             self.webhook.budgets.start()
         if self.webhook.adopter is not None:
             self.webhook.adopter.start()
+        if self.webhook.handler.extended is not None:
+            self.webhook.handler.extended.start()
         try:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(self.tls.watch, self.reload_interval)
@@ -251,6 +255,8 @@ class Server:
                 self.webhook.budgets.stop()
             if self.webhook.adopter is not None:
                 self.webhook.adopter.stop()
+            if self.webhook.handler.extended is not None:
+                self.webhook.handler.extended.stop()
             if self.webhook.admission_api is not None:
                 await self.webhook.admission_api.close()
 
