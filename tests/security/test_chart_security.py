@@ -93,3 +93,63 @@ def test_driver_with_fake_backend_stays_unprivileged_even_if_asked(helm: Path) -
     objs = render(helm, {"driver": {"backend": "fake", "privileged": True}})
     (ds,) = kinds(objs, "DaemonSet")
     assert ds["spec"]["template"]["spec"]["containers"][0]["securityContext"]["privileged"] is False
+
+
+@pytest.mark.integration
+def test_admission_policy_denies_the_webhook_deleting_unmanaged_claims(
+    helm: Path, cluster, kube, namespace: str
+) -> None:
+    """The chart's RBAC and policy applied to the real apiserver; requests impersonate the webhook's account."""
+    import uuid
+
+    from dralab.util import wait_for
+    from dralab.webhook.kube import ApiError, KubeApi, claims_path
+
+    release = f"sec-{uuid.uuid4().hex[:6]}"
+    out = subprocess.run([str(helm), "template", release, str(chart_dir()), "--namespace", namespace],
+                         capture_output=True, text=True, check=True, timeout=120)
+    objs = [d for d in yaml.safe_load_all(out.stdout) if d]
+    webhook = f"{release}-dralab-webhook"
+    wanted = [o for o in objs if o["metadata"]["name"].startswith(webhook) and o["kind"] in (
+        "ClusterRole", "ClusterRoleBinding", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding")]
+    assert len(wanted) == 4, [(o["kind"], o["metadata"]["name"]) for o in wanted]
+    plural = {"ClusterRole": "/apis/rbac.authorization.k8s.io/v1/clusterroles",
+              "ClusterRoleBinding": "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
+              "ValidatingAdmissionPolicy": "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies",
+              "ValidatingAdmissionPolicyBinding":
+                  "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicybindings"}
+    spec = {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu.example.com"}}]}}
+    for name, labels in (("managed", {"app.kubernetes.io/managed-by": "dralab"}), ("foreign", {})):
+        kube.create(claims_path(namespace), {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+                                             "metadata": {"name": name, "labels": labels}, "spec": spec})
+    made = []
+    as_webhook = KubeApi.from_kubeconfig(cluster.kubeconfig)
+    as_webhook.api_client.set_default_header("Impersonate-User", f"system:serviceaccount:{namespace}:{webhook}")
+    try:
+        for obj in wanted:
+            kube.create(plural[obj["kind"]], obj)
+            made.append(f"{plural[obj['kind']]}/{obj['metadata']['name']}")
+
+        def dry_delete(name: str) -> ApiError | None:
+            try:
+                # with a body the apiserver reads dryRun from the DeleteOptions, not the query
+                as_webhook.request("DELETE", claims_path(namespace, name),
+                                   body={"kind": "DeleteOptions", "apiVersion": "v1", "dryRun": ["All"]})
+            except ApiError as exc:
+                return exc
+            return None
+
+        def policy_denies() -> ApiError | None:
+            err = dry_delete("foreign")
+            return err if err is not None and "managed-by=dralab" in err.message else None
+
+        try:
+            denied = wait_for(policy_denies, 30, "the policy to deny the webhook deleting an unmanaged claim")
+        except TimeoutError:
+            raise AssertionError(f"not denied by the policy; last answer: {dry_delete('foreign')!r}") from None
+        assert denied.status in (403, 422)
+        assert dry_delete("managed") is None  # RBAC allows it and the policy lets it through
+    finally:
+        as_webhook.close()
+        for path in reversed(made):
+            kube.delete(path)
