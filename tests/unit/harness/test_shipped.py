@@ -42,7 +42,9 @@ def test_the_suite_lists_shipped_labs() -> None:
     from pathlib import Path
 
     suite = Path(__file__).resolve().parents[2] / "e2e" / "labs.yaml"
-    assert [p.parent.name for p in load_suite(suite)] == ["lab20-ascend-hami-dra", "nvidia-gpu-share"]
+    assert [p.parent.name for p in load_suite(suite)] == [
+        "lab20-ascend-hami-dra", "nvidia-gpu-share", "team-budgets", "preempt-sharers", "failed-prepare-isolation",
+    ]  # fmt: skip
 
 
 @pytest.mark.parametrize("name", builtin_profiles())
