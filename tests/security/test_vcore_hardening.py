@@ -53,6 +53,14 @@ def test_region_file_and_directory_are_private_even_with_umask_0(built: Path, tm
     assert stat.S_IMODE(region.parent.stat().st_mode) & 0o077 == 0
 
 
+def test_region_in_a_claim_group_directory_is_shared_with_the_group_only(built: Path, tmp_path: Path) -> None:
+    """The driver makes a claim's directory 0770 for the claim's group: the region follows it (0660)."""
+    (tmp_path / "region").mkdir(mode=0o770)
+    (tmp_path / "region").chmod(0o770)
+    assert filled(run(built, tmp_path, "fill", "100", env=LIMIT, umask=0o022)) == 1000
+    assert stat.S_IMODE((tmp_path / "region" / "vcore.cache").stat().st_mode) == 0o660
+
+
 def test_vcore_disable_is_ignored_by_the_release_library(built: Path, tmp_path: Path) -> None:
     proc = run(built, tmp_path, "fill", "100", env={**LIMIT, "VCORE_DISABLE": "1"})
     assert filled(proc) == 1000, "VCORE_DISABLE lifted the quota of a release build"

@@ -17,6 +17,7 @@
 #include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "vcore.h"
@@ -206,10 +207,33 @@ static int fail(struct vc_region *r, const char *fmt, const char *detail)
     return -1;
 }
 
+/* The region's mode: 0600, private to the container's user, unless the directory holding it is
+ * group-writable: the node driver makes each claim's directory 0770 for a group that only that claim's
+ * containers get, and then every user of the container shares the region through the group (0660).
+ * Another tenant can neither read nor truncate it either way. fstat through syscall(): the glibc
+ * wrapper's symbol version would raise the glibc floor (compat.h). */
+static mode_t region_mode(const char *path)
+{
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s", path);
+    char *slash = strrchr(dir, '/');
+    if (slash == NULL)
+        snprintf(dir, sizeof dir, ".");
+    else if (slash == dir)
+        dir[1] = '\0';
+    else
+        *slash = '\0';
+    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd < 0)
+        return 0600;
+    struct stat st;
+    long rc = syscall(SYS_fstat, dfd, &st);
+    close(dfd);
+    return rc == 0 && (st.st_mode & S_IWGRP) ? 0660 : 0600;
+}
+
 static int open_file(const char *path)
 {
-    /* Private to the container's user: another tenant's process must not read or truncate the
-     * accounting (the processes of one container share a uid). */
     int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
     if (fd < 0 && errno == ENOENT) {
         char dir[4096];
@@ -241,7 +265,7 @@ int vc_region_open(struct vc_region *r)
         rc = fail(r, "shared region %s: cannot open: %s; mount a writable directory there", strerror(errno));
         goto out;
     }
-    fchmod(fd, 0600); /* a file made by an older version: tighten it; best effort (it may be another user's) */
+    fchmod(fd, region_mode(r->path)); /* not masked by the umask; best effort (it may be another user's) */
     if (flock(fd, LOCK_EX) != 0) {
         rc = fail(r, "shared region %s: cannot lock: %s", strerror(errno));
         goto out_fd;
