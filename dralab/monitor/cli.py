@@ -9,7 +9,8 @@ import click
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on (0.0.0.0 in a pod).")
 @click.option("--port", default=9464, show_default=True, type=int)
 @click.option("--kubeconfig", default=None, type=click.Path(dir_okay=False), help="Default: in-cluster, then ~/.kube.")
-def monitor(host: str, port: int, kubeconfig: str | None) -> None:
+@click.option("--once", is_flag=True, help="Print the /metrics text for the objects listed now, and exit.")
+def monitor(host: str, port: int, kubeconfig: str | None, once: bool) -> None:
     """Serve per-device, per-pod and per-namespace allocation gauges on /metrics (plus /healthz, /readyz).
 
     The values come from watching ResourceSlices and ResourceClaims, not from the nodes.
@@ -23,7 +24,24 @@ def monitor(host: str, port: int, kubeconfig: str | None) -> None:
     from dralab.monitor.server import MonitorServer
     from dralab.webhook.kube import KubeApi
 
-    watch = AllocationWatch(KubeApi.from_kubeconfig(kubeconfig))
+    api = KubeApi.from_kubeconfig(kubeconfig)
+    if once:
+        from prometheus_client import CollectorRegistry, generate_latest
+
+        from dralab.monitor.allocation import compute
+        from dralab.monitor.collector import CLAIMS, SLICES, families
+
+        alloc = compute(api.list(SLICES).get("items") or [], api.list(CLAIMS).get("items") or [])
+
+        class _Once:
+            def collect(self):
+                return families(alloc)
+
+        registry = CollectorRegistry()
+        registry.register(_Once())
+        click.echo(generate_latest(registry).decode(), nl=False)
+        return
+    watch = AllocationWatch(api)
     server = MonitorServer(registry_for(watch), watch.ready, host, port)
     watch.start()
     click.echo(f"serving allocation gauges on http://{host}:{server.port}/metrics", err=True)
