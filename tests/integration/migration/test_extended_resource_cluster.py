@@ -44,7 +44,7 @@ def gated(cluster) -> Iterator[ClusterHandle]:  # `cluster`: the binaries are bu
 
 @pytest.fixture(scope="module")
 def core(gated: ClusterHandle) -> Iterator[Any]:
-    from kubernetes import client, config
+    from kubernetes import config
 
     api_client = config.new_client_from_config(config_file=str(gated.kubeconfig))
     yield api_client
