@@ -148,18 +148,25 @@ def render_common_spec(kind: str, edits: ContainerEdits, driver: str) -> dict[st
     return {"cdiVersion": CDI_VERSION, "kind": kind, "devices": [{"name": COMMON, "containerEdits": common_edits}]}
 
 
-_DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)  # libyaml: ~5x faster on the Prepare path
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 def dump_spec(spec: dict[str, Any]) -> str:
-    """YAML text of a spec (keys in the order built, so the files diff well)."""
-    return yaml.dump(spec, Dumper=_DUMPER, sort_keys=False, default_flow_style=False)
+    """The text of a spec file: JSON, which is YAML too, so the ``.yaml`` name CDI loaders expect holds.
+
+    JSON because it is on the Prepare path: ``json.dumps`` is about ten times faster than PyYAML's
+    representer (which stays in Python even with libyaml). Keys keep the order built, one per line,
+    so the files still read and diff well.
+    """
+    return json.dumps(spec, indent=1) + "\n"
 
 
 def load_spec(text: str) -> Any:
-    """Parse a spec file's text (YAML or JSON)."""
-    return yaml.load(text, Loader=_LOADER)
+    """Parse a spec file's text (JSON as written now, or YAML as earlier versions and other tools write)."""
+    try:
+        return json.loads(text)
+    except ValueError:
+        return yaml.load(text, Loader=_LOADER)
 
 
 @dataclass(frozen=True)
