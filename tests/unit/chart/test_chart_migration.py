@@ -48,6 +48,14 @@ def test_hami_config_reaches_the_webhook_and_turns_migration_on(render: Render) 
     assert cfg.migration.enabled and cfg.migration.adopts and cfg.migration.claim_labels == {"team": "ml"}
 
 
+def test_a_hami_config_lifts_the_claim_delete_policy(render: Render) -> None:
+    def policies(values: dict[str, Any]) -> list[str]:
+        return [o["metadata"]["name"] for o in _kind(render(values), "ValidatingAdmissionPolicy")
+                if o["metadata"]["name"].endswith("-managed-claims")]
+
+    assert policies({}) and not policies({"migration": {"hamiConfig": HAMI}})
+
+
 def test_existing_configmap_is_mounted_instead(render: Render) -> None:
     objs = render({"migration": {"hamiConfigMap": {"name": "hami-scheduler-device"}}})
     assert not [o for o in _kind(objs, "ConfigMap") if o["metadata"]["name"].endswith("-hami-config")]
