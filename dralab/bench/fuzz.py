@@ -174,6 +174,56 @@ def review(draw: st.DrawFn, typed: bool = True) -> Any:
     return doc
 
 
+# Size attacks: values a typed pod can carry that once cost seconds of exact arithmetic or made claims
+# no node can satisfy. Every case is hostile, so every answer must be a denial (or 413), never an allow.
+exponent_quantity = st.builds(
+    lambda mantissa, exponent, suffix: f"{mantissa}e{exponent}{suffix}",
+    st.sampled_from(["1", "9", "0.5", "123456789"]),
+    st.one_of(st.integers(65, 10**7), st.integers(-(10**7), -65), st.sampled_from([9999999, -9999999])),
+    st.sampled_from(["", "Mi"]),
+)
+digit_quantity = st.one_of(
+    st.integers(65, 6000).map(lambda n: "9" * n),  # thousands of digits
+    st.integers(65, 4000).map(lambda n: "0." + "0" * n + "1Gi"),  # thousands of fraction digits
+    st.integers(21, 60).map(lambda n: "1" + "0" * n),  # absurd but short and parseable
+)
+absurd_count = st.one_of(st.integers(65, 10**6).map(str), st.sampled_from(["1e18", "1E12", "65", "1k", "1M"]))
+absurd_memory = st.one_of(st.sampled_from(["2Ei", "8Ei", "1025Ti", "2000000000000"]),
+                          st.integers(2**30 + 1, 10**15).map(str))  # MiB beyond 1 PiB
+
+
+@st.composite
+def size_attack_review(draw: st.DrawFn) -> Any:
+    """A typed review whose pod carries one exponent, digit-length or size attack (or too many claims), or a
+    body just over the server's size limit (raw bytes: 413 expected)."""
+    kind = draw(st.sampled_from(["exponent", "digits", "count", "memory", "containers", "body"]))
+    if kind == "body":
+        from dralab.webhook.limits import ServerLimits
+
+        return b" " * (ServerLimits().max_body_bytes + draw(st.integers(1, 4096)))
+    limits: dict[str, Any] = {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "1024"}
+    containers = 1
+    if kind == "exponent":
+        limits[draw(st.sampled_from(["nvidia.com/gpu", "nvidia.com/gpumem", "nvidia.com/gpucores"]))] = draw(
+            exponent_quantity)
+    elif kind == "digits":
+        limits[draw(st.sampled_from(["nvidia.com/gpu", "nvidia.com/gpumem", "nvidia.com/gpucores"]))] = draw(
+            digit_quantity)
+    elif kind == "count":
+        limits["nvidia.com/gpu"] = draw(absurd_count)
+    elif kind == "memory":
+        limits["nvidia.com/gpumem"] = draw(absurd_memory)
+    else:
+        containers = draw(st.integers(17, 600))  # over the default maxClaimsPerPod (16)
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "attack"},
+           "spec": {"containers": [{"name": f"c{i}", "image": "busybox", "resources": {"limits": dict(limits)}}
+                                   for i in range(containers)]}}
+    return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+            "request": {"uid": draw(st.uuids().map(str)), "kind": {"group": "", "version": "v1", "kind": "Pod"},
+                        "resource": {"group": "", "version": "v1", "resource": "pods"}, "namespace": "team-a",
+                        "operation": "CREATE", "object": pod}}
+
+
 raw_body = st.one_of(
     st.binary(max_size=200),
     st.text(max_size=200).map(str.encode),
@@ -320,6 +370,7 @@ def fuzz_admission(cases: int, seed: int | None = None, only: tuple[str, ...] = 
         "raw_bodies": (raw_body, cases // 5),
         "malformed_reviews": (review(typed=False), cases * 2 // 5),
         "hostile_pods": (review(typed=True), cases - cases // 5 - cases * 2 // 5),
+        "size_attacks": (size_attack_review(), max(1, cases // 10)),
     }
     for target, (strategy, n) in shares.items():
         if only and target not in only:
@@ -340,6 +391,8 @@ def fuzz_admission(cases: int, seed: int | None = None, only: tuple[str, ...] = 
                                                          else " denied")))
             for kind, example in check_answer(resp.status_code, resp.content, value, leftovers):
                 found.problem(kind, {"sent": _short(body), "got": example})
+            if target == "size_attacks" and resp.status_code == 200 and b'"allowed":true' in resp.content:
+                found.problem("size_attack_admitted", _short(body))
 
         _run(strategy, n, check, seed)
         results[target] = found.as_dict()

@@ -1,7 +1,7 @@
 """Attack 3: no limits on the webhook's transport. Oversized bodies are refused before they are
 read, idle and trickling connections are closed, and concurrent admissions are capped.
 
-Sockets wait at most 15 s for the server to act; the server under test closes after 1 s.
+Sockets wait at most 15 s for the server to act; the server under test closes after 2 s.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from dralab.webhook.limits import ServerLimits
 
 from ._webhook import gpu_pod, review, serve
 
-LIMITS = ServerLimits(max_body_bytes=64 * 1024, read_timeout_seconds=1.0, handshake_timeout_seconds=1.0,
+LIMITS = ServerLimits(max_body_bytes=64 * 1024, read_timeout_seconds=2.0, handshake_timeout_seconds=2.0,
                       max_inflight=2)
 GIVE_UP = 15.0
 
