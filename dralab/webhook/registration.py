@@ -68,6 +68,7 @@ def resource_domains(cfg: Config) -> list[str]:
     domains = set()
     for vendor in cfg.vendors.enabled_vendors():
         names = [*vendor.resource_templates().values(), *vendor.unsupported, *vendor.ignored]
+        names += [name for rs in vendor.resource_sets() for name in rs.names]  # chips renamed by a HAMi config
         for name in names:
             domains.add(name.split("/", 1)[0] + "/" if "/" in name else name)
     return sorted(domains)

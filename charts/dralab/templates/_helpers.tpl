@@ -149,6 +149,10 @@ dralab.webhook.registration.match_expression; tests compare the two.
 {{- $tests = append $tests (printf "k.startsWith(\"%s\")" .) -}}
 {{- end -}}
 {{- $test := join " || " $tests | default "false" -}}
+{{- if include "dralab.hamiConfigMap" . -}}
+{{- /* a HAMi device config may rename resources into any domain: every domain-qualified resource counts */ -}}
+{{- $test = "k.contains(\"/\")" -}}
+{{- end }}
 - name: requests-accelerators
   expression: {{ printf "(has(object.spec.initContainers) ? object.spec.containers + object.spec.initContainers : object.spec.containers).exists(c, has(c.resources) && ((has(c.resources.limits) && c.resources.limits.exists(k, %s)) || (has(c.resources.requests) && c.resources.requests.exists(k, %s))))" $test $test | quote }}
 {{- end -}}

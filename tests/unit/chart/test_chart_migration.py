@@ -102,3 +102,13 @@ def test_monitor_objects(render: Render) -> None:
     for metric in ("dralab_device_memory_allocated_bytes", "dralab_device_shares", "dralab_namespace_cores_allocated",
                    "dralab_pod_memory_allocated_bytes"):
         assert metric in exprs
+
+
+def test_a_hami_config_sends_every_domain_qualified_resource(render: Render) -> None:
+    def condition(values: dict[str, Any]) -> str:
+        (mutating,) = _kind(render(values), "MutatingWebhookConfiguration")
+        return mutating["webhooks"][0]["matchConditions"][0]["expression"]
+
+    assert 'k.startsWith("nvidia.com/")' in condition({})
+    renamed = condition({"migration": {"hamiConfig": HAMI}})
+    assert 'k.contains("/")' in renamed and "startsWith" not in renamed
