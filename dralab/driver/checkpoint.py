@@ -1,10 +1,18 @@
 """The driver's checkpoint: which claims it prepared, crash-safe and self-checking.
 
-The file is JSON with a sha256 checksum over its canonical content and the boot id it was written
-under. Writes are atomic (temp file, fsync, rename, fsync of the folder). A file that fails to parse
-or to verify (a nesting too deep for the parser included) is never fatal: it is moved aside
-(``checkpoint.json.corrupt-<time>``) and the state is rebuilt from the claim CDI specs on disk,
-whose annotations name the claim and its prepared devices.
+A checkpoint is JSON with a sha256 checksum over its canonical content, the boot id it was written
+under and a sequence number. It lives in two slot files, ``checkpoint.json`` and
+``checkpoint.1.json``, written in turn: write n goes to slot n % 2, overwriting in place the older
+of the two, then one ``fdatasync`` makes it durable. The slot keeps its size (trailing spaces pad
+it), so the flush carries data only, about a third of the cost of the temp file, fsync, rename and
+folder fsync that a single file needs; a slot is created (or grown) by that atomic path once.
+Loading takes the valid slot with the higher sequence. A slot that fails to parse or to verify
+(a nesting too deep for the parser included) is never fatal:
+
+- one damaged slot is what a crash during its write leaves (or a damaged disk): the other slot is
+  used, and every claim whose CDI spec is complete is added back, so no answered claim is lost;
+- both damaged: they are moved aside (``checkpoint.json.corrupt-<time>``) and the state is rebuilt
+  from the claim CDI specs on disk, whose annotations name the claim and its prepared devices.
 
 Group commit (``GroupCommit``): concurrent kubelet calls share one durable write.
 
@@ -24,8 +32,10 @@ checkpoint entry, and a durable entry implies the claim's files were complete wh
 
 - Before its write is durable a call has not answered. A crash leaves files without a durable
   entry; ``DriverState.open`` removes them, and the kubelet, which got no answer, calls again.
-- The atomic rename means a reader finds the previous checkpoint or the new one, never a mix;
-  the checksum catches the rest (a disk that lies), and the rebuild from the CDI specs recovers.
+- A write only ever overwrites the older slot, so a crash during it leaves the newer one intact;
+  the checksum marks the torn slot, and the claims the CDI specs record are added back to the
+  newer one. The torn write's own claims may survive that way: their call never answered, so
+  they are extra entries, which a repeated Prepare answers and reconcile releases.
 - A failed write fails every call whose ticket it covered; each removes its new claims from
   memory and from disk. A later copy may already hold such an entry and become durable: that is
   a checkpoint entry whose CDI spec is gone, the state a reboot leaves behind, which a repeated
@@ -39,6 +49,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -54,6 +65,7 @@ from dralab.util import atomic_write, get_logger
 log = get_logger("dralab.driver.checkpoint")
 
 VERSION = 1
+SLOT_BYTES = 16384  # the smallest slot file: a few dozen claims before it first grows
 PREPARE_STARTED = "PrepareStarted"
 PREPARE_COMPLETED = "PrepareCompleted"
 BOOT_ID_FILE = "/proc/sys/kernel/random/boot_id"
@@ -108,6 +120,7 @@ class Checkpoint:
     driver: str
     boot_id: str = ""
     claims: dict[str, ClaimEntry] = field(default_factory=dict)
+    sequence: int = 0  # which write this is: of two slots the higher is the newer
 
 
 def _digest(body: dict[str, Any]) -> str:
@@ -121,6 +134,7 @@ def encode(cp: Checkpoint) -> bytes:
         "version": VERSION,
         "driver": cp.driver,
         "bootID": cp.boot_id,
+        "sequence": cp.sequence,
         "claims": {uid: entry.to_dict() for uid, entry in sorted(cp.claims.items())},
     }
     return (json.dumps({**body, "checksum": _digest(body)}, indent=1, sort_keys=True) + "\n").encode()
@@ -152,7 +166,10 @@ def decode(data: bytes, driver: str) -> Checkpoint:
         claims = {uid: ClaimEntry.from_dict(entry) for uid, entry in (raw.get("claims") or {}).items()}
     except (KeyError, ValueError, TypeError, AttributeError) as exc:
         raise CorruptCheckpoint(f"bad claim entry ({exc})") from None
-    return Checkpoint(driver=driver, boot_id=str(raw.get("bootID") or ""), claims=claims)
+    sequence = raw.get("sequence", 0)
+    if not isinstance(sequence, int) or sequence < 0:
+        raise CorruptCheckpoint(f"bad sequence {sequence!r}")
+    return Checkpoint(driver=driver, boot_id=str(raw.get("bootID") or ""), claims=claims, sequence=sequence)
 
 
 def read_boot_id(path: str = BOOT_ID_FILE) -> str:
@@ -164,7 +181,7 @@ def read_boot_id(path: str = BOOT_ID_FILE) -> str:
 
 
 class CheckpointStore:
-    """The checkpoint file of one driver, with quarantine and rebuild."""
+    """The checkpoint files of one driver (two slots written in turn), with quarantine and rebuild."""
 
     def __init__(self, path: Path, driver: str, cdi_dir: Path, cdi_class: str, boot_id: str | None = None) -> None:
         self.path = Path(path)
@@ -173,12 +190,35 @@ class CheckpointStore:
         self.cdi_class = cdi_class
         self.boot_id = read_boot_id() if boot_id is None else boot_id
         self.quarantined: list[Path] = []
+        self.sequence = 0  # of the newest durable write
+        self._room: dict[int, tuple[int, int]] = {}  # slot -> (file size, bytes of it the last write used)
+
+    def files(self) -> tuple[Path, Path]:
+        """The two slot files: ``checkpoint.json`` and ``checkpoint.1.json``."""
+        return self.path, self.path.with_name(f"{self.path.stem}.1{self.path.suffix}")
+
+    def _read(self, slot: int) -> Checkpoint | CorruptCheckpoint | None:
+        """One slot: its checkpoint, why it cannot be trusted, or None when the file does not exist."""
+        try:
+            data = self.files()[slot].read_bytes()
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            return CorruptCheckpoint(f"unreadable ({exc})")
+        try:
+            cp = decode(data, self.driver)
+        except CorruptCheckpoint as exc:
+            return exc
+        self._room[slot] = (len(data), len(data.rstrip()))
+        return cp
 
     def load(self) -> Checkpoint:
-        """The checkpoint; a missing or corrupt one is rebuilt from the CDI specs (a corrupt one quarantined first)."""
-        try:
-            data = self.path.read_bytes()
-        except FileNotFoundError:
+        """The newest trustworthy checkpoint; see the module docstring for missing and damaged slots."""
+        self._room.clear()
+        slots = [self._read(0), self._read(1)]
+        good = [cp for cp in slots if isinstance(cp, Checkpoint)]
+        bad = [(i, exc) for i, exc in enumerate(slots) if isinstance(exc, CorruptCheckpoint)]
+        if not good and not bad:
             cp = self.rebuild()  # first start: empty; a deleted checkpoint: what the specs say
             if cp.claims:
                 log.warning(
@@ -186,18 +226,35 @@ class CheckpointStore:
                 )
                 self.save(cp)
             return cp
-        try:
-            cp = decode(data, self.driver)
-        except CorruptCheckpoint as exc:
-            moved = self.quarantine()
+        if not good:
+            moved = [self.quarantine(i) for i, _ in bad]
             cp = self.rebuild()
             log.error(
                 "checkpoint corrupt: quarantined and rebuilt from CDI specs",
-                extra={"fields": {"reason": str(exc), "quarantined": str(moved), "claims": sorted(cp.claims)}},
+                extra={
+                    "fields": {
+                        "reason": "; ".join(str(exc) for _, exc in bad),
+                        "quarantined": [str(m) for m in moved],
+                        "claims": sorted(cp.claims),
+                    }
+                },
             )
             self.save(cp)
             return cp
-        if cp.boot_id != self.boot_id:
+        cp = max(good, key=lambda c: c.sequence)
+        self.sequence = cp.sequence
+        if bad:
+            # a torn write (the call never answered) or a damaged disk: the claims whose specs are
+            # complete are kept as well, so a claim that was answered is never swept
+            rebuilt = self.rebuild()
+            added = sorted(set(rebuilt.claims) - set(cp.claims))
+            cp.claims.update({uid: rebuilt.claims[uid] for uid in added})
+            log.warning(
+                "one checkpoint slot damaged: using the other, plus the claims the CDI specs record",
+                extra={"fields": {"reason": str(bad[0][1]), "sequence": cp.sequence, "added": added}},
+            )
+            self.save(cp)
+        elif cp.boot_id != self.boot_id:
             log.info(
                 "checkpoint from an earlier boot: prepared claims are kept, missing CDI specs are rewritten on Prepare",
                 extra={"fields": {"checkpointBoot": cp.boot_id, "boot": self.boot_id, "claims": len(cp.claims)}},
@@ -206,14 +263,38 @@ class CheckpointStore:
         return cp
 
     def save(self, cp: Checkpoint) -> None:
-        cp.boot_id = self.boot_id
-        atomic_write(self.path, encode(cp), mode=0o600)
+        """Write ``cp`` durably into the slot not holding the newest checkpoint (one ``fdatasync``).
 
-    def quarantine(self) -> Path:
-        """Move the current file aside so it can be inspected; never deleted."""
-        target = self.path.with_name(f"{self.path.name}.corrupt-{time.strftime('%Y%m%dT%H%M%S')}-{time.time_ns()}")
+        The slot is overwritten in place and keeps its size (JSON allows the trailing spaces that pad
+        it), so the flush carries data only: no rename, no folder fsync, no journal commit. A slot
+        that does not exist yet or is too small is created by the atomic path, with room to grow.
+        """
+        cp.boot_id = self.boot_id
+        cp.sequence = self.sequence + 1
+        data = encode(cp)
+        slot = cp.sequence % 2
+        path = self.files()[slot]
+        size, used = self._room.get(slot, (0, 0))
+        if len(data) > size:
+            size = max(SLOT_BYTES, 1 << (2 * len(data) - 1).bit_length())
+            atomic_write(path, data + b" " * (size - len(data)), mode=0o600)
+        else:
+            fd = os.open(path, os.O_WRONLY | os.O_NOFOLLOW)
+            try:
+                os.pwrite(fd, data + b" " * max(0, used - len(data)), 0)
+                os.fdatasync(fd)
+            finally:
+                os.close(fd)
+        self._room[slot] = (size, len(data))
+        self.sequence = cp.sequence
+
+    def quarantine(self, slot: int = 0) -> Path:
+        """Move a slot file aside so it can be inspected; never deleted."""
+        path = self.files()[slot]
+        target = path.with_name(f"{path.name}.corrupt-{time.strftime('%Y%m%dT%H%M%S')}-{time.time_ns()}")
         with contextlib.suppress(FileNotFoundError):
-            self.path.replace(target)
+            path.replace(target)
+        self._room.pop(slot, None)
         self.quarantined.append(target)
         return target
 

@@ -64,14 +64,28 @@ def _open(root: Path) -> DriverState:
 def test_nested_checkpoint_is_quarantined_and_rebuilt(root: Path, payload: bytes) -> None:
     state = _open(root)
     assert state.prepare([ClaimRef(NAMESPACE, CLAIM_A, CLAIM_A_UID)])[CLAIM_A_UID].error == ""
-    state.store.path.write_bytes(payload)
+    for path in state.store.files():  # every checkpoint file the driver reads
+        path.write_bytes(payload)
 
-    again = _open(root)  # a restart over the damaged file
+    again = _open(root)  # a restart over the damaged files
 
-    assert len(again.store.quarantined) == 1
-    assert again.store.quarantined[0].read_bytes() == payload, "the damaged file is kept for inspection"
+    assert len(again.store.quarantined) == len(again.store.files())
+    assert all(q.read_bytes() == payload for q in again.store.quarantined), "kept for inspection"
     assert again.checkpoint.claims[CLAIM_A_UID].state == PREPARE_COMPLETED, "rebuilt from the claim's CDI spec"
-    assert decode(again.store.path.read_bytes(), again.driver).claims.keys() == {CLAIM_A_UID}
+    [written] = [p for p in again.store.files() if p.exists()]
+    assert decode(written.read_bytes(), again.driver).claims.keys() == {CLAIM_A_UID}
+
+
+def test_one_nested_slot_falls_back_to_the_other(root: Path) -> None:
+    state = _open(root)
+    assert state.prepare([ClaimRef(NAMESPACE, CLAIM_A, CLAIM_A_UID)])[CLAIM_A_UID].error == ""
+    state.prepare([ClaimRef(NAMESPACE, CLAIM_A, CLAIM_A_UID)])  # a repeat: nothing new to write
+    nested = state.store.files()[0]
+    nested.write_bytes(b"[" * DEPTH + b"]" * DEPTH)
+
+    again = _open(root)
+
+    assert again.checkpoint.claims[CLAIM_A_UID].state == PREPARE_COMPLETED
 
 
 def test_nested_cdi_spec_is_skipped_by_the_rebuild(root: Path) -> None:

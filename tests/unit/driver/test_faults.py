@@ -22,6 +22,22 @@ def _checkpoint(tmp_path: Path) -> Path:
     return tmp_path / "state" / "ascend.project-hami.io" / "checkpoint.json"
 
 
+def _slots(tmp_path: Path) -> list[Path]:
+    """Both checkpoint slot files (write n goes to slot n % 2)."""
+    first = _checkpoint(tmp_path)
+    return [first, first.with_name("checkpoint.1.json")]
+
+
+def _newest(tmp_path: Path) -> Path:
+    """The slot file holding the newest checkpoint."""
+    slots = [p for p in _slots(tmp_path) if p.exists()]
+    return max(slots, key=lambda p: json.loads(p.read_text()).get("sequence", 0))
+
+
+def _on_disk(tmp_path: Path) -> dict:
+    return json.loads(_newest(tmp_path).read_text())
+
+
 def test_killed_during_prepare_is_redone_after_restart(tmp_path: Path, make_state, claims) -> None:
     state = make_state(tmp_path, claims)
     # What a kill between the two checkpoint writes leaves: a PrepareStarted entry and maybe a spec.
@@ -50,11 +66,12 @@ def test_killed_during_prepare_then_unprepared(tmp_path: Path, make_state, claim
 def test_corrupt_checkpoint_is_quarantined_and_rebuilt_from_cdi(tmp_path: Path, make_state, claims) -> None:
     state = make_state(tmp_path, claims)
     first = state.prepare([REF_A])[CLAIM_A_UID]
-    _checkpoint(tmp_path).write_text('{"version": 1, "claims": {tru')  # torn / garbage
+    for slot in _slots(tmp_path):
+        slot.write_text('{"version": 1, "claims": {tru')  # torn / garbage
     restarted = make_state(tmp_path, claims)
-    quarantined = list(_checkpoint(tmp_path).parent.glob("checkpoint.json.corrupt-*"))
-    assert len(quarantined) == 1
-    assert quarantined[0].read_text().startswith('{"version": 1')
+    quarantined = list(_checkpoint(tmp_path).parent.glob("checkpoint*.corrupt-*"))
+    assert len(quarantined) == 2
+    assert all(q.read_text().startswith('{"version": 1') for q in quarantined)
     entry = restarted.prepared_claims()[CLAIM_A_UID]
     assert entry.state == PREPARE_COMPLETED
     assert entry.claim == REF_A
@@ -69,9 +86,10 @@ def test_corrupt_checkpoint_is_quarantined_and_rebuilt_from_cdi(tmp_path: Path, 
 def test_checksum_mismatch_is_corruption(tmp_path: Path, make_state, claims) -> None:
     state = make_state(tmp_path, claims)
     state.prepare([REF_A])
-    data = json.loads(_checkpoint(tmp_path).read_text())
+    newest = _newest(tmp_path)
+    data = json.loads(newest.read_text())
     data["claims"][CLAIM_A_UID]["namespace"] = "tampered"
-    _checkpoint(tmp_path).write_text(json.dumps(data))
+    newest.write_text(json.dumps(data))
     restarted = make_state(tmp_path, claims)
     assert restarted.prepared_claims()[CLAIM_A_UID].claim.namespace == NAMESPACE  # from the CDI spec
     assert restarted.store.quarantined
@@ -96,7 +114,7 @@ def test_cdi_dir_wiped_by_reboot_is_rewritten_on_prepare(tmp_path: Path, make_st
     assert again.devices == first.devices
     assert env_of(yaml.safe_load((tmp_path / "cdi" / SPEC_NAME).read_text()))["NPU_PRIORITY"] == "50"
     assert (tmp_path / "cdi" / "k8s.ascend.project-hami.io-npu_common.yaml").exists()
-    assert json.loads(_checkpoint(tmp_path).read_text())["bootID"] == "boot-2"
+    assert _on_disk(tmp_path)["bootID"] == "boot-2"
 
 
 def test_replaced_claim_with_new_uid_is_refused(tmp_path: Path, make_state) -> None:
@@ -172,8 +190,7 @@ def test_concurrent_calls_are_serialized(tmp_path: Path, make_state) -> None:
     assert errors == []
     remaining = set(state.prepared_claims())
     assert remaining == {f"uid-{i}" for i in range(0, 24, 2)}
-    on_disk = json.loads(_checkpoint(tmp_path).read_text())
-    assert set(on_disk["claims"]) == remaining
+    assert set(_on_disk(tmp_path)["claims"]) == remaining
     specs = {p.name for p in (tmp_path / "cdi").iterdir()} - {"k8s.ascend.project-hami.io-npu_common.yaml"}
     assert specs == {f"k8s.ascend.project-hami.io-npu_{u}.yaml" for u in remaining}
 
@@ -224,10 +241,11 @@ def test_files_of_a_prepare_that_never_answered_are_removed_at_start(tmp_path: P
 def test_deleted_checkpoint_is_rebuilt_from_specs(tmp_path: Path, make_state, claims) -> None:
     state = make_state(tmp_path, claims)
     state.prepare([REF_A])
-    _checkpoint(tmp_path).unlink()
+    for slot in _slots(tmp_path):
+        slot.unlink(missing_ok=True)
     restarted = make_state(tmp_path, claims)
     assert set(restarted.prepared_claims()) == {CLAIM_A_UID}
-    assert _checkpoint(tmp_path).exists()
+    assert any(slot.exists() for slot in _slots(tmp_path))
 
 
 def test_write_failure_is_a_claim_error_not_a_crash(tmp_path: Path, make_state, claims, monkeypatch) -> None:
@@ -242,3 +260,29 @@ def test_write_failure_is_a_claim_error_not_a_crash(tmp_path: Path, make_state, 
     result = state.prepare([REF_A])[CLAIM_A_UID]
     assert "No space left" in result.error
     assert state.prepared_claims() == {}
+
+
+def test_write_n_goes_to_slot_n_mod_2_and_the_newest_wins(tmp_path: Path, make_state, claims) -> None:
+    state = make_state(tmp_path, claims)
+    refs = [ClaimRef(NAMESPACE, f"c{i}", f"uid-{i}") for i in range(3)]
+    for ref in refs:
+        claims.put(lab20_claim(uid=ref.uid, name=ref.name))
+        assert state.prepare([ref])[ref.uid].error == ""
+    seqs = [json.loads(p.read_text())["sequence"] for p in _slots(tmp_path)]
+    assert seqs[0] % 2 == 0 and seqs[1] % 2 == 1 and abs(seqs[0] - seqs[1]) == 1
+    restarted = make_state(tmp_path, claims)
+    assert set(restarted.prepared_claims()) == {r.uid for r in refs}
+
+
+def test_a_torn_newest_slot_falls_back_and_keeps_every_claim_with_a_spec(tmp_path: Path, make_state, claims) -> None:
+    state = make_state(tmp_path, claims)
+    state.prepare([REF_A])
+    ref_b = ClaimRef(NAMESPACE, "b", "uid-b")
+    claims.put(lab20_claim(uid="uid-b", name="b"))
+    assert state.prepare([ref_b])["uid-b"].error == ""  # answered: must survive whatever happens next
+    newest = _newest(tmp_path)
+    newest.write_bytes(newest.read_bytes()[:100])  # what a crash in the middle of the write leaves
+    restarted = make_state(tmp_path, claims)
+    assert set(restarted.prepared_claims()) == {CLAIM_A_UID, "uid-b"}
+    assert not restarted.store.quarantined, "a torn slot is the other slot's job, not a quarantine"
+    assert set(_on_disk(tmp_path)["claims"]) == {CLAIM_A_UID, "uid-b"}

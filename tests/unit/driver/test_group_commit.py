@@ -14,6 +14,12 @@ N = 6
 WAIT_S = 30.0  # a bound on a hang, never reached when the code is right
 
 
+def _on_disk(state):
+    """The newest checkpoint in the slot files."""
+    slots = [decode(p.read_bytes(), state.driver) for p in state.store.files() if p.exists()]
+    return max(slots, key=lambda cp: cp.sequence)
+
+
 def _claims() -> tuple[InMemoryClaimSource, list[ClaimRef]]:
     refs = [ClaimRef(NAMESPACE, f"c{i}", f"uid-{i}") for i in range(N)]
     return InMemoryClaimSource([lab20_claim(uid=r.uid, name=r.name) for r in refs]), refs
@@ -76,8 +82,7 @@ def test_overlapping_calls_share_one_write(tmp_path: Path, make_state) -> None:
     assert errors == {r.uid: "" for r in refs}
     # the first write held every other call back; they all rode on the second one
     assert (gated.calls, state.commit.last_batch) == (2, N - 1)
-    on_disk = decode(state.store.path.read_bytes(), state.driver)
-    assert set(on_disk.claims) == {r.uid for r in refs}
+    assert set(_on_disk(state).claims) == {r.uid for r in refs}
 
 
 def test_a_failed_write_fails_every_call_it_covered_and_removes_their_files(tmp_path: Path, make_state) -> None:
@@ -91,7 +96,7 @@ def test_a_failed_write_fails_every_call_it_covered_and_removes_their_files(tmp_
         assert "No space left" in errors[uid]
         assert not state.spec_path(uid).exists() and not state.claim_dir(uid).exists()
         assert uid not in state.prepared_claims()
-    on_disk = set(decode(state.store.path.read_bytes(), state.driver).claims)
+    on_disk = set(_on_disk(state).claims)
     # every success is durable; a failed claim may linger as an entry without files (the state a
     # reboot leaves, which a repeated Prepare rewrites), never the other way round
     assert {uid for uid, err in errors.items() if not err} <= on_disk <= set(errors)
