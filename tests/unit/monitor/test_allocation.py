@@ -126,3 +126,26 @@ def test_http_endpoints() -> None:
         assert urllib.request.urlopen(f"{base}/metrics").status == 200
     finally:
         server.close()
+
+
+def test_live_table_renders_the_rows() -> None:
+    from rich.console import Console
+
+    from dralab.monitor.top import table
+
+    console = Console(record=True, width=200)
+    console.print(table(_picture(), "device shares (a)"))
+    text = console.export_text()
+    assert "device shares (a)" in text and "12288Mi/21525Mi" in text and "a/p1, a/p2" in text
+
+
+def test_cli_options() -> None:
+    from click.testing import CliRunner
+
+    from dralab.cli import cli
+
+    runner = CliRunner()
+    assert "--hami-config" in runner.invoke(cli, ["webhook", "serve", "--help"]).output
+    assert "--namespace" in runner.invoke(cli, ["top", "--help"]).output
+    assert "--once" in runner.invoke(cli, ["monitor", "--help"]).output
+    assert "--feature-gates" in runner.invoke(cli, ["cluster", "up", "--help"]).output
