@@ -131,6 +131,13 @@ def webhook() -> None:
     type=click.Path(exists=True, dir_okay=False),
     help="Require a client certificate signed by this CA (the apiserver's, see SECURITY.md); default: none.",
 )
+@click.option("--workers", default=1, show_default=True, type=click.IntRange(min=0),
+              help="Server processes sharing the port (0: one per core, at most 8); see dralab/webhook/workers.py.")
+@click.option("--leader-elect/--no-leader-elect", default=True, show_default=True,
+              help="Run the janitor only while holding the Lease (needed with several workers or replicas).")
+@click.option("--lease-name", default="dralab-webhook", show_default=True, help="The coordination.k8s.io Lease.")
+@click.option("--lease-namespace", default=None, help="The Lease's namespace (default: --namespace, else default).")
+@click.option("--listen-fd", default=None, type=int, hidden=True)
 def serve(
     cert: str,
     key: str,
@@ -143,6 +150,11 @@ def serve(
     bench_routes: bool,
     hami_config: str | None = None,
     client_ca: str | None = None,
+    workers: int = 1,
+    leader_elect: bool = True,
+    lease_name: str = "dralab-webhook",
+    lease_namespace: str | None = None,
+    listen_fd: int | None = None,
 ) -> None:
     """Serve /mutate, /validate, /healthz, /readyz and /metrics over HTTPS; certificates reload on change.
 
@@ -150,14 +162,35 @@ def serve(
     Example:
       dralab webhook serve --cert /tls/tls.crt --key /tls/tls.key --port 8443 --namespace dralab-system
     """
-    from dralab.webhook.kube import AsyncKubeApi, KubeApi
-    from dralab.webhook.server import Server, build
+    from dralab.webhook import workers as procs
 
     cfg = load_config(config_path, hami_config)
+    count = workers or procs.auto_workers()
+    if count > 1 and listen_fd is None:  # the supervisor: bind once, start the workers, wait
+        sys.exit(procs.Supervisor(procs.serve_argv(), count, host, port).run())
     for line in cfg.notes:
         click.echo(f"note: {line}", err=True)
+
+    from dralab.webhook.kube import AsyncKubeApi, KubeApi
+    from dralab.webhook.lease import LeaderElector
+    from dralab.webhook.server import Server, background, build
+
     api = None if no_kube else KubeApi.from_kubeconfig(kubeconfig)  # also checks the credentials now
     admission_api = None if no_kube else AsyncKubeApi(kubeconfig)
-    webhook = build(cfg, api, own_namespace, admission_api=admission_api)
-    server = Server(webhook, cert, key, host=host, port=port, bench_routes=bench_routes, client_ca=client_ca)
+    elect = leader_elect and api is not None
+    webhook = build(cfg, api, own_namespace, janitor=not elect, admission_api=admission_api, workers=count,
+                    watch_classes=api is not None)
+    elector = None
+    if elect:
+        assert api is not None
+        leadership = procs.Leadership(lambda: background(webhook), webhook.publish)
+        elector = LeaderElector(api, lease_namespace or own_namespace or "default", lease_name,
+                                on_start=leadership.start, on_stop=leadership.stop)
+    sock = None
+    if listen_fd is not None:
+        import socket
+
+        sock = socket.socket(fileno=listen_fd)
+    server = Server(webhook, cert, key, host=host, port=port, bench_routes=bench_routes, client_ca=client_ca,
+                    sock=sock, elector=elector)
     server.run()

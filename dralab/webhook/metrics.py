@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 _BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
@@ -44,11 +46,12 @@ class Metrics:
             "dralab_janitor_claims_reaped_total", "Orphaned claims deleted by the janitor", registry=r
         )
         self.janitor_pending = Gauge(
-            "dralab_janitor_unowned_claims", "Managed claims without an owner pod yet", registry=r
+            "dralab_janitor_unowned_claims", "Managed claims without an owner pod yet", registry=r,
+            multiprocess_mode="livemax",  # only the leader sets it
         )
         self.tls_reloads = Counter("dralab_webhook_tls_reloads_total", "Certificate reloads", registry=r)
         self.inflight = Gauge("dralab_webhook_inflight_requests", "Admission requests being read or answered",
-                              registry=r)
+                              registry=r, multiprocess_mode="livesum")
         self.refused = Counter(
             "dralab_webhook_refused_total",
             "Requests refused by a limit (body_too_large, too_many_inflight, rate_limited, deadline)",
@@ -56,4 +59,12 @@ class Metrics:
         )
 
     def render(self) -> bytes:
-        return generate_latest(self.registry)
+        """This process's metrics, or with several workers (``PROMETHEUS_MULTIPROC_DIR``) all workers' summed."""
+        folder = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
+        if not folder:
+            return generate_latest(self.registry)
+        from prometheus_client import multiprocess
+
+        merged = CollectorRegistry()
+        multiprocess.MultiProcessCollector(merged, path=folder)
+        return generate_latest(merged)

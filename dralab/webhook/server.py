@@ -61,6 +61,18 @@ class Webhook:
     admission_api: AsyncKubeApi | None = None
     budgets: BudgetReconciler | None = None
     adopter: Adopter | None = None  # migration: HAMi-DRA's claims get owners, orphans are reaped
+    budget_metrics: BudgetMetrics | None = None
+
+    def ready(self) -> bool:
+        """Ready unless this process runs the janitor and its caches are still syncing."""
+        jan = self.janitor
+        return jan is None or jan.ready()
+
+    def publish(self, parts: Any) -> None:
+        """Record which background parts run here now (the elected leader's, or none)."""
+        self.janitor = next((p for p in parts if isinstance(p, Janitor)), None)
+        self.budgets = next((p for p in parts if isinstance(p, BudgetReconciler)), None)
+        self.adopter = next((p for p in parts if isinstance(p, Adopter)), None)
 
 
 def build(
@@ -69,12 +81,19 @@ def build(
     own_namespace: str = "",
     janitor: bool = True,
     admission_api: AsyncKubeApi | None = None,
+    workers: int = 1,
+    watch_classes: bool | None = None,
 ) -> Webhook:
     """Wire converter, lifecycle, handler and (claim mode with an API) the janitor.
 
     ``admission_api`` (asyncio) serves the admission path when given; else ``api`` does, in threads.
-    The janitor always uses ``api`` from its own threads.
+    The janitor always uses ``api`` from its own threads. ``janitor=False`` leaves the background work
+    to :func:`background` (run by the elected leader); ``workers``: this process enforces its share of the
+    namespace claim rate (:func:`dralab.webhook.workers.worker_rate`); ``watch_classes`` (default: as
+    ``janitor``) keeps the DeviceClass cache the admission warnings read.
     """
+    from dralab.webhook.workers import worker_rate
+
     metrics = Metrics()
     wh = config.webhook
     converter = Converter(config.vendors, wh.lifecycle, wh.opt_out_label, max_claims=wh.max_claims_per_pod)
@@ -82,7 +101,8 @@ def build(
     gate = BudgetGate(admission_api or api, budget_metrics) if (admission_api or api) is not None else None
     lifecycle = ClaimLifecycle(
         converter, admission_api or api, metrics, budgets=gate,
-        rate=NamespaceRate(wh.claim_create_rate_per_second, wh.claim_create_burst),
+        rate=NamespaceRate(*worker_rate(wh.claim_create_rate_per_second, wh.claim_create_burst, workers,
+                                         wh.max_claims_per_pod)),
     )
     excluded = {*wh.exclude_namespaces, *ALWAYS_EXCLUDED}
     if own_namespace:
@@ -90,13 +110,24 @@ def build(
     handler = AdmissionHandler(lifecycle, metrics, excluded, deadline_seconds=float(wh.admission_deadline_seconds))
     handler.volcano = VolcanoMutator(template_converter(config.vendors, wh.opt_out_label), admission_api or api,
                                      metrics, excluded)
-    handler.extended = DeviceClassWatch(api) if api is not None and janitor else None
+    watch = janitor if watch_classes is None else watch_classes
+    handler.extended = DeviceClassWatch(api) if api is not None and watch else None
+    webhook = Webhook(config, handler, metrics, api, None, admission_api, budget_metrics=budget_metrics)
+    if janitor:
+        webhook.janitor, webhook.budgets, webhook.adopter = background(webhook)
+    return webhook
+
+
+def background(webhook: Webhook) -> tuple[Janitor | None, BudgetReconciler | None, Adopter | None]:
+    """The background work that must run once (the janitor, budget statuses, adoption): fresh objects each call."""
+    api, config, metrics = webhook.api, webhook.config, webhook.metrics
+    if api is None:
+        return None, None, None
     jan = None
-    if api is not None and janitor and config.webhook.lifecycle == "claim":
+    if config.webhook.lifecycle == "claim":
         jan = Janitor(api, metrics, grace_seconds=float(config.webhook.claim_grace_period_seconds))
-    budgets = BudgetReconciler(api, budget_metrics) if api is not None and janitor else None
-    adopter = build_adopter(config, api, metrics) if janitor else None
-    return Webhook(config, handler, metrics, api, jan, admission_api, budgets, adopter)
+    budgets = BudgetReconciler(api, webhook.budget_metrics or BudgetMetrics(metrics.registry))
+    return jan, budgets, build_adopter(config, api, metrics)
 
 
 class BodyTooLarge(Exception):
@@ -208,13 +239,19 @@ class Server:
         reload_interval: float = 1.0,
         limits: ServerLimits | None = None,
         client_ca: str | Path | None = None,
+        sock: Any = None,
+        elector: Any = None,
     ) -> None:
+        """``sock``: an already listening socket (a worker's, shared with the others) instead of host/port;
+        ``elector``: a :class:`~dralab.webhook.lease.LeaderElector` whose leadership runs the background work.
+        """
         self.webhook = webhook
+        self.sock = sock
+        self.elector = elector
         self.limits = limits or ServerLimits()
         self.tls = ReloadingTLS(cert, key, webhook.metrics, client_ca=client_ca)
         self.reload_interval = reload_interval
-        jan = webhook.janitor
-        app = create_app(webhook, ready=jan.ready if jan else None, bench_routes=bench_routes, limits=self.limits)
+        app = create_app(webhook, ready=webhook.ready, bench_routes=bench_routes, limits=self.limits)
         # uvicorn serves plain HTTP on a protocol that runs TLS itself (dralab.webhook.transport): the
         # handshake and every request get deadlines, and each handshake uses the current certificate.
         self.config = uvicorn.Config(
@@ -235,20 +272,26 @@ class Server:
         self._thread: Any = None
 
     async def serve(self) -> None:
-        if self.webhook.janitor is not None:
-            self.webhook.janitor.start()
-        if self.webhook.budgets is not None:
-            self.webhook.budgets.start()
-        if self.webhook.adopter is not None:
-            self.webhook.adopter.start()
+        if self.elector is None:
+            if self.webhook.janitor is not None:
+                self.webhook.janitor.start()
+            if self.webhook.budgets is not None:
+                self.webhook.budgets.start()
+            if self.webhook.adopter is not None:
+                self.webhook.adopter.start()
         if self.webhook.handler.extended is not None:
             self.webhook.handler.extended.start()
+        if self.elector is not None:
+            self.elector.start()
         try:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(self.tls.watch, self.reload_interval)
-                await self.server.serve()
+                await self.server.serve(sockets=[self.sock] if self.sock is not None else None)
                 tg.cancel_scope.cancel()
         finally:
+            if self.elector is not None:
+                # stops the leader's background work, then hands the lease on at once
+                await anyio.to_thread.run_sync(self.elector.stop)
             if self.webhook.janitor is not None:
                 self.webhook.janitor.stop()
             if self.webhook.budgets is not None:

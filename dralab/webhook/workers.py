@@ -1,0 +1,182 @@
+"""The webhook's process model: N symmetric server workers on one listening socket, background work once.
+
+Python serves one request at a time per process, and the apiserver shares the machine, so one process
+cannot use every core. ``dralab webhook serve --workers N`` starts a small supervisor that binds the
+port once and starts N copies of ``dralab webhook serve`` that inherit that socket (the kernel hands
+each new connection to one of them). Every worker answers admissions; each also runs a
+:class:`~dralab.webhook.lease.LeaderElector` on one Lease, and only the leader (one worker across
+all workers *and* all replicas) runs the janitor, the budget status writer and HAMi-DRA adoption
+(:class:`Leadership`).
+
+Shared state that must stay right across workers:
+- Metrics: the supervisor gives every worker one ``PROMETHEUS_MULTIPROC_DIR``, so ``/metrics`` from any
+  worker sums counters and histograms over all of them.
+- The namespace claim rate (``webhook.claimCreateRatePerSecond``/``claimCreateBurst``): each worker
+  enforces ``1/N`` of the rate and of the burst (:func:`worker_rate`), so what one replica lets a
+  namespace create never exceeds the configured figures, whichever worker a request reaches. The
+  burst share is never below one pod's claim cap, or a pod with many claims could never be admitted;
+  then the replica's burst may exceed the configured one by at most ``N x maxClaimsPerPod``. Like
+  before, each replica has its own buckets (R replicas: up to R times the rate).
+- Certificates: each worker reloads them itself (the reload is atomic per process).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from dralab.util import get_logger
+
+log = get_logger("dralab.webhook.workers")
+
+MAX_AUTO_WORKERS = 8
+
+
+def auto_workers(cores: int | None = None) -> int:
+    """Workers for ``--workers 0``: one per usable core, at most :data:`MAX_AUTO_WORKERS`."""
+    cores = cores if cores is not None else len(os.sched_getaffinity(0))
+    return max(1, min(cores, MAX_AUTO_WORKERS))
+
+
+def worker_rate(rate: float, burst: int, workers: int, max_claims_per_pod: int) -> tuple[float, int]:
+    """One worker's share ``(rate, burst)`` of the namespace claim rate (see the module docstring)."""
+    if workers < 1:
+        raise ValueError(f"workers must be at least 1, got {workers}")
+    return rate / workers, max(math.ceil(burst / workers), max_claims_per_pod)
+
+
+def listen(host: str, port: int, backlog: int = 2048) -> socket.socket:
+    """The listening TCP socket all workers share (bound once, so a port clash fails here, before any worker)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        from dralab.errors import UserError
+
+        raise UserError(f"cannot listen on {host}:{port} ({exc.strerror}); pick a free --port") from None
+    sock.listen(backlog)
+    sock.set_inheritable(True)
+    return sock
+
+
+class Leadership:
+    """What only the leader runs: built fresh each time leadership starts (threads cannot restart)."""
+
+    def __init__(self, build: Callable[[], Sequence[Any]], publish: Callable[[Sequence[Any]], None] | None = None):
+        self._build = build
+        self._publish = publish  # tells the server which parts run (readiness, metrics)
+        self._parts: Sequence[Any] = ()
+        self._lock = threading.Lock()
+
+    @property
+    def parts(self) -> Sequence[Any]:
+        return self._parts
+
+    def start(self) -> None:
+        with self._lock:
+            if self._parts:
+                return
+            self._parts = [p for p in self._build() if p is not None]
+            for part in self._parts:
+                part.start()
+            if self._publish:
+                self._publish(self._parts)
+
+    def stop(self) -> None:
+        with self._lock:
+            parts, self._parts = self._parts, ()
+            if self._publish:
+                self._publish(())
+            for part in reversed(parts):
+                try:
+                    part.stop()
+                except Exception:
+                    log.exception("stopping background work failed")
+
+
+@dataclass
+class Supervisor:
+    """Starts ``workers`` copies of ``argv`` (a ``dralab webhook serve`` command) on one inherited socket.
+
+    A worker that exits ends the whole group with its status: the pod restarts cleanly instead of
+    serving with fewer workers than configured. SIGTERM/SIGINT are passed to the workers.
+    """
+
+    argv: list[str]
+    workers: int
+    host: str
+    port: int
+
+    def run(self, sock: socket.socket | None = None) -> int:
+        """Start the workers and wait; ``sock``: an already listening socket (else bound here)."""
+        sock = sock or listen(self.host, self.port)
+        metrics_dir = tempfile.mkdtemp(prefix="dralab-webhook-metrics-")
+        env = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": metrics_dir}
+        procs: list[subprocess.Popen[bytes]] = []
+        stopping = threading.Event()
+
+        def forward(signum: int, _frame: Any) -> None:
+            stopping.set()
+            for proc in procs:
+                if proc.poll() is None:
+                    proc.send_signal(signum)
+
+        previous = {sig: signal.signal(sig, forward) for sig in (signal.SIGTERM, signal.SIGINT)}
+        for _ in range(self.workers):
+            cmd = [*self.argv, "--workers", str(self.workers), "--listen-fd", str(sock.fileno())]
+            procs.append(subprocess.Popen(cmd, pass_fds=(sock.fileno(),), env=env))
+        log.info("webhook workers started", extra={"fields": {"workers": self.workers, "port": self.port,
+                                                              "pids": [p.pid for p in procs]}})
+        status = 0
+        try:
+            pid, code = os.wait()  # the first worker to end ends the group
+            status = os.waitstatus_to_exitcode(code)
+            if not stopping.is_set():
+                log.error("a webhook worker exited; stopping the others", extra={"fields": {"pid": pid,
+                                                                                        "status": status}})
+        finally:
+            for proc in procs:
+                if proc.poll() is None:
+                    proc.terminate()
+            for proc in procs:
+                try:
+                    proc.wait(timeout=15)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+            sock.close()
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+            import shutil
+
+            shutil.rmtree(metrics_dir, ignore_errors=True)
+        return 0 if stopping.is_set() else (status or 1)
+
+
+def serve_argv() -> list[str]:
+    """This process's ``dralab webhook serve`` command for the workers (the supervisor adds ``--workers``)."""
+    args = sys.argv[1:]
+    out: list[str] = []
+    skip = False
+    for arg in args:
+        if skip:
+            skip = False
+            continue
+        if arg == "--workers":
+            skip = True
+            continue
+        if arg.startswith("--workers="):
+            continue
+        out.append(arg)
+    return [sys.executable, "-m", "dralab.cli", *out]
