@@ -63,6 +63,29 @@ def read_records(path: Path) -> list[dict[str, Any]]:
     return out
 
 
+def checkpoint_records(node_dir: Path, claim_uid: str) -> list[dict[str, Any]]:
+    """A prepare record for ``claim_uid`` when a driver's checkpoint holds it as prepared.
+
+    On the node profile only the real kubelet calls ``NodePrepareResources``, and the driver
+    checkpoints each claim it prepared (``driver-state/<driver>/checkpoint.json``) until the
+    kubelet calls ``NodeUnprepareResources``; absence after a prepare therefore means unprepared.
+    """
+    out: list[dict[str, Any]] = []
+    for path in sorted((node_dir / "driver-state").glob("*/checkpoint.json")):
+        try:
+            claims = json.loads(path.read_text()).get("claims") or {}
+        except (OSError, ValueError):
+            continue
+        entry = claims.get(claim_uid)
+        if isinstance(entry, dict) and entry.get("state") == "PrepareCompleted":
+            ids = [i for d in entry.get("devices") or [] for i in d.get("cdiDeviceIDs") or []]
+            out.append({
+                "call": "NodePrepareResources", "source": "driver-checkpoint", "driver": path.parent.name,
+                "claims": [{"uid": claim_uid}], "cdiDeviceIDs": list(dict.fromkeys(ids)), "time": "",
+            })  # fmt: skip
+    return out
+
+
 def records_for(records: list[dict[str, Any]], claim_uid: str) -> list[dict[str, Any]]:
     return [r for r in records if any(c.get("uid") == claim_uid for c in r.get("claims") or [])]
 
@@ -92,6 +115,9 @@ def claim_view(node_dir: Path, claim_uid: str) -> dict[str, Any]:
     """
     specs = read_specs(node_dir / "cdi")
     records = records_for(read_records(node_dir / "kubelet-records.jsonl"), claim_uid)
+    if not records:
+        # a real kubelet (profile node) keeps no call records: the drivers' checkpoints say what it prepared
+        records = checkpoint_records(node_dir, claim_uid)
     prepares = [r for r in records if r.get("call") == "NodePrepareResources"]
     unprepares = [r for r in records if r.get("call") == "NodeUnprepareResources"]
     last_prepare = prepares[-1] if prepares else None

@@ -94,7 +94,8 @@ def _local(profile: Profile, inventory: str | None, kubeconfig: Path | None, pro
         config_path = kubeconfig
     else:
         progress(f"bringing up the local cluster {name!r} (inventory {inventory or 'default'})")
-        handle = api.ensure_cluster(name, devices=inventory, say=progress)
+        real_node = bool(profile.cluster.get("realNode"))
+        handle = api.ensure_cluster(name, devices=inventory, say=progress, real_node=real_node)
         config_path = Path(handle.kubeconfig)
     env = Environment(
         profile=profile,

@@ -551,7 +551,7 @@ def _up_locked(
             labels,
             say,
         )
-        dralab_components += [c for c in real_components if c.startswith("driver/")]
+        dralab_components += [c for c in real_components if c.startswith(("driver/", "dra-tap/"))]
         specs = _specs(handle)
     try:
         wait_for(lambda: _nodes_ready(handle), COMPONENT_TIMEOUT, "the nodes to become Ready", interval=0.1)

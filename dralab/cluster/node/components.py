@@ -16,6 +16,7 @@ from dralab.cluster.node.paths import NodePaths
 NS = "node-ns"
 CONTAINERD = "containerd"
 KUBELET = "kubelet"
+TAP = "dra-tap"
 
 
 def ns_component(node: str) -> str:
@@ -28,6 +29,23 @@ def containerd_component(node: str) -> str:
 
 def kubelet_component(node: str) -> str:
     return f"{KUBELET}/{node}"
+
+
+def tap_component(node: str) -> str:
+    return f"{TAP}/{node}"
+
+
+def tap_spec(paths: NodePaths, driver_registry: Path, records: Path) -> ComponentSpec:
+    """The recorder between the kubelet and the drivers (``dralab.cluster.node.tap``)."""
+    argv = [
+        sys.executable, "-m", "dralab.cluster.node.tap",
+        "--driver-registry", str(driver_registry),
+        "--kubelet-registry", str(paths.plugins_registry),
+        "--socket-dir", str(paths.tap_dir),
+        "--records", str(records),
+        "--node", paths.node,
+    ]  # fmt: skip
+    return ComponentSpec(tap_component(paths.node), argv, None, stop_timeout=5.0, code=("cluster/node/tap.py",))
 
 
 def node_env(bin_dir: Path) -> dict[str, str]:

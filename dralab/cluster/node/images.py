@@ -3,7 +3,10 @@
 Two images, both imported into containerd's ``k8s.io`` namespace with ``ctr images import``:
 
 - ``PAUSE_IMAGE``: the pod sandbox, a static binary built from ``pause.c`` with ``gcc -static``.
-- ``LAB_IMAGE``: busybox (Debian's static build, every applet linked) plus vcore's fake
+- ``LAB_IMAGE``: busybox (Debian's ``busybox`` package, every applet linked; ``sleep`` replaced by
+  ``sleep.c``, which exits on SIGTERM even as a container's PID 1 - Debian's static busybox
+  would run its own ``sleep`` applet instead, so pod deletions would wait out the grace period)
+  plus vcore's fake
   runtimes (libascendcl, libcuda, libnvidia-ml) and the probe. The probe is linked dynamically
   and its libc travels with it, because ``LD_PRELOAD`` and ``/etc/ld.so.preload`` (how the CDI
   spec injects vcore) do nothing for a static binary.
@@ -153,19 +156,25 @@ def _add_bytes(tar: tarfile.TarFile, name: str, data: bytes) -> None:
     tar.addfile(info, io.BytesIO(data))
 
 
-def build_pause(out: Path, work: Path) -> str:
-    """The pause image: ``pause.c`` compiled with ``gcc -static``."""
+def compile_static(source_name: str, work: Path) -> Path:
+    """One of this package's C files built with ``gcc -static``."""
     gcc = shutil.which(os.environ.get("CC", "gcc"))
     if gcc is None:
-        raise UserError("building the pause image needs gcc: install it (apt-get install gcc)")
+        raise UserError("building the node images needs gcc: install it (apt-get install gcc)")
     work.mkdir(parents=True, exist_ok=True)
-    binary = work / "pause"
-    source = Path(__file__).with_name("pause.c")
+    source = Path(__file__).with_name(source_name)
+    binary = work / source.stem
     proc = subprocess.run(
         [gcc, "-static", "-O2", "-s", "-o", str(binary), str(source)], capture_output=True, text=True, check=False
     )
     if proc.returncode != 0:
         raise UserError(f"gcc -static of {source} failed (is the static libc, libc6-dev, installed?):\n{proc.stderr}")
+    return binary
+
+
+def build_pause(out: Path, work: Path) -> str:
+    """The pause image: ``pause.c`` compiled with ``gcc -static``."""
+    binary = compile_static("pause.c", work)
     layer = Layer()
     layer.add_file("pause", binary, 0o755)
     return write_oci_archive(out, PAUSE_IMAGE, layer, ["/pause"])
@@ -190,14 +199,18 @@ def parse_ldd(text: str) -> list[Path]:
 
 
 def find_busybox() -> Path:
-    """Debian's busybox-static binary."""
+    """Debian's busybox (the dynamic build: its shell runs ``sleep`` from PATH, see ``sleep.c``)."""
     for candidate in BUSYBOX_CANDIDATES:
         path = Path(candidate)
         if path.is_file():
-            proc = subprocess.run(["file", "-L", str(path)], capture_output=True, text=True, check=False)
-            if proc.returncode != 0 or "statically linked" in proc.stdout or "static-pie" in proc.stdout:
-                return path
-    raise UserError("the lab image needs a static busybox: install it with `apt-get install -y busybox-static`")
+            return path
+    raise UserError("the lab image needs busybox: install it with `apt-get install -y busybox`")
+
+
+def is_static(binary: Path) -> bool:
+    """True when ``binary`` loads no shared library (a static busybox runs its own applets first)."""
+    proc = subprocess.run(["ldd", str(binary)], capture_output=True, text=True, check=False)
+    return proc.returncode != 0 or not parse_ldd(proc.stdout)
 
 
 def busybox_applets(busybox: Path) -> list[str]:
@@ -211,6 +224,9 @@ def lab_layer(busybox: Path, probe: Path, fake_dir: Path, library: Path) -> Laye
     """busybox with every applet, the probe and its libraries, the fake runtimes."""
     layer = Layer()
     layer.add_file("bin/busybox", busybox, 0o755)
+    if not is_static(busybox):
+        for lib in shared_libraries(busybox):
+            layer.add_file(str(lib), lib)
     for applet in busybox_applets(busybox):
         layer.add_link(f"bin/{applet}", "busybox")
     layer.add_file(PROBE_PATH, probe, 0o755)
@@ -245,6 +261,8 @@ def build_lab(out: Path, work: Path) -> str:
     (etc / "passwd").write_text("root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/:/bin/false\n")
     (etc / "group").write_text("root:x:0:\nnogroup:x:65534:\n")
     layer = lab_layer(find_busybox(), vcore.probe_path(), vcore.fake_runtime_dir(), vcore.library_path())
+    layer.links.pop("bin/sleep", None)
+    layer.add_file("bin/sleep", compile_static("sleep.c", work), 0o755)  # exits on SIGTERM as PID 1
     layer.add_file("etc/passwd", etc / "passwd", 0o644)
     layer.add_file("etc/group", etc / "group", 0o644)
     env = ["PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/root"]

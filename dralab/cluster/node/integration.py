@@ -25,7 +25,7 @@ from dralab.util import free_port
 Say = Callable[[str], None]
 NODE_TIMEOUT = 90.0
 # Short names accepted by stop/start/restart for the real node's processes.
-ALIASES = ("kubelet", "containerd", "node-ns", "driver")
+ALIASES = ("kubelet", "containerd", "node-ns", "driver", "dra-tap")
 
 
 def node_paths(handle: Any, node: str) -> NodePaths:
@@ -36,7 +36,7 @@ def order(node: str, with_driver: bool) -> list[str]:
     """Start order of the real node's components."""
     out = [components.ns_component(node), components.containerd_component(node), components.kubelet_component(node)]
     if with_driver:
-        out.append(f"driver/{node}")
+        out += [components.tap_component(node), f"driver/{node}"]
     return out
 
 
@@ -81,10 +81,11 @@ def specs(handle: Any, node: str, devices: str, config: str | None) -> dict[str,
         ),
     }
     if f"driver/{node}" in handle.state["order"]:
+        # the driver registers in the node's own registry/; the tap mirrors it into the kubelet's
         spec = cluster_components.driver_spec(handle.layout, handle.state["ports"], node, devices, config)
-        argv = list(spec.argv)
-        argv[argv.index("--registry-dir") + 1] = str(paths.plugins_registry)
-        out[spec.name] = ComponentSpec(spec.name, argv, spec.health, spec.env, spec.stop_timeout, spec.code)
+        out[spec.name] = spec
+        tap = components.tap_spec(paths, handle.layout.registry_dir(node), handle.records_path(node))
+        out[tap.name] = tap
     return out
 
 
@@ -155,6 +156,9 @@ def bring_up(
             lifecycle.patch_node(kube, node, labels)
     finally:
         kube.close()
+    tap = fresh.get(components.tap_component(node))
+    if tap is not None and ensure_running(tap):
+        say(f"started {tap.name} (records the kubelet's DRA calls in {handle.records_path(node)})")
     driver = fresh.get(f"driver/{node}")
     if driver is not None and ensure_running(driver):
         say(f"started {driver.name} (registers with the kubelet through {paths.plugins_registry})")
@@ -172,9 +176,10 @@ def teardown(handle: Any, node: str) -> list[str]:
     paths = node_paths(handle, node)
     state = handle.state
     mntns = lifecycle.read_ns(paths)
-    driver = _record(state, f"driver/{node}")
-    if driver is not None:
-        stop_process(driver, timeout=5)
+    for comp in (f"driver/{node}", components.tap_component(node)):
+        rec = _record(state, comp)
+        if rec is not None:
+            stop_process(rec, timeout=5)
     kubelet = _record(state, components.kubelet_component(node))
     if kubelet is not None:
         stop_process(kubelet, timeout=10)

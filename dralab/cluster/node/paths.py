@@ -85,6 +85,11 @@ class NodePaths:
         return self.kubelet_root / "plugins_registry"
 
     @property
+    def tap_dir(self) -> Path:
+        """The DRA sockets the kubelet is given (the tap forwards them to the drivers)."""
+        return self.root / "tap"
+
+    @property
     def pod_logs(self) -> Path:
         return self.root / "pod-logs"
 
