@@ -6,7 +6,13 @@ one namespace admitted at once are therefore checked one after the other, the se
 first's claims: within one webhook process the budget cannot be overshot. Several webhook
 replicas do not share the lock; concurrent admissions through different replicas can overshoot
 by at most one pod per other replica, and the reconciler flags any overshoot (the ``Overshoot``
-condition in the budget's status and ``dralab_budget_overshoot``) instead of hiding it.
+condition in the budget's status and ``dralab_budget_overshoot``) instead of hiding it. Each server
+worker (``--workers``) counts as a replica here.
+
+Namespaces without a budget for the pod's device classes take no lock and make no LIST per pod:
+which namespaces have budgets is cached for :data:`BUDGET_CACHE_SECONDS` (a budget created just now
+applies to pods admitted after that); where a budget applies, the lock is taken and the budgets and
+claims are read fresh inside it, as above.
 """
 
 from __future__ import annotations
@@ -32,6 +38,7 @@ log = get_logger("dralab.webhook.budgets")
 
 GROUP_PATH = f"/apis/{model.API_VERSION}"
 CRD_RECHECK_SECONDS = 5.0
+BUDGET_CACHE_SECONDS = 2.0
 
 
 def budgets_path(namespace: str | None = None, name: str | None = None) -> str:
@@ -94,6 +101,7 @@ class BudgetGate:
         self.clock = clock
         self._locks: dict[str, anyio.Lock] = {}
         self._absent_until = 0.0  # the CRD is not installed: no budgets until then
+        self._classes: dict[str, tuple[frozenset[str], float]] = {}  # namespace -> (budgeted classes, until)
 
     async def _get(self, path: str) -> dict[str, Any]:
         """GET an object or a list (a GET of a collection path is a quorum LIST)."""
@@ -121,6 +129,17 @@ class BudgetGate:
                 log.warning("ignoring an invalid ShareBudget", extra={"fields": {"error": str(exc)}})
         return out
 
+    async def _budgeted(self, namespace: str, demand: dict[str, model.Demand]) -> bool:
+        """Whether a budget of ``namespace`` may cover ``demand`` (cached; see the module docstring)."""
+        classes, until = self._classes.get(namespace, (frozenset(), 0.0))
+        if self.clock() >= until:
+            classes = frozenset(b.device_class for b in await self.budgets(namespace))
+            self._classes[namespace] = (classes, self.clock() + BUDGET_CACHE_SECONDS)
+            if len(self._classes) > 10_000:  # forged namespace names cannot grow it without bound
+                now = self.clock()
+                self._classes = {k: v for k, v in self._classes.items() if v[1] > now}
+        return any(c in classes for c in demand)
+
     @contextlib.asynccontextmanager
     async def admit(self, namespace: str, claims: list[dict[str, Any]]) -> AsyncIterator[None]:
         """Check ``claims`` against the namespace's budgets; hold the namespace until the body created them."""
@@ -128,12 +147,13 @@ class BudgetGate:
         for claim in claims:
             for device_class, d in model.claim_demand(claim).items():
                 demand[device_class] = demand.get(device_class, model.Demand()) + d
-        if not demand:
+        if not demand or not await self._budgeted(namespace, demand):
             yield
             return
         lock = self._locks.setdefault(namespace, anyio.Lock())
         async with lock:
             budgets = [b for b in await self.budgets(namespace) if b.device_class in demand]
+            self._classes[namespace] = (frozenset(b.device_class for b in budgets), self.clock() + BUDGET_CACHE_SECONDS)
             if budgets:
                 existing = (await self._get(claims_path(namespace))).get("items") or []
                 for b in budgets:
@@ -161,11 +181,17 @@ class BudgetReconciler:
         self.min_interval = min_interval
         self._kick = threading.Event()
         self._stop = threading.Event()
-        self.claims = Informer(api, "/apis/resource.k8s.io/v1/resourceclaims", "", self._kick.set, "budget-claims")
+        # A claim event matters only in a namespace with a budget: the webhook's own claims elsewhere cost nothing.
+        self.claims = Informer(api, "/apis/resource.k8s.io/v1/resourceclaims", "", self._kick.set, "budget-claims",
+                               relevant=self._has_budget)
         self.budgets = Informer(api, budgets_path(), "", self._kick.set, "budgets")
         self._thread = threading.Thread(target=self._loop, name="budgets", daemon=True)
         self._written: dict[tuple[str, str], dict[str, Any]] = {}
         self._watching = False
+
+    def _has_budget(self, kind: str, claim: dict[str, Any]) -> bool:
+        namespace = (claim.get("metadata") or {}).get("namespace", "")
+        return any(key[0] == namespace for key in list(self.budgets.items))
 
     def start(self) -> None:
         self._thread.start()

@@ -29,6 +29,9 @@ log = get_logger("dralab.webhook.janitor")
 
 CLAIM_SELECTOR = ",".join(f"{k}={v}" for k, v in MANAGED_BY.items()) + f",{LIFECYCLE_LABEL}=claim"
 POD_SELECTOR = f"{DRA_LABEL}=true"
+# The janitor reads only claims' metadata (names, owners, timestamps): watch just that.
+METADATA_ONLY = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json"
+METADATA_LIST = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json"
 
 
 def _meta(obj: dict[str, Any]) -> dict[str, Any]:
@@ -121,13 +124,25 @@ class Informer:
     """A list-then-watch cache of one kind of object; relists when the watch ends or expires."""
 
     def __init__(
-        self, api: KubeApi, path: str, label_selector: str, on_change: Callable[[], None], name: str
+        self,
+        api: KubeApi,
+        path: str,
+        label_selector: str,
+        on_change: Callable[[], None],
+        name: str,
+        relevant: Callable[[str, dict[str, Any]], bool] | None = None,
+        metadata_only: bool = False,
     ) -> None:
+        """``relevant(event type, object)``: whether a watch event calls ``on_change`` (default: every one);
+        ``metadata_only``: cache PartialObjectMetadata (no spec or status: less to send and to decode).
+        """
         self.api = api
         self.path = path
         self.selector = label_selector
         self.on_change = on_change
         self.name = name
+        self.relevant = relevant
+        self.accept = METADATA_ONLY if metadata_only else "application/json"
         self.items: dict[tuple[str, str], dict[str, Any]] = {}
         self.synced = threading.Event()
         self._stop = threading.Event()
@@ -161,7 +176,8 @@ class Informer:
         backoff = 0.2
         while not self._stop.is_set():
             try:
-                listed = self.api.list(self.path, self.selector)
+                extra = {"accept": self.accept} if self.accept != "application/json" else {}
+                listed = self.api.list(self.path, self.selector, **extra)
                 version = (listed.get("metadata") or {}).get("resourceVersion", "")
                 with self._lock:
                     self.items = {_key(o): o for o in listed.get("items") or []}
@@ -170,7 +186,8 @@ class Informer:
                 backoff = 0.2
                 while not self._stop.is_set():
                     for event in self.api.watch(
-                        self.path, version, self.selector, timeout_seconds=240, stop=self._stop, on_open=self._opened
+                        self.path, version, self.selector, timeout_seconds=240, stop=self._stop, on_open=self._opened,
+                        **extra,
                     ):
                         kind = event.get("type")
                         obj = event.get("object") or {}
@@ -184,7 +201,8 @@ class Informer:
                                 self.items.pop(_key(obj), None)
                             else:
                                 self.items[_key(obj)] = obj
-                        self.on_change()
+                        if self.relevant is None or self.relevant(kind, obj):
+                            self.on_change()
             except Exception as exc:
                 if self._stop.is_set():
                     return
@@ -213,8 +231,10 @@ class Janitor:
         self.clock = clock
         self._kick = threading.Event()
         self._stop = threading.Event()
+        self._wake_at: float | None = None  # wall-clock time the loop's current wait ends
         self.pods = Informer(api, pods_path(), POD_SELECTOR, self._kick.set, "pods")
-        self.claims = Informer(api, "/apis/resource.k8s.io/v1/resourceclaims", CLAIM_SELECTOR, self._kick.set, "claims")
+        self.claims = Informer(api, "/apis/resource.k8s.io/v1/resourceclaims", CLAIM_SELECTOR, self._kick.set,
+                               "claims", relevant=self.claim_needs_pass, metadata_only=True)
         self._thread = threading.Thread(target=self._loop, name="janitor", daemon=True)
 
     def start(self) -> None:
@@ -232,6 +252,27 @@ class Janitor:
     def ready(self) -> bool:
         return self.pods.synced.is_set() and self.claims.synced.is_set()
 
+    def claim_needs_pass(self, kind: str, claim: dict[str, Any]) -> bool:
+        """Whether a claim's watch event calls for a pass now (the webhook's own new claims mostly do not).
+
+        A pass over every cached claim per event was most of the janitor's cost under admission load.
+        Only an unowned claim whose pod is already cached can be adopted now; any other new claim has
+        nothing to do until its grace period ends, so it only moves the next pass earlier when its
+        deadline comes before the loop's current wake-up. Deleted claims and owned ones (our own
+        adoption patches) need nothing: their pods' events drive reaping.
+        """
+        meta = _meta(claim)
+        if kind == "DELETED" or meta.get("deletionTimestamp"):
+            return False
+        if any(o.get("kind") == "Pod" for o in meta.get("ownerReferences") or []):
+            return False
+        pod_name = (meta.get("annotations") or {}).get(ANN_POD_NAME)
+        if pod_name and (meta.get("namespace", ""), pod_name) in self.pods.items:
+            return True
+        created = parse_time(meta.get("creationTimestamp"))
+        due = (created if created is not None else self.clock()) + self.grace
+        return self._wake_at is None or due < self._wake_at
+
     def _loop(self) -> None:
         while not self._stop.is_set():
             if not self.ready():
@@ -246,6 +287,7 @@ class Janitor:
                 log.exception("janitor pass failed")
                 timeout = 2.0
             # A burst of events (many pods admitted at once) becomes one pass, not one per event.
+            self._wake_at = self.clock() + max(timeout, self.min_interval)
             self._stop.wait(self.min_interval)
             self._kick.wait(max(0.0, timeout - self.min_interval))
 

@@ -139,8 +139,9 @@ class KubeApi:
         body: Any = None,
         content_type: str = "application/json",
         timeout: float | tuple[float, float] | None = 10.0,
+        accept: str = "application/json",
     ):
-        headers = {"Accept": "application/json"}
+        headers = {"Accept": accept}
         if body is not None:
             headers["Content-Type"] = content_type
         req = self.api_client.param_serialize(
@@ -192,9 +193,20 @@ class KubeApi:
     def merge_patch(self, path: str, patch: dict[str, Any]) -> dict[str, Any]:
         return self.request("PATCH", path, body=patch, content_type="application/merge-patch+json")
 
-    def list(self, path: str, label_selector: str | None = None) -> dict[str, Any]:
+    def list(self, path: str, label_selector: str | None = None, accept: str = "application/json") -> dict[str, Any]:
+        """A list; ``accept`` may ask for PartialObjectMetadata (the list form of it is asked for here)."""
         query = [("labelSelector", label_selector)] if label_selector else None
-        return self.request("GET", path, query=query, timeout=60.0)
+        if "as=PartialObjectMetadata;" in accept:
+            accept = accept.replace("as=PartialObjectMetadata;", "as=PartialObjectMetadataList;")
+        resp = self._send("GET", path, query=query, timeout=60.0, accept=accept)
+        data = resp.read()
+        try:
+            decoded = json.loads(data) if data else {}
+        except ValueError:
+            decoded = {"message": data[:200].decode(errors="replace")}
+        if not 200 <= resp.status < 300:
+            raise ApiError(resp.status, str(resp.reason), decoded if isinstance(decoded, dict) else None)
+        return decoded
 
     def watch(
         self,
@@ -204,6 +216,7 @@ class KubeApi:
         timeout_seconds: int = 300,
         stop: threading.Event | None = None,
         on_open=None,
+        accept: str = "application/json",
     ) -> Iterator[dict[str, Any]]:
         """Watch events (``{"type", "object"}``) from ``resource_version`` until the server ends the watch.
 
@@ -217,7 +230,7 @@ class KubeApi:
         ]
         if label_selector:
             query.append(("labelSelector", label_selector))
-        resp = self._send("GET", path, query=query, timeout=(10.0, timeout_seconds + 30.0))
+        resp = self._send("GET", path, query=query, timeout=(10.0, timeout_seconds + 30.0), accept=accept)
         if not 200 <= resp.status < 300:
             data = resp.read()
             try:

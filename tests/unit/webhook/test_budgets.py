@@ -153,3 +153,14 @@ def test_reconciler_writes_use_and_flags_overshoot() -> None:
     rec.budgets.items = {}
     rec.reconcile_once()
     assert 'dralab_budget_used{budget="gpus"' not in wh.metrics.render().decode()
+
+
+def test_namespaces_without_a_budget_cost_no_list_per_pod() -> None:
+    """Which namespaces have budgets is cached briefly: pods there neither LIST claims nor queue on the lock."""
+    api = ListingApi()
+    wh = build(default_config(), api, janitor=False)
+    for i in range(5):
+        assert admit(wh, gpu_pod(f"p{i}", "1024"), f"u{i}")["allowed"]
+    lists = [p for kind, p in api.calls if kind == "list" and p in api.collections]
+    assert lists == [budgets_path(NS)]  # one budget LIST for five pods, no claim LIST at all
+    assert not wh.handler.lifecycle.budgets._locks

@@ -134,3 +134,19 @@ def test_informer_applies_events_and_relists_after_expiry() -> None:
         assert len(changes) >= 3  # first list, ADDED, DELETED, relist
     finally:
         informer.stop()
+
+
+def test_the_webhooks_own_new_claims_do_not_each_cost_a_pass(fake_api) -> None:
+    """A new unowned claim needs a pass only if its pod is cached or its grace ends before the next wake-up."""
+    jan = janitor.Janitor(fake_api, Metrics(), grace_seconds=GRACE, clock=lambda: NOW)
+    fresh = claim("fresh")
+    assert jan.claim_needs_pass("ADDED", fresh) is True  # no pass scheduled yet
+    jan._wake_at = NOW + 5  # a pass is due before this claim's grace (30 s) ends
+    assert jan.claim_needs_pass("ADDED", fresh) is False
+    assert jan.claim_needs_pass("ADDED", claim("old", age=GRACE - 1)) is True  # due in 1 s, before the wake-up
+    assert jan.claim_needs_pass("MODIFIED", claim("mine", owner_uid="u1")) is False  # our own adoption patch
+    assert jan.claim_needs_pass("DELETED", fresh) is False
+    assert jan.claim_needs_pass("MODIFIED", claim("going", deleting=True)) is False
+    fresh["metadata"]["annotations"] = {"dralab.io/pod-name": "p"}
+    jan.pods.items[("ns", "p")] = pod("p", "u1", "fresh")
+    assert jan.claim_needs_pass("ADDED", fresh) is True  # its pod exists: adopt now
