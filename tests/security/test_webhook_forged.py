@@ -91,7 +91,7 @@ def test_forged_delete_review_deletes_nothing(tmp_path: Path, kube, namespace: s
 
 @pytest.mark.integration
 def test_forged_creates_are_rate_limited_per_namespace(tmp_path: Path, kube, namespace: str) -> None:
-    cfg = parse_config({"webhook": {"claimCreateBurst": 3, "claimCreateRatePerSecond": 0.01}})
+    cfg = parse_config({"webhook": {"claimCreateBurst": 3, "claimCreateRatePerSecond": 0.01, "maxClaimsPerPod": 3}})
     with serve(tmp_path, config=cfg, api=kube) as s, s.client(timeout=10) as c:
         answers = [
             answer(c.post(f"{s.url}/mutate", json=review(gpu_pod(f"forged-{i}"), namespace=namespace, uid=f"u{i}")))
