@@ -637,7 +637,7 @@ class DriverTarget:
         """Paths a case may create or remove: its claims' files, the checkpoint, the fake device nodes."""
         drv = self.state.driver
         return (
-            rel.startswith(f"s/{drv}/claims/")
+            rel.startswith((f"s/{drv}/claims/", f"s/{drv}/.spare/"))  # .spare: claim folders made ahead
             or rel == f"s/{drv}/claims"
             or bool(re.fullmatch(re.escape(f"cdi/k8s.{drv}-{self.state.cdi_class}_") + r"[0-9A-Za-z-]+\.yaml", rel))
             or rel.startswith((f"s/{drv}/checkpoint", f"s/{drv}/.checkpoint", "cdi/.k8s.", "s/dev"))

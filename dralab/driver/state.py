@@ -50,7 +50,8 @@ from dralab.util import atomic_write, get_logger
 
 log = get_logger("dralab.driver.state")
 
-PRIVATE_DIR = 0o700  # the state root, claims/, shared/: only the driver enters
+SPARE_DIRS = 16  # empty claim directories kept ready (one batch of the kubelet's largest usual call)
+PRIVATE_DIR = 0o700  # the state root, claims/, shared/, .spare/: only the driver enters
 CLAIM_DIR = 0o770  # a claim's own directory: the driver and the claim group
 SHARED_FILE = 0o660  # a device's shared file: the driver and the claim group
 
@@ -184,6 +185,7 @@ class DriverState:
         self.layout = enforcement.layout(self.profile)
         self.devices = {d.name: d for d in backend.enumerate() if d.vendor == vendor.key}
         self._lock = threading.Lock()
+        self._spares: list[Path] = []  # under _lock: empty claim directories, ready to be renamed into place
         self.store = CheckpointStore(self.root / "checkpoint.json", self.driver, self.cdi_dir, self.cdi_class, boot_id)
         self.checkpoint = Checkpoint(driver=self.driver)
         self.commit = GroupCommit(self.store, self._snapshot, self.metrics.commits.labels(self.driver).observe)
@@ -262,6 +264,10 @@ class DriverState:
             atomic_write(self.preload_file, enforcement.preload_entry(self.library.name))
             self._write_shared_files()
         self._tighten_claim_dirs()
+        # spares from an earlier run are not trusted: a fresh set, made by this process
+        shutil.rmtree(self.root / ".spare", ignore_errors=True)
+        private_dir(self.root / ".spare")
+        self._refill_spares()
         common = cdi.render_common_spec(self.kind, _as_cdi_edits(self.backend.common_edits()), self.driver)
         atomic_write(self.cdi_dir / cdi.spec_file_name(self.driver, self.cdi_class, cdi.COMMON), cdi.dump_spec(common))
 
@@ -502,10 +508,7 @@ class DriverState:
             raise ClaimError(why, "injected")
         spec, prepared = self.render(ref, claim)
         claim_dir = self.claim_dir(ref.uid)
-        claim_dir.mkdir(mode=CLAIM_DIR, exist_ok=True)
-        claim_dir.chmod(CLAIM_DIR)  # mkdir's mode is masked by the umask
-        if self.claim_gid is not None:
-            os.chown(claim_dir, -1, self.claim_gid)
+        self._make_claim_dir(claim_dir)
         # Not fsynced: the checkpoint is, and a spec lost or emptied by a crash is rewritten on the next Prepare.
         atomic_write(self.spec_path(ref.uid), cdi.dump_spec(spec), durable=False)
         self.checkpoint.claims[ref.uid] = ClaimEntry(
@@ -521,6 +524,43 @@ class DriverState:
             extra={"fields": {"driver": self.driver, "claim": f"{ref.namespace}/{ref.name}", "uid": ref.uid}},
         )
         return prepared
+
+    def _make_claim_dir(self, path: Path) -> None:
+        """The claim's directory: a spare renamed into place (a rename is cheaper than a mkdir), else a mkdir."""
+        if not path.exists():
+            while self._spares:
+                try:
+                    os.rename(self._spares.pop(), path)
+                    return
+                except FileNotFoundError:
+                    continue  # removed behind our back: try the next one
+        path.mkdir(mode=CLAIM_DIR, exist_ok=True)
+        self._claim_mode(path)
+
+    def _claim_mode(self, path: Path) -> None:
+        path.chmod(CLAIM_DIR)  # mkdir's mode is masked by the umask
+        if self.claim_gid is not None:
+            os.chown(path, -1, self.claim_gid)
+
+    def _refill_spares(self) -> None:
+        """Make empty claim directories ahead of time, outside the lock (Unprepare and start pay the mkdirs).
+
+        A folder that cannot be made (a full disk) is simply not made: Prepare then makes its own.
+        """
+        with self._lock:
+            need = SPARE_DIRS - len(self._spares)
+        made = []
+        for _ in range(need):
+            path = self.root / ".spare" / os.urandom(8).hex()
+            try:
+                path.mkdir(mode=CLAIM_DIR)
+                self._claim_mode(path)
+            except OSError as exc:
+                log.warning("cannot make a spare claim directory", extra={"fields": {"error": str(exc)}})
+                break
+            made.append(path)
+        with self._lock:
+            self._spares.extend(made)
 
     def _repeat(self, entry: ClaimEntry) -> tuple[tuple[PreparedDevice, ...], bool]:
         """A repeated Prepare: the same answer; a spec lost to a reboot or crash is rewritten (one GET).
@@ -579,6 +619,8 @@ class DriverState:
             return out
         for _ in removed:
             self._count("unprepare", "ok")
+        if removed:
+            self._refill_spares()  # the next Prepare renames instead of paying a mkdir
         return out
 
     def _remove_files(self, uid: str) -> None:

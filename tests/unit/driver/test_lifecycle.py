@@ -252,3 +252,18 @@ def test_claim_group_owns_claim_dirs_and_shared_files(tmp_path: Path, claims, li
     registry = state.shared_dir / "0_global_registry"
     assert (claim_dir.stat().st_gid, stat.S_IMODE(claim_dir.stat().st_mode)) == (gid, 0o770)
     assert (registry.stat().st_gid, stat.S_IMODE(registry.stat().st_mode)) == (gid, 0o660)
+
+
+def test_claim_dirs_come_from_spares_made_ahead(state) -> None:
+    from dralab.driver.state import SPARE_DIRS
+
+    spare_root = state.root / ".spare"
+    spares = {p.stat().st_ino for p in spare_root.iterdir()}
+    assert len(spares) == SPARE_DIRS
+    assert stat.S_IMODE(spare_root.stat().st_mode) == 0o700
+    assert all(stat.S_IMODE(p.stat().st_mode) == 0o770 for p in spare_root.iterdir())
+    assert state.prepare([REF_A])[CLAIM_A_UID].error == ""
+    assert state.claim_dir(CLAIM_A_UID).stat().st_ino in spares, "renamed into place, not made on the call"
+    assert len(list(spare_root.iterdir())) == SPARE_DIRS - 1
+    assert state.unprepare([REF_A]) == {CLAIM_A_UID: ""}
+    assert len(list(spare_root.iterdir())) == SPARE_DIRS
