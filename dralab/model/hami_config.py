@@ -293,9 +293,9 @@ def _ascend(reader: _Reader, raw: Any, vnpus: Any, entry: dict[str, Any]) -> Non
     described: list[_Chip] = []
     if vnpus is not None:
         items, path = _vnpu_list(reader, vnpus)
-        uses_names = "devices" not in section
-        reader_names = uses_names and not section.get("resourceCountName")
-        described = [_chip(reader, item, f"{path}[{i}]", reader_names) for i, item in enumerate(items)]
+        # HAMi's chip list names the resources only when HAMi-DRA's ascend section does not
+        names_from_vnpus = "devices" not in section and not section.get("resourceCountName")
+        described = [_chip(reader, item, f"{path}[{i}]", names_from_vnpus) for i, item in enumerate(items)]
     chips: list[_Chip] = []
     devices = section.get("devices")
     if devices:
