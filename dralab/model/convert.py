@@ -13,7 +13,7 @@ from typing import Any
 from dralab.model import cel, naming
 from dralab.model.denials import Denied, check_type, json_type
 from dralab.model.hami_units import compute_units, cores_percent, device_count, memory_bytes, same_quantity
-from dralab.model.jsonpatch import copy_json, diff
+from dralab.model.jsonpatch import copy_json, diff, subtree_ops
 from dralab.model.objects import MANAGED_BY
 from dralab.model.quantity import MIB
 from dralab.model.vendors import ResourceSet, Vendor, VendorTable
@@ -58,6 +58,7 @@ class Conversion:
     plans: list[ClaimPlan] = field(default_factory=list)
     objects: list[dict[str, Any]] = field(default_factory=list)
     reason: str = ""
+    touched: list[tuple[str | int, ...]] | None = None  # where conversion wrote (None: unknown, diff instead)
 
     @property
     def changed(self) -> bool:
@@ -65,6 +66,8 @@ class Conversion:
 
     @property
     def patch(self) -> list[dict[str, Any]]:
+        if self.touched is not None and self.pod is not self.original:
+            return subtree_ops(self.original, self.pod, self.touched)
         return diff(self.original, self.pod)
 
     @property
@@ -206,7 +209,9 @@ class Converter:
         renames = renames or {}
         templates: dict[str, dict[str, Any]] = {}
 
+        touched: list[tuple[str | int, ...]] = [("spec", "resourceClaims"), ("metadata", "labels", DRA_LABEL)]
         for kind, index, container, groups in found_per_container:
+            touched.append(("spec", kind, index, "resources"))
             target = spec[kind][index]
             res = target.setdefault("resources", {})
             consumed: set[str] = set()
@@ -250,6 +255,7 @@ class Converter:
         labels = mutated.setdefault("metadata", {}).setdefault("labels", {})
         labels[DRA_LABEL] = "true"
         result.pod = mutated
+        result.touched = touched
         return result
 
     def _scan(self, kind: str, index: int, container: dict[str, Any]) -> dict[ResourceSet, _Found]:

@@ -28,6 +28,53 @@ def diff(old: Any, new: Any) -> list[dict[str, Any]]:
     return list(_lib.JsonPatch.from_diff(old, new).patch)
 
 
+_MISSING = object()
+
+
+def _at(doc: Any, parts: tuple[str | int, ...]) -> Any:
+    for part in parts:
+        in_dict = isinstance(doc, dict) and part in doc
+        in_list = isinstance(doc, list) and isinstance(part, int) and 0 <= part < len(doc)
+        if not (in_dict or in_list):
+            return _MISSING
+        doc = doc[part]
+    return doc
+
+
+def subtree_ops(old: Any, new: Any, paths: list[tuple[str | int, ...]]) -> list[dict[str, Any]]:
+    """Operations that turn ``old`` into ``new`` when they differ only inside the subtrees at ``paths``.
+
+    The converter knows where it writes, so it need not search both pods for differences (the library's
+    full difference costs more than the conversion). Each subtree is replaced, added at its highest
+    missing ancestor, or removed (a subtree present in both is replaced even if equal); pointers are
+    escaped and the operations checked by the ``jsonpatch`` library. Callers must name every place
+    they change: the result is exact only then.
+    """
+    ops: list[dict[str, Any]] = []
+    seen: set[tuple[str | int, ...]] = set()
+    for path in paths:
+        before, after = _at(old, path), _at(new, path)
+        if before is not _MISSING and after is not _MISSING:
+            if before is after:
+                continue
+            where, op = path, {"op": "replace", "value": after}
+        elif after is not _MISSING:  # add the highest missing ancestor whole
+            where = path
+            while len(where) > 1 and _at(old, where[:-1]) is _MISSING:
+                where = where[:-1]
+            op = {"op": "add", "value": _at(new, where)}
+        elif before is not _MISSING:
+            where, op = path, {"op": "remove"}
+        else:
+            continue
+        if where in seen:
+            continue
+        seen.add(where)
+        ops.append({"op": op["op"], "path": _lib.JsonPointer.from_parts(list(where)).path,
+                    **({"value": op["value"]} if "value" in op else {})})
+    return list(_lib.JsonPatch(ops).patch)
+
+
 def apply(doc: Any, ops: list[dict[str, Any]]) -> Any:
     """Apply ``ops`` to a copy of ``doc``; a patch that does not fit raises ``jsonpatch.JsonPatchException``."""
     return _lib.apply_patch(doc, ops, in_place=False)

@@ -100,3 +100,31 @@ def test_inputs_are_not_mutated() -> None:
     ops = jsonpatch.diff(old, new)
     assert jsonpatch.apply(old, ops) == new
     assert old == {"a": [1, 2]}
+
+
+@given(st.dictionaries(st.text(max_size=4), JSON, max_size=4), st.dictionaries(st.text(max_size=4), JSON, max_size=4))
+def test_subtree_ops_give_the_target_when_every_changed_place_is_named(a: dict, b: dict) -> None:
+    paths = [(k,) for k in {**a, **b}]
+    ops = jsonpatch.subtree_ops(a, b, paths)
+    assert as_json(jsonpatch.apply(a, ops)) == as_json(b)
+    assert as_json(apply_independently(a, ops)) == as_json(b)
+
+
+def test_subtree_ops_add_the_highest_missing_ancestor_and_escape_keys() -> None:
+    old = {"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "resources": {"limits": {"x": 1}}}]}}
+    new = {"metadata": {"name": "p", "labels": {"hami.io/dra": "true"}},
+           "spec": {"containers": [{"name": "c", "resources": {"claims": [{"name": "r"}]}}],
+                    "resourceClaims": [{"name": "r"}]}}
+    ops = jsonpatch.subtree_ops(old, new, [("metadata", "labels", "hami.io/dra"), ("spec", "resourceClaims"),
+                                           ("spec", "containers", 0, "resources")])
+    assert ops == [
+        {"op": "add", "path": "/metadata/labels", "value": {"hami.io/dra": "true"}},
+        {"op": "add", "path": "/spec/resourceClaims", "value": [{"name": "r"}]},
+        {"op": "replace", "path": "/spec/containers/0/resources", "value": {"claims": [{"name": "r"}]}},
+    ]
+    old["metadata"]["labels"] = {"a~b": "1"}
+    new["metadata"]["labels"] = {"a~b": "1", "hami.io/dra": "true"}
+    ops = jsonpatch.subtree_ops(old, new, [("metadata", "labels", "hami.io/dra")])
+    assert ops == [{"op": "add", "path": "/metadata/labels/hami.io~1dra", "value": "true"}]
+    assert jsonpatch.subtree_ops(old, {"metadata": {"name": "p"}}, [("metadata", "labels")]) == [
+        {"op": "remove", "path": "/metadata/labels"}]
