@@ -8,10 +8,10 @@ that ("Unprepare recorded"). The tap sits in the plugin-registration path:
   the kubelet's ``plugins_registry``; its ``GetInfo`` is the driver's answer with the endpoint
   replaced by the tap's own DRA socket;
 - DRA calls are forwarded byte for byte to the driver's endpoint (nothing is decoded on the way:
-  the kubelet and the driver talk exactly as without the tap), and each unary call is appended to
-  ``kubelet-records.jsonl`` with the stand-in's fields (``call``, ``claims``, ``cdiDeviceIDs``,
-  ``error``) plus ``method``, ``unknownFields`` (bytes our schema does not know, per direction)
-  and ``source: "kubelet"``.
+  the kubelet and the driver talk exactly as without the tap), and each unary call (registration
+  and gRPC health too) is appended to ``kubelet-records.jsonl`` with the stand-in's fields
+  (``call``, ``claims``, ``cdiDeviceIDs``, ``error``) plus ``method``, ``unknownFields`` (fields
+  our schema does not know, per direction) and ``source: "kubelet"``.
 
 When a driver's registration socket disappears, the tap removes its own, so the kubelet sees
 the plugin leave. Streaming methods are not proxied (the kubelet gets UNIMPLEMENTED).
@@ -134,6 +134,7 @@ class DriverTap:
 
     def _get_info(self, request: bytes, context: grpc.ServicerContext) -> bytes:
         info = self._upstream_info()
+        self._record("/pluginregistration.Registration/GetInfo", request, None, None)
         info.endpoint = str(self.dra_path)
         return info.SerializeToString()
 
@@ -167,9 +168,7 @@ class DriverTap:
         return handler
 
     def _record(self, method: str, request: bytes, response: bytes | None, error: str | None) -> None:
-        """Record a DRA call; a record that cannot be made never disturbs the forwarded call."""
-        if method not in _DRA_MESSAGES:
-            return
+        """Record a call; a record that cannot be made never disturbs the forwarded call."""
         try:
             fields = decode(method, request, response)
         except Exception as exc:  # the recorder must not break the kubelet's call
