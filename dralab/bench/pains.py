@@ -1,7 +1,8 @@
 """``dralab bench pains``: the figures behind "What DRA fixes, proven", from one run.
 
-Three labs replayed on the local profile (their own inventory, ``team-gpus``, so their cluster
-is ``dralab-team-gpus``), plus a concurrent burst against a ShareBudget:
+Three labs replayed on a cluster profile (``local`` by default, cluster ``dralab-team-gpus``;
+``--profile node`` for a real kubelet, result ``pains-node.json``) with their own inventory,
+``team-gpus``, plus a concurrent burst against a ShareBudget on the same cluster:
 
 - ``budget_burst``: N pods of one namespace created at once against a memory budget that fits
   only some; ``overshoot_bytes`` is what the admitted claims request past the budget (the
@@ -123,9 +124,9 @@ def budget_burst(
     }
 
 
-def _replay(lab: str, work: Path) -> dict[str, Any]:
+def _replay(lab: str, work: Path, profile: str) -> dict[str, Any]:
     reports = work / "reports"
-    cmd = [sys.executable, "-m", "dralab.cli", "lab", "run", lab, "--reports-dir", str(reports)]
+    cmd = [sys.executable, "-m", "dralab.cli", "lab", "run", lab, "--profile", profile, "--reports-dir", str(reports)]
     proc = subprocess.run(cmd, cwd=work, capture_output=True, text=True, check=False)
     if proc.returncode != 0:
         tail = proc.stdout[-3000:] + proc.stderr[-2000:]
@@ -161,25 +162,19 @@ def _failed_prepare(metrics: dict[str, float]) -> dict[str, Any]:
     }
 
 
-@click.command("pains")
-@click.option("--out", default="bench/results", show_default=True, help="Folder for pains.json.")
-@click.option("--pods", default=24, show_default=True, help="Pods in the budget burst.")
-def pains(out: str, pods: int) -> None:
-    """Replay the three pain labs and burst pods against a budget; write pains.json.
-
-    \b
-    Example:
-      dralab bench pains --out /tmp/results
-    """
+def _burst(cluster: str, pods: int) -> dict[str, Any]:
+    """The budget burst in a namespace of its own on ``cluster`` (which the labs brought up)."""
     from dralab.cluster import api
 
-    handle = api.ensure_cluster(f"dralab-{INVENTORY}", devices=INVENTORY)
+    handle = api.get_cluster(cluster)
+    if handle is None:
+        raise click.ClickException(f"cluster {cluster} is not up; the labs should have brought it up")
     kube = handle.kube()
     namespace = f"bench-burst-{uuid.uuid4().hex[:5]}"
     try:
         kube.create("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
         console.print(f"burst: {pods} pods at once against a budget in {namespace}")
-        burst = budget_burst(
+        return budget_burst(
             kube,
             namespace,
             device_class="hami-core-gpu.project-hami.io",
@@ -191,16 +186,37 @@ def pains(out: str, pods: int) -> None:
     finally:
         kube.delete(f"/api/v1/namespaces/{namespace}")
         kube.close()
+
+
+@click.command("pains")
+@click.option("--out", default="bench/results", show_default=True, help="Folder for the result.")
+@click.option("--pods", default=24, show_default=True, help="Pods in the budget burst.")
+@click.option(
+    "--profile", default="local", show_default=True,
+    help="Cluster profile of the labs (local, node); the result is pains.json for local, pains-<profile>.json else.",
+)
+def pains(out: str, pods: int, profile: str) -> None:
+    """Replay the three pain labs and burst pods against a budget on their cluster; write pains.json.
+
+    \b
+    Example:
+      dralab bench pains --out /tmp/results
+      dralab bench pains --profile node      # the labs against a real kubelet
+    """
+    from harness.profile import load_profile
+
+    cluster = load_profile(profile).cluster_name_for(INVENTORY)
     labs: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="dralab-bench-pains-") as tmp:
         for lab in LABS:
-            console.print(f"replaying {lab}")
-            labs[lab] = _replay(lab, Path(tmp))
+            console.print(f"replaying {lab} on profile {profile}")
+            labs[lab] = _replay(lab, Path(tmp), profile)
+    burst = _burst(cluster, pods)
     pre = labs["preempt-sharers"]
     result = {
-        "profile": "local",
+        "profile": profile,
         "quick": False,
-        "cluster": handle.name,
+        "cluster": cluster,
         "budget_burst": burst,
         "failed_prepare": _failed_prepare(labs["failed-prepare-isolation"]["metrics"]),
         "preemption": {
@@ -213,7 +229,7 @@ def pains(out: str, pods: int) -> None:
         "labs": labs,
         "baseline": {"first_running_seconds": labs["failed-prepare-isolation"]["metrics"]["baseline_running_seconds"]},
     }
-    path = write_result(out, "pains", result)
+    path = write_result(out, "pains" if profile == "local" else f"pains-{profile}", result)
     extra = result["failed_prepare"]["extra_delay_seconds"]
     console.print(
         f"burst: {burst['admitted']}/{pods} admitted (expected {burst['expected_admitted']}), overshoot "
@@ -256,8 +272,9 @@ def pains_section(res: dict[str, Any]) -> list[str]:
     out = ["| figure | value | how |", "|---|---|---|"]
     out += ["| " + " | ".join(str(c).replace("|", "/") for c in row) + " |" for row in rows]
     return [
-        "The three pain labs replayed on the `local` profile (inventory `team-gpus`) and a burst of pods against",
-        "a ShareBudget, all in one run (`dralab bench pains`).",
+        f"The three pain labs replayed on the `{res.get('profile')}` profile (inventory `team-gpus`) and a burst of",
+        "pods against a ShareBudget on the same cluster (admission only: the burst's pods select no node), all in",
+        f"one run (`dralab bench pains --profile {res.get('profile')}`).",
         "",
         *out,
         "",

@@ -27,7 +27,7 @@ from dralab.util import atomic_write
 DEFAULT_REPORT = "bench/REPORT.md"
 PLOT = "concurrency.png"
 # the order of the sections; results of other benchmarks follow, listed with their context
-ORDER = ("admission", "driver", "vcore", "cluster", "lab", "concurrency", "faults", "fuzz", "pains")
+ORDER = ("admission", "driver", "vcore", "cluster", "lab", "concurrency", "faults", "fuzz", "pains", "pains-node")
 
 Section = Callable[[dict[str, Any]], list[str]]
 
@@ -613,6 +613,7 @@ SECTIONS: dict[str, tuple[str, Section]] = {
     "faults": ("Faults: outages and churn, then a leak audit", faults_section),
     "fuzz": ("Bad input: fuzzing the admission endpoints and the driver's gRPC", fuzz_section),
     "pains": ("What DRA fixes: budgets, preemption of sharers, a failing claim", pains_section),
+    "pains-node": ("What DRA fixes, on the node profile (a real kubelet)", pains_section),
 }
 
 
