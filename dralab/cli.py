@@ -22,7 +22,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "cluster": ("dralab.cluster.cli:cluster", "Build, start and operate the local Kubernetes 1.35 cluster."),
     "lab": ("harness.cli:lab", "List and replay labs on a cluster profile."),
     "bench": ("dralab.bench:bench", "Run benchmarks that write JSON results."),
-    "infra": ("dralab.infra_cli:infra", "Build the Pulumi toolchain and run the infra/ program."),
+    "infra": ("dralab.pulumi.cli:infra", "Build the Pulumi toolchain and run the infra/ program."),
     "schema": ("dralab.schema_cli:schema", "Print the JSON Schema of a file format (profile, infra)."),
     "config": ("dralab.config_cli:config", "Show the effective configuration (also from a HAMi device config)."),
     "migrate": ("dralab.migrate.cli:migrate", "Plan and apply a switch from HAMi / HAMi-DRA to dralab."),

@@ -25,7 +25,7 @@ def infra_settings_schema() -> dict[str, Any]:
     """The ``dralab:`` stack config of infra/ (its program is not an installed package)."""
     import sys
 
-    from dralab.infra_cli import default_infra_dir
+    from dralab.pulumi.runner import default_infra_dir
 
     infra = str(default_infra_dir())
     if infra not in sys.path:

@@ -16,16 +16,19 @@ from dralab.model.objects import device_classes, runtime_class
 from dralab.model.vendors import load_vendor_table
 from dralab.provision.chart import chart_dir, chart_values
 from dralab.provision.versions import CERT_MANAGER_REPO
+from dralab_infra.component import Profile
 from dralab_infra.settings import Settings
 
 OPT_OUT_LABEL = "dralab.io/convert"  # dralab's default webhook.optOutLabel
 
 
-def _opts(provider: k8s.Provider, depends_on: list[pulumi.Resource] | None = None) -> pulumi.ResourceOptions:
-    return pulumi.ResourceOptions(provider=provider, depends_on=depends_on or [])
+def _opts(
+    owner: Profile, provider: k8s.Provider, depends_on: list[pulumi.Resource] | None = None
+) -> pulumi.ResourceOptions:
+    return owner.child(provider=provider, depends_on=depends_on or [])
 
 
-def namespaces(settings: Settings, provider: k8s.Provider) -> dict[str, k8s.core.v1.Namespace]:
+def namespaces(owner: Profile, settings: Settings, provider: k8s.Provider) -> dict[str, k8s.core.v1.Namespace]:
     """dralab's own namespace (never converted, privileged for the driver) and the lab namespaces."""
     own = {
         OPT_OUT_LABEL: "false",
@@ -36,7 +39,7 @@ def namespaces(settings: Settings, provider: k8s.Provider) -> dict[str, k8s.core
         settings.namespace: k8s.core.v1.Namespace(
             f"ns-{settings.namespace}",
             metadata={"name": settings.namespace, "labels": own},
-            opts=_opts(provider),
+            opts=_opts(owner, provider),
         )
     }
     for ns in settings.namespaces:
@@ -45,20 +48,22 @@ def namespaces(settings: Settings, provider: k8s.Provider) -> dict[str, k8s.core
         out[ns.name] = k8s.core.v1.Namespace(
             f"ns-{ns.name}",
             metadata={"name": ns.name, "labels": {**ns.labels, "app.kubernetes.io/managed-by": "dralab"}},
-            opts=_opts(provider),
+            opts=_opts(owner, provider),
         )
     return out
 
 
-def ascend_runtime_class(provider: k8s.Provider) -> k8s.node.v1.RuntimeClass:
+def ascend_runtime_class(owner: Profile, provider: k8s.Provider) -> k8s.node.v1.RuntimeClass:
     """The ``ascend`` RuntimeClass Lab 20's pods name; its handler is set up by kind or the playbooks."""
     obj = runtime_class()
     return k8s.node.v1.RuntimeClass(
-        "runtimeclass-ascend", metadata=obj["metadata"], handler=obj["handler"], opts=_opts(provider)
+        "runtimeclass-ascend", metadata=obj["metadata"], handler=obj["handler"], opts=_opts(owner, provider)
     )
 
 
-def dralab_device_classes(settings: Settings, provider: k8s.Provider) -> list[k8s.resource.v1.DeviceClass]:
+def dralab_device_classes(
+    owner: Profile, settings: Settings, provider: k8s.Provider
+) -> list[k8s.resource.v1.DeviceClass]:
     """One DeviceClass per enabled vendor (the chart makes them where the chart is installed)."""
     enabled = list(settings.vendors) if settings.vendors is not None else None
     if enabled is None:
@@ -70,13 +75,15 @@ def dralab_device_classes(settings: Settings, provider: k8s.Provider) -> list[k8
         name = obj["metadata"]["name"]
         out.append(
             k8s.resource.v1.DeviceClass(
-                f"deviceclass-{name}", metadata=obj["metadata"], spec=obj["spec"], opts=_opts(provider)
+                f"deviceclass-{name}", metadata=obj["metadata"], spec=obj["spec"], opts=_opts(owner, provider)
             )
         )
     return out
 
 
-def cert_manager(settings: Settings, provider: k8s.Provider, depends_on: list[pulumi.Resource]) -> k8s.helm.v3.Release:
+def cert_manager(
+    owner: Profile, settings: Settings, provider: k8s.Provider, depends_on: list[pulumi.Resource]
+) -> k8s.helm.v3.Release:
     """cert-manager from its Helm repository, CRDs included (``crds.enabled``; installCRDs is deprecated)."""
     return k8s.helm.v3.Release(
         "cert-manager",
@@ -88,12 +95,16 @@ def cert_manager(settings: Settings, provider: k8s.Provider, depends_on: list[pu
         create_namespace=True,
         values={"crds": {"enabled": True}},
         wait_for_jobs=True,
-        opts=_opts(provider, depends_on),
+        opts=_opts(owner, provider, depends_on),
     )
 
 
 def dralab_release(
-    settings: Settings, provider: k8s.Provider, depends_on: list[pulumi.Resource], devices: dict[str, Any] | None = None
+    owner: Profile,
+    settings: Settings,
+    provider: k8s.Provider,
+    depends_on: list[pulumi.Resource],
+    devices: dict[str, Any] | None = None,
 ) -> k8s.helm.v3.Release:
     """The dralab chart from this checkout, values built by dralab.provision.chart.chart_values."""
     values = chart_values(
@@ -110,5 +121,5 @@ def dralab_release(
         chart=str(chart_dir()),
         namespace=settings.namespace,
         values=values,
-        opts=_opts(provider, depends_on),
+        opts=_opts(owner, provider, depends_on),
     )

@@ -12,6 +12,7 @@ import pulumi_kubernetes as k8s
 
 from dralab.errors import UserError
 from dralab_infra import k8s as objects
+from dralab_infra.component import Profile
 from dralab_infra.settings import Settings
 
 
@@ -35,15 +36,23 @@ def local_kubeconfig(settings: Settings) -> str:
     return str(handle.kubeconfig)
 
 
-def provision(settings: Settings) -> dict[str, pulumi.Output | str]:
-    kubeconfig = local_kubeconfig(settings)
-    provider = k8s.Provider("local", kubeconfig=kubeconfig)
-    namespaces = objects.namespaces(settings, provider)
-    runtime = objects.ascend_runtime_class(provider)
-    classes = objects.dralab_device_classes(settings, provider)
-    return {
-        "kubeconfigPath": kubeconfig,
-        "namespaces": sorted(namespaces),
-        "runtimeClass": runtime.metadata.apply(lambda m: m["name"]),
-        "deviceClasses": [c.metadata.apply(lambda m: m["name"]) for c in classes],
-    }
+class LocalProfile(Profile):
+    """The local cluster's API objects: namespaces, the ``ascend`` RuntimeClass, the DeviceClasses."""
+
+    TYPE = "dralab:profiles:Local"
+
+    def __init__(self, name: str, settings: Settings, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__(name, settings, opts)
+        kubeconfig = local_kubeconfig(settings)
+        provider = k8s.Provider("local", kubeconfig=kubeconfig, opts=self.child())
+        namespaces = objects.namespaces(self, settings, provider)
+        runtime = objects.ascend_runtime_class(self, provider)
+        classes = objects.dralab_device_classes(self, settings, provider)
+        self.finish(
+            {
+                "kubeconfigPath": kubeconfig,
+                "namespaces": sorted(namespaces),
+                "runtimeClass": runtime.metadata.apply(lambda m: m["name"]),
+                "deviceClasses": [c.metadata.apply(lambda m: m["name"]) for c in classes],
+            }
+        )

@@ -1,5 +1,9 @@
 """A real `pulumi preview / up / up / destroy` of infra/ (profile local) against a local cluster.
 
+The runs go through the Pulumi Automation API (dralab.pulumi.runner) with the CLI dralab builds;
+the same CLI also runs the program the way a normal Pulumi install does (`pulumi preview` in a
+copy of infra/), and both must plan the same resources.
+
 The shared cluster bootstraps the same RuntimeClass and DeviceClasses the program manages, and a
 destroy would take them away from every other test; so this runs on a cluster of its own (same
 binaries, brought up next to the shared one and taken down afterwards), from which those objects
@@ -11,18 +15,23 @@ Durations are printed and attached to the JUnit report (record_property), never 
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
+import shutil
+import subprocess
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from dralab import infra_cli
 from dralab.cluster.api import ClusterHandle, down, ensure_cluster
 from dralab.cluster.objects import object_path
 from dralab.config import load_config
 from dralab.model.objects import device_classes
+from dralab.pulumi import runner, toolchain
 from dralab.util import wait_for
 
 # A cold machine builds the Pulumi CLI and provider inside the first fixture: allow for it.
@@ -35,8 +44,8 @@ STACK = "it-local"
 @pytest.fixture(scope="module")
 def pulumi_tools() -> None:
     """The built CLI and provider (built once per machine; concurrent builds wait on a lock)."""
-    if infra_cli.missing_tools():
-        infra_cli.build_tools(progress=False)
+    if toolchain.missing_tools():
+        toolchain.build_tools(progress=False)
 
 
 @pytest.fixture(scope="module")
@@ -47,16 +56,13 @@ def infra_cluster(cluster: ClusterHandle) -> Iterator[ClusterHandle]:
     down(INFRA_CLUSTER)
 
 
-def _planned_objects(preview: dict[str, Any]) -> list[dict[str, Any]]:
+def _planned_objects(steps: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Kubernetes objects (apiVersion, kind, metadata) that a preview plans to create."""
     objects = []
-    for step in preview.get("steps") or []:
-        state = step.get("newState") or {}
-        if step.get("op") != "create" or not str(state.get("type", "")).startswith("kubernetes:"):
+    for step in steps:
+        if step.get("op") != "create" or not str(step.get("type", "")).startswith("kubernetes:"):
             continue
-        if state.get("type") == "pulumi:providers:kubernetes":
-            continue
-        inputs = state.get("inputs") or {}
+        inputs = step.get("inputs") or {}
         meta = inputs.get("metadata") or {}
         if inputs.get("apiVersion") and inputs.get("kind") and meta.get("name"):
             objects.append({"apiVersion": inputs["apiVersion"], "kind": inputs["kind"], "metadata": meta})
@@ -81,14 +87,31 @@ def _remove(handle: ClusterHandle, objects: list[dict[str, Any]]) -> None:
     wait_for(lambda: not _present(handle, objects), 120, "pre-existing objects to be deleted")
 
 
+def _tree_digest(root: Path) -> dict[str, str]:
+    """sha256 of every file under ``root`` (caches aside): a run must leave infra/ as it found it."""
+    return {
+        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and "__pycache__" not in p.parts
+    }
+
+
+def _resource_ids(urns: list[str]) -> set[str]:
+    """URNs without their stack and project (``type$type::name``), comparable across stacks."""
+    return {urn.split("::", 2)[2] for urn in urns if "pulumi:pulumi:Stack::" not in urn}
+
+
 def test_preview_up_noop_destroy(pulumi_tools, infra_cluster: ClusterHandle, tmp_path, record_property) -> None:
-    target = infra_cli.prepare_target(profile="local", stack=STACK, cluster=INFRA_CLUSTER, state=tmp_path / "pulumi")
+    infra_before = _tree_digest(runner.default_infra_dir())
+    target = runner.prepare_target(profile="local", stack=STACK, cluster=INFRA_CLUSTER, state=tmp_path / "pulumi")
     timings: dict[str, float] = {}
 
-    preview = infra_cli.run_action("preview", target, capture=True)
+    preview = runner.run_action("preview", target, capture=True)
     assert preview.returncode == 0, preview.output[-4000:]
     timings["preview"] = preview.seconds
-    objects = _planned_objects(preview.preview or {})
+    components = [s for s in preview.steps if s["type"] == "dralab:profiles:Local"]
+    assert [s["op"] for s in components] == ["create"], preview.steps
+    objects = _planned_objects(preview.steps)
     kinds = {(o["kind"], o["metadata"]["name"]) for o in objects}
     assert ("RuntimeClass", "ascend") in kinds, sorted(kinds)
     for dc in device_classes(load_config(None).vendors):
@@ -99,10 +122,11 @@ def test_preview_up_noop_destroy(pulumi_tools, infra_cluster: ClusterHandle, tmp
     # The cluster bootstrapped some of these itself: take them away so `up` has to create them.
     _remove(infra_cluster, objects)
 
-    first = infra_cli.run_action("up", target, capture=True)
+    first = runner.run_action("up", target, capture=True)
     assert first.returncode == 0, first.output[-4000:]
     timings["up"] = first.seconds
     assert first.changes.get("create", 0) == preview.changes.get("create"), first.changes
+    assert first.outputs["runtimeClass"] == "ascend", first.outputs
     assert _present(infra_cluster, objects) == [object_path(o) for o in objects]
     kube = infra_cluster.kube()
     try:
@@ -115,13 +139,13 @@ def test_preview_up_noop_destroy(pulumi_tools, infra_cluster: ClusterHandle, tmp
     finally:
         kube.close()
 
-    second = infra_cli.run_action("up", target, capture=True)
+    second = runner.run_action("up", target, capture=True)
     assert second.returncode == 0, second.output[-4000:]
     timings["up (no changes)"] = second.seconds
-    assert not infra_cli.has_changes(second.changes), second.changes
+    assert not runner.has_changes(second.changes), second.changes
     assert second.changes.get("same", 0) == first.changes.get("create"), second.changes
 
-    gone = infra_cli.run_action("destroy", target, capture=True)
+    gone = runner.run_action("destroy", target, capture=True)
     assert gone.returncode == 0, gone.output[-4000:]
     timings["destroy"] = gone.seconds
     assert gone.changes.get("delete", 0) == first.changes.get("create"), gone.changes
@@ -132,3 +156,28 @@ def test_preview_up_noop_destroy(pulumi_tools, infra_cluster: ClusterHandle, tmp
     for name, seconds in timings.items():
         record_property(f"pulumi {name} seconds", round(seconds, 2))
     print("pulumi timings (s): " + ", ".join(f"{k} {v:.1f}" for k, v in timings.items()))
+    assert _tree_digest(runner.default_infra_dir()) == infra_before  # no stack file or salt written there
+
+
+def test_plain_pulumi_runs_the_same_program(pulumi_tools, infra_cluster: ClusterHandle, tmp_path) -> None:
+    """`pulumi preview` in infra/ as with a normal install (the CLI's own project and stack files) plans
+    what the Automation API run plans, with the same CLI."""
+    target = runner.prepare_target(profile="local", stack="it-auto", cluster=INFRA_CLUSTER, state=tmp_path / "pulumi")
+    automated = runner.run_action("preview", target, capture=True)
+    assert automated.returncode == 0, automated.output[-4000:]
+
+    copy = tmp_path / "infra"  # the CLI writes the stack file (salt) into the project: a copy takes it
+    shutil.copytree(runner.default_infra_dir(), copy, ignore=shutil.ignore_patterns("__pycache__"))
+    env = {**target.env, "PULUMI_CONFIG_PASSPHRASE": runner.DEFAULT_PASSPHRASE}
+
+    def pulumi(*args: str) -> subprocess.CompletedProcess:
+        cmd = [str(toolchain.pulumi_path()), *args, "--non-interactive"]
+        return subprocess.run(cmd, cwd=copy, env=env, capture_output=True, text=True, timeout=600, check=False)
+
+    init = pulumi("stack", "init", "it-plain", "--secrets-provider", "passphrase")
+    assert init.returncode == 0, init.stderr
+    plain = pulumi("preview", "--json", "--stack", "it-plain")
+    assert plain.returncode == 0, (plain.stdout + plain.stderr)[-4000:]
+    steps = json.loads(plain.stdout)["steps"]
+    assert _resource_ids([s["urn"] for s in steps]) == _resource_ids([s["urn"] for s in automated.steps])
+    assert (copy / "Pulumi.it-plain.yaml").is_file()  # the plain CLI keeps its stack file beside the program

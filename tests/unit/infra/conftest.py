@@ -11,6 +11,7 @@ from typing import Any
 
 import pulumi
 import pytest
+from pulumi.runtime import mocks as pulumi_mocks
 
 INFRA = Path(__file__).resolve().parents[3] / "infra"
 if str(INFRA) not in sys.path:
@@ -40,6 +41,8 @@ class Created:
     name: str
     inputs: dict[str, Any]
     secret_inputs: set[str] = field(default_factory=set)
+    parent: str = ""  # the parent's URN as the engine gets it ("" for the stack itself)
+    aliased_to_root: bool = False  # carries an alias to its place without a parent (before components)
 
 
 @dataclass
@@ -47,6 +50,7 @@ class Recorder(pulumi.runtime.Mocks):
     """Records every resource; Commands answer with a plausible stdout."""
 
     resources: list[Created] = field(default_factory=list)
+    registrations: dict[str, Any] = field(default_factory=dict)  # name -> RegisterResourceRequest
 
     def new_resource(self, args: pulumi.runtime.MockResourceArgs):
         plain, secret = {}, set()
@@ -54,7 +58,10 @@ class Recorder(pulumi.runtime.Mocks):
             plain[key], is_secret = unwrap(value)
             if is_secret:
                 secret.add(key)
-        self.resources.append(Created(args.typ, args.name, plain, secret))
+        request = self.registrations.get(args.name)
+        parent = request.parent if request is not None else ""
+        to_root = request is not None and any(a.spec.noParent for a in request.aliases)
+        self.resources.append(Created(args.typ, args.name, plain, secret, parent, to_root))
         outputs = dict(plain)
         if args.typ.startswith("command:"):
             outputs["stdout"] = f"stdout-of-{args.name}"
@@ -93,7 +100,18 @@ def run_program(config: dict[str, Any], secrets: dict[str, str] | None = None) -
     def program():
         main()
 
-    program()
+    # The mocks hand new_resource no parent or aliases: keep each request for the recorder.
+    register = pulumi_mocks.MockMonitor.RegisterResource
+
+    def keep(monitor, request):
+        recorder.registrations[request.name] = request
+        return register(monitor, request)
+
+    pulumi_mocks.MockMonitor.RegisterResource = keep
+    try:
+        program()
+    finally:
+        pulumi_mocks.MockMonitor.RegisterResource = register
     return recorder
 
 

@@ -11,7 +11,7 @@ import yaml
 from dralab.provision.kubeadm import gates_by_component
 from dralab.provision.versions import GATED_COMPONENTS
 
-from .conftest import run_program
+from .conftest import Recorder, run_program
 
 HOSTS = [
     {"name": "cp", "address": "192.0.2.1", "user": "ubuntu", "role": "control-plane", "hostKey": "ssh-ed25519 AAAA"},
@@ -23,6 +23,7 @@ def test_local_profile_creates_only_api_objects(kubeconfig: str) -> None:
     rec = run_program({"profile": "local", "kubeconfig": kubeconfig})
     types = {r.typ for r in rec.resources}
     assert types == {
+        "dralab:profiles:Local",
         "pulumi:providers:kubernetes",
         "kubernetes:core/v1:Namespace",
         "kubernetes:node.k8s.io/v1:RuntimeClass",
@@ -89,7 +90,14 @@ def test_kind_profile_without_image_loading() -> None:
     assert yaml.safe_load(rec.named("kind-cluster").inputs["stdin"])["nodes"][1]["role"] == "worker"
 
 
-def _baremetal(**extra) -> object:
+def kubeadm_config_text(rec: Recorder) -> str:
+    """The kubeadm config the program uploads (a StringAsset of the CopyToRemote)."""
+    source = rec.named("kubeadm-config").inputs["source"]
+    assert isinstance(source, pulumi.StringAsset), source
+    return source.text
+
+
+def _baremetal(**extra) -> Recorder:
     config = {"profile": "baremetal", "hosts": HOSTS, "backend": "nvidia", **extra}
     return run_program(config, secrets={"sshPrivateKey": "-----BEGIN KEY-----\nx\n-----END KEY-----\n"})
 
@@ -106,7 +114,11 @@ def test_baremetal_prepares_hosts_then_runs_kubeadm_with_the_gate_everywhere() -
     assert "connection" in rec.named("kubeadm-init").secret_inputs
     assert init["connection"]["host"] == "192.0.2.1" and init["connection"]["user"] == "ubuntu"
     assert "sudo kubeadm init --config /etc/dralab/kubeadm.yaml" in init["create"]
-    docs = list(yaml.safe_load_all(init["stdin"]))
+    upload = rec.named("kubeadm-config")
+    assert upload.typ == "command:remote:CopyToRemote"
+    assert upload.inputs["connection"]["host"] == "192.0.2.1" and "connection" in upload.secret_inputs
+    assert f"install -D -m 0600 {upload.inputs['remotePath']} /etc/dralab/kubeadm.yaml" in init["create"]
+    docs = list(yaml.safe_load_all(kubeadm_config_text(rec)))
     assert [d["kind"] for d in docs] == ["InitConfiguration", "ClusterConfiguration", "KubeletConfiguration"]
     assert all(d["apiVersion"] == "kubeadm.k8s.io/v1beta4" for d in docs[:2])
     gates = gates_by_component(docs)
@@ -129,7 +141,7 @@ def test_single_node_baremetal_schedules_on_the_control_plane() -> None:
         {"profile": "baremetal", "hosts": HOSTS[:1], "kubernetesVersion": "v1.35.7", "cni": ""},
         secrets={"sshPrivateKey": "k"},
     )
-    docs = list(yaml.safe_load_all(rec.named("kubeadm-init").inputs["stdin"]))
+    docs = list(yaml.safe_load_all(kubeadm_config_text(rec)))
     assert docs[0]["nodeRegistration"]["taints"] == []
     assert docs[1]["kubernetesVersion"] == "v1.35.7"
     names = {r.name for r in rec.resources}
@@ -159,3 +171,43 @@ def test_local_profile_without_a_cluster_says_how_to_get_one(monkeypatch, tmp_pa
     monkeypatch.setenv("DRALAB_HOME", str(tmp_path))
     with pytest.raises(pulumi.RunError, match="dralab cluster up"):
         run_program({"profile": "local", "clusterName": "nothere"})
+
+
+PROFILE_TYPES = {
+    "local": "dralab:profiles:Local",
+    "kind": "dralab:profiles:Kind",
+    "baremetal": "dralab:profiles:Baremetal",
+}
+
+
+@pytest.mark.parametrize("profile", sorted(PROFILE_TYPES))
+def test_each_profile_is_one_component_owning_every_resource(profile: str, kubeconfig: str) -> None:
+    if profile == "baremetal":
+        rec = _baremetal()
+    elif profile == "local":
+        rec = run_program({"profile": profile, "kubeconfig": kubeconfig})
+    else:
+        rec = run_program({"profile": profile})
+    components = [r for r in rec.resources if r.typ.startswith("dralab:profiles:")]
+    assert [(c.typ, c.name) for c in components] == [(PROFILE_TYPES[profile], f"dralab-{profile}")]
+    assert components[0].parent.endswith("pulumi:pulumi:Stack::dralab-test")  # the stack's own child
+    children = [r for r in rec.resources if r is not components[0]]
+    assert children
+    for child in children:
+        assert child.parent.endswith(f"${PROFILE_TYPES[profile]}::dralab-{profile}"), (child.name, child.parent)
+        # adopted in place from stacks made before the component existed: no replacement
+        assert child.aliased_to_root, child.name
+
+
+def test_config_change_updates_the_uploaded_kubeadm_config_without_a_new_trigger() -> None:
+    first = _baremetal()
+    second = _baremetal(podSubnet="10.99.0.0/16")
+    assert kubeadm_config_text(first) != kubeadm_config_text(second)
+    init = [rec.named("kubeadm-init").inputs for rec in (first, second)]
+    assert init[0]["environment"] != init[1]["environment"]  # an update re-installs the file
+    assert init[0].get("triggers") == init[1].get("triggers")  # but nothing replaces the cluster
+
+
+def test_baremetal_refuses_an_ssh_key_stored_in_plain_text() -> None:
+    with pytest.raises(pulumi.RunError, match=r"plain text.*--secret"):
+        run_program({"profile": "baremetal", "hosts": HOSTS, "sshPrivateKey": "-----BEGIN KEY-----"})
