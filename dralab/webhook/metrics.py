@@ -49,6 +49,10 @@ class Metrics:
             "dralab_janitor_unowned_claims", "Managed claims without an owner pod yet", registry=r,
             multiprocess_mode="livemax",  # only the leader sets it
         )
+        self.leader = Gauge(
+            "dralab_webhook_leader", "1 while this process holds the Lease and runs the janitor", registry=r,
+            multiprocess_mode="livesum",  # summed over a replica's workers: 0 or 1
+        )
         self.tls_reloads = Counter("dralab_webhook_tls_reloads_total", "Certificate reloads", registry=r)
         self.inflight = Gauge("dralab_webhook_inflight_requests", "Admission requests being read or answered",
                               registry=r, multiprocess_mode="livesum")

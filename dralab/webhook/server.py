@@ -73,6 +73,7 @@ class Webhook:
         self.janitor = next((p for p in parts if isinstance(p, Janitor)), None)
         self.budgets = next((p for p in parts if isinstance(p, BudgetReconciler)), None)
         self.adopter = next((p for p in parts if isinstance(p, Adopter)), None)
+        self.metrics.leader.set(1 if parts else 0)
 
 
 def build(
