@@ -2,7 +2,7 @@
 //
 // The provider's own main package embeds two JSON files that its go:generate step writes and its
 // module does not ship, so it cannot be built from the module proxy as it is. dralab writes those
-// files (from the shipped schema.json and terraform-mapping.json, see dralab/infra_cli.py) next to
+// files (from the shipped schema.json and terraform-mapping.json, see dralab/pulumi/toolchain.py) next to
 // this file in the build directory and builds this package instead.
 package main
 
