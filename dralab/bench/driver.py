@@ -1,10 +1,14 @@
 """``dralab bench driver``: NodePrepareResources latency and ResourceSlice publish time.
 
 Prepare is measured the way the kubelet calls it: gRPC over the driver's real unix socket, each
-claim new (so the claim read, the CDI write and the durable checkpoint write are in the figure):
+claim new (so the claim read, the CDI write and the durable checkpoint write are in the figure;
+the 1-claim phase also reports the checkpoint writes' own p50/p99):
 
 - 1 claim per call, and 16 claims per call (per-claim figure = call time / 16);
 - 1 claim per call with the claim cache switched off (every claim read is a GET);
+- 1 and 16 claims per call with the claims in memory (``..._no_api``): the same driver in the same
+  run with no apiserver or etcd work around the call, which tells the machine's share (CPU and
+  disk shared with the control plane) from the driver's own;
 - 8 one-claim calls at once (what group commit amortizes: checkpoint writes per call);
 - an empty request (what liveness probes send) as the baseline of the same run.
 
@@ -57,6 +61,8 @@ PHASES = (
     ("prepare_1_claim", 1),
     ("prepare_16_claims", 16),
     ("prepare_1_claim_get", 1),
+    ("prepare_1_claim_no_api", 1),
+    ("prepare_16_claims_no_api", 16),
     (f"prepare_1_claim_concurrent_{CONCURRENT}", 1),
     ("publish_8_devices", 1),
 )
@@ -71,6 +77,11 @@ def _stats(samples_s: list[float], per: int = 1) -> dict[str, float]:
         "p50_per_claim_ms": round(percentile(ms, 50) / per, 3),
         "p99_per_claim_ms": round(percentile(ms, 99) / per, 3),
     }
+
+
+def _prefixed(prefix: str, stats: dict[str, float]) -> dict[str, float]:
+    """The p50/p99 of ``stats`` under ``prefix`` (e.g. the checkpoint writes made during a phase)."""
+    return {f"{prefix}p50_ms": stats["p50_ms"], f"{prefix}p99_ms": stats["p99_ms"]}
 
 
 def _across_runs(runs: list[dict[str, float]]) -> dict[str, Any]:
@@ -208,6 +219,16 @@ class _Bench:
             self.tick()
         return samples
 
+    def prepare_without_api(self, batch: int, rounds: int, label: str) -> list[float]:
+        """Claims served from memory: no apiserver or etcd work next to the call (same driver, same run)."""
+        memory = InMemoryClaimSource()
+        saved = (self.maker, self.state.claims, self.state.cache)
+        self.maker, self.state.claims, self.state.cache = MemoryClaims(memory), memory, None
+        try:
+            return self.prepare(batch, rounds, label)
+        finally:
+            self.maker, self.state.claims, self.state.cache = saved
+
     def prepare_without_cache(self, rounds: int) -> list[float]:
         cache, self.state.cache = self.state.cache, None
         try:
@@ -264,14 +285,22 @@ def _one_run(claims_src: ClaimSource, maker: Any, rounds: dict[str, int], progre
     try:
         if proc.informer is not None:
             wait_for(proc.informer.synced.is_set, 60, "the driver's claim cache to list the claims")
-        task = progress.add_task("run", total=sum(rounds.values()))
+        local = rounds["one"] + rounds["sixteen"] if isinstance(maker, ApiClaims) else 0
+        task = progress.add_task("run", total=sum(rounds.values()) + local)
         with grpc.insecure_channel(f"unix://{proc.served[0].server.paths.dra}") as ch:
             bench = _Bench(proc, dra_v1_pb2_grpc.DRAPluginStub(ch), maker, lambda: progress.advance(task))
             bench.empty(20)  # warm the channel and the server threads
             empty = bench.empty(rounds["empty"])
             progress.advance(task, rounds["empty"])
+            writes_before = len(bench.state.commit.write_seconds)
             one = bench.prepare(1, rounds["one"], "one")
+            one_writes = list(bench.state.commit.write_seconds)[writes_before:]
             sixteen = bench.prepare(16, rounds["sixteen"], "b16")
+            if isinstance(maker, ApiClaims):
+                one_local = bench.prepare_without_api(1, rounds["one"], "local")
+                sixteen_local = bench.prepare_without_api(16, rounds["sixteen"], "local16")
+            else:  # the claims are in memory already: the same figures
+                one_local, sixteen_local = one, sixteen
             get = bench.prepare_without_cache(rounds["get"])
             conc, writes_per_call = bench.concurrent(rounds["concurrent"])
         hits = proc.metrics.registry.get_sample_value(
@@ -286,7 +315,9 @@ def _one_run(claims_src: ClaimSource, maker: Any, rounds: dict[str, int], progre
         shutil.rmtree(cdi_dir, ignore_errors=True)
     return {
         "baseline_empty_prepare": _stats(empty),
-        "prepare_1_claim": _stats(one, 1),
+        "prepare_1_claim": {**_stats(one, 1), **_prefixed("checkpoint_write_", _stats(one_writes))},
+        "prepare_1_claim_no_api": _stats(one_local, 1),
+        "prepare_16_claims_no_api": _stats(sixteen_local, 16),
         "prepare_16_claims": _stats(sixteen, 16),
         "prepare_1_claim_get": _stats(get, 1),
         f"prepare_1_claim_concurrent_{CONCURRENT}": {**_stats(conc, 1), "checkpoint_writes_per_call": writes_per_call},

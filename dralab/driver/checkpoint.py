@@ -52,6 +52,7 @@ import json
 import os
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -349,6 +350,7 @@ class GroupCommit:
         self._failed: tuple[int, int, OSError] | None = None  # tickets (low, high] of the last failed write
         self.writes = 0  # durable writes made (a benchmark and test figure)
         self.last_batch = 0  # changes the last write made durable
+        self.write_seconds: deque[float] = deque(maxlen=4096)  # recent durable writes, snapshot to flush
 
     @property
     def staged(self) -> int:
@@ -382,16 +384,19 @@ class GroupCommit:
     def _write(self, low: int, high: int) -> None:
         """One durable write as the elected writer; wakes every waiter whatever the outcome."""
         error: OSError | None = None
+        start = time.perf_counter()
         try:
             self.store.save(self.snapshot())
         except OSError as exc:
             error = exc
+        took = time.perf_counter() - start
         with self._cond:
             self._writing = False
             if error is None:
                 self._durable = max(self._durable, high)
                 self.writes += 1
                 self.last_batch = high - low
+                self.write_seconds.append(took)
                 if self.observe is not None:
                     self.observe(high - low)
             else:
