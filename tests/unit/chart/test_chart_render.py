@@ -38,7 +38,8 @@ def test_default_render_has_every_component(render: Render) -> None:
     assert kinds == sorted(
         [
             "Certificate", "ClusterRole", "ClusterRoleBinding", "ConfigMap", "DaemonSet", "Deployment",
-            "DeviceClass", "Issuer", "MutatingWebhookConfiguration", "PodDisruptionBudget", "RuntimeClass", "Service",
+            "DeviceClass", "Issuer", "MutatingWebhookConfiguration", "PodDisruptionBudget", "Role", "RoleBinding",
+            "RuntimeClass", "Service",
             "ServiceAccount", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding",
             "ValidatingWebhookConfiguration",
         ]
