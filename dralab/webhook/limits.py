@@ -24,34 +24,41 @@ _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9
 class ServerLimits:
     """Transport limits of one server process (the chart's memory limit assumes these defaults).
 
-    ``max_inflight`` x ``max_body_bytes`` bounds the memory request bodies can take (32 x 4 MiB).
+    ``max_inflight_bytes`` bounds the memory request bodies can take: each admission in flight holds its
+    declared length (or ``max_body_bytes`` when it declares none) against it.
     """
 
     max_body_bytes: int = 4 * 1024 * 1024  # an AdmissionReview of the largest pod etcd stores (1.5 MiB), twice
     read_timeout_seconds: float = 10.0  # from connect (or the last answer) to a complete request
     handshake_timeout_seconds: float = 5.0  # TCP connect to finished TLS handshake
-    max_inflight: int = 32  # admissions being read or answered at once; more get 503
+    max_inflight: int = 256  # admissions being read or answered at once; more get 503
+    max_inflight_bytes: int = 96 * 1024 * 1024  # their bodies together (the chart's limit is 256 Mi)
     max_connections: int = 512  # open connections; more get 503 from uvicorn
 
 
 class Inflight:
-    """A non-blocking counter of admissions in flight: a request over the cap is refused at once, never queued."""
+    """Admissions in flight and the body bytes they may hold; a request over either cap is refused at once,
+    never queued (a queue would only move the wait past the apiserver's timeout)."""
 
-    def __init__(self, cap: int, on_change: Callable[[int], None] | None = None) -> None:
+    def __init__(self, cap: int, byte_cap: int | None = None, on_change: Callable[[int], None] | None = None) -> None:
         self.cap = cap
+        self.byte_cap = byte_cap
         self.count = 0
+        self.bytes = 0
         self._on_change = on_change
 
-    def try_enter(self) -> bool:
-        if self.count >= self.cap:
+    def try_enter(self, nbytes: int = 0) -> bool:
+        if self.count >= self.cap or (self.byte_cap is not None and self.bytes + nbytes > self.byte_cap):
             return False
         self.count += 1
+        self.bytes += nbytes
         if self._on_change:
             self._on_change(self.count)
         return True
 
-    def leave(self) -> None:
+    def leave(self, nbytes: int = 0) -> None:
         self.count -= 1
+        self.bytes -= nbytes
         if self._on_change:
             self._on_change(self.count)
 
