@@ -135,6 +135,15 @@ class BodyTooLarge(Exception):
     """The request body passed the limit (HTTP 413; the rest is never read)."""
 
 
+def held_bytes(request: Request, limit: int) -> int:
+    """What a request's body may take while in flight: its declared length, else the whole limit."""
+    try:
+        declared = int(request.headers.get("content-length", ""))
+    except ValueError:
+        return limit
+    return declared if 0 <= declared <= limit else limit
+
+
 async def read_body(request: Request, limit: int) -> bytes:
     """The body, refused by its declared length before reading and by its size while reading (chunked)."""
     declared = request.headers.get("content-length")
@@ -165,16 +174,18 @@ def create_app(
     metrics = webhook.metrics
     handler = webhook.handler
     limits = limits or ServerLimits()
-    inflight = Inflight(limits.max_inflight, metrics.inflight.set)
+    inflight = Inflight(limits.max_inflight, limits.max_inflight_bytes, metrics.inflight.set)
 
     def admission(endpoint: str, call: Callable[..., Any]):
         async def route(request: Request) -> Response:
             start = time.perf_counter()
             metrics.requests.labels(endpoint).inc()
-            if not inflight.try_enter():
+            hold = held_bytes(request, limits.max_body_bytes)
+            if not inflight.try_enter(hold):
                 metrics.refused.labels("too_many_inflight").inc()
                 return PlainTextResponse(
-                    f"too many concurrent admission requests (more than {limits.max_inflight}); retry",
+                    f"too many concurrent admission requests ({inflight.count} in flight, at most "
+                    f"{limits.max_inflight}, bodies within {limits.max_inflight_bytes} bytes); retry",
                     503, headers={"Connection": "close", "Retry-After": "1"},
                 )
             try:
@@ -189,7 +200,7 @@ def create_app(
                 metrics.errors.labels(endpoint).inc()
                 return PlainTextResponse(str(exc), 400)
             finally:
-                inflight.leave()
+                inflight.leave(hold)
                 metrics.latency.labels(endpoint).observe(time.perf_counter() - start)
 
         return route
