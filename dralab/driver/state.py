@@ -350,8 +350,9 @@ class DriverState:
                     self.checkpoint.claims.pop(uid, None)
                     with contextlib.suppress(OSError, ClaimError):
                         self._remove_files(uid)
-                if fresh:
-                    self.commit.stage()  # the removal rides on the next write; nothing waits for it
+                # the removal (and whatever the failed write carried) rides on the next write, which
+                # any later call, a repeat included, now makes instead of inheriting this error
+                self.commit.stage()
                 self._update_gauge()
             for uid in fresh + repeated:
                 out[uid] = self._failed("prepare", ClaimError(f"writing the checkpoint: {exc}", "io"))
@@ -612,6 +613,8 @@ class DriverState:
             self.commit.wait(ticket)
         except OSError as exc:
             # the files are gone and the entry is out of memory: the kubelet's retry finds an unknown claim
+            with self._lock:
+                self.commit.stage()  # the next call writes again instead of inheriting this error
             for uid in removed:
                 out[uid] = f"writing the checkpoint after removing claim {uid}: {exc}"
                 self._count("unprepare", "error")

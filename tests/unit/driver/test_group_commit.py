@@ -112,3 +112,20 @@ def test_restart_after_a_commit_knows_the_claims(tmp_path: Path, make_state) -> 
     assert state.commit.writes == 1
     restarted = make_state(tmp_path, source)
     assert set(restarted.prepared_claims()) == {r.uid for r in refs}
+
+
+def test_a_failed_write_does_not_stick_to_later_calls(tmp_path: Path, make_state) -> None:
+    source, refs = _claims()
+    state = make_state(tmp_path, source)
+    kept, dropped = refs[0], refs[1]
+    assert all(not r.error for r in state.prepare([kept, dropped]).values())
+    real = state.store.save
+
+    def full(cp) -> None:
+        raise OSError(28, "No space left on device")
+
+    state.store.save = full
+    assert "No space left" in state.unprepare([dropped])[dropped.uid]
+    state.store.save = real
+    assert state.prepare([kept])[kept.uid].error == "", "a repeat after the failure answers"
+    assert set(_on_disk(state).claims) == {kept.uid}
