@@ -22,8 +22,8 @@ Group commit (``GroupCommit``): concurrent kubelet calls share one durable write
 - One waiter at a time is the writer. It reads the newest ticket T, then copies the checkpoint
   under the driver's lock. Every change numbered T or lower was made before its ticket was taken,
   so the copy contains it (and maybe later ones: they are durable too, just not yet counted). The
-  writer writes the copy atomically and durably, marks everything up to T durable and wakes all
-  waiters. Waiters whose tickets are above T (their changes arrived during the write) elect the
+  writer writes the copy into the older slot and flushes it, marks everything up to T durable and
+  wakes all waiters. Waiters whose tickets are above T (their changes arrived during the write) elect the
   next writer, so a burst of N calls costs about two writes instead of N, and the driver's lock
   is never held across an fsync.
 
@@ -36,6 +36,8 @@ checkpoint entry, and a durable entry implies the claim's files were complete wh
   the checksum marks the torn slot, and the claims the CDI specs record are added back to the
   newer one. The torn write's own claims may survive that way: their call never answered, so
   they are extra entries, which a repeated Prepare answers and reconcile releases.
+- A failed write leaves its slot unknown: the next write to it recreates the whole file by the
+  atomic path, so no leftover of the failed write can make a later checkpoint unreadable.
 - A failed write fails every call whose ticket it covered; each removes its new claims from
   memory and from disk. A later copy may already hold such an entry and become durable: that is
   a checkpoint entry whose CDI spec is gone, the state a reboot leaves behind, which a repeated
@@ -275,14 +277,14 @@ class CheckpointStore:
         data = encode(cp)
         slot = cp.sequence % 2
         path = self.files()[slot]
-        size, used = self._room.get(slot, (0, 0))
+        size, used = self._room.pop(slot, (0, 0))  # unknown content after a failure: recreated next time
         if len(data) > size:
             size = max(SLOT_BYTES, 1 << (2 * len(data) - 1).bit_length())
             atomic_write(path, data + b" " * (size - len(data)), mode=0o600)
         else:
             fd = os.open(path, os.O_WRONLY | os.O_NOFOLLOW)
             try:
-                os.pwrite(fd, data + b" " * max(0, used - len(data)), 0)
+                os.pwrite(fd, data + b" " * max(0, used - len(data)), 0)  # blank the older, longer text
                 os.fdatasync(fd)
             finally:
                 os.close(fd)

@@ -286,3 +286,28 @@ def test_a_torn_newest_slot_falls_back_and_keeps_every_claim_with_a_spec(tmp_pat
     assert set(restarted.prepared_claims()) == {CLAIM_A_UID, "uid-b"}
     assert not restarted.store.quarantined, "a torn slot is the other slot's job, not a quarantine"
     assert set(_on_disk(tmp_path)["claims"]) == {CLAIM_A_UID, "uid-b"}
+
+
+def test_a_slot_left_unknown_by_a_failed_write_is_rewritten(tmp_path: Path, make_state, claims, monkeypatch) -> None:
+    import os
+
+    import dralab.driver.checkpoint as checkpoint_mod
+
+    state = make_state(tmp_path, claims)
+    for i in range(2):  # both slots exist and are written in place from now on
+        ref = ClaimRef(NAMESPACE, f"c{i}", f"uid-{i}")
+        claims.put(lab20_claim(uid=ref.uid, name=ref.name))
+        assert state.prepare([ref])[ref.uid].error == ""
+    target = state.store.files()[(state.store.sequence + 1) % 2]
+
+    def torn(fd: int, data: bytes, offset: int) -> int:
+        os.write(fd, b"x" * (len(data) + 500))  # garbage longer than anything written before
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(checkpoint_mod.os, "pwrite", torn)
+    assert "Input/output error" in state.prepare([REF_A])[CLAIM_A_UID].error
+    monkeypatch.undo()
+    assert state.prepare([REF_A])[CLAIM_A_UID].error == ""
+    assert json.loads(target.read_text())["sequence"] == state.store.sequence  # whole and readable again
+    restarted = make_state(tmp_path, claims)
+    assert set(restarted.prepared_claims()) == {"uid-0", "uid-1", CLAIM_A_UID}
