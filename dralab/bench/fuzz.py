@@ -54,7 +54,7 @@ HAMI_KEYS = (f"huawei.com/{CHIP}", f"huawei.com/{CHIP}-memory", f"huawei.com/{CH
              "hygon.com/hcunum", "hygon.com/hcumem", "huawei.com/Ascend999", "huawei.com/Ascend910B3-memory")
 ANNOTATIONS = (f"hami.io/use-{CHIP}-uuid", f"hami.io/no-use-{CHIP}-uuid", "hami.io/use-nputype",
                "nvidia.com/use-gpuuuid", "nvidia.com/nouse-gputype", "hygon.com/use-hcutype")
-FIELD_ROOTS = ("kind", "apiVersion", "metadata", "spec")
+FIELD_ROOTS = ("kind", "apiVersion", "metadata", "spec", "request")  # request.namespace: the review itself
 DENIAL = re.compile(r"^(?P<field>[A-Za-z][^\s:]*): \S")
 
 
