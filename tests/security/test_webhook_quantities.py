@@ -49,6 +49,8 @@ def test_normal_pod_is_answered_while_a_hostile_one_is_in_flight(served) -> None
     with served.client(timeout=5) as c, concurrent.futures.ThreadPoolExecutor(2) as pool:
         bad = pool.submit(c.post, f"{served.url}/mutate", json=review(hostile, uid="bad"))
         good = pool.submit(c.post, f"{served.url}/mutate", json=review(gpu_pod("good"), uid="good"))
+        health = c.get(f"{served.url}/healthz", timeout=1)  # the chart's liveness probe gives up after 1 s
+        assert health.text == "ok"
         assert answer(good.result())["allowed"] is True
         assert answer(bad.result())["allowed"] is False
 
