@@ -254,27 +254,33 @@ def delete_bridge(name: str) -> bool:
 
 
 def namespace_pids(mntns: str) -> list[int]:
-    """Processes whose mount namespace is ``mntns`` (``mnt:[inode]``): only the node's own."""
+    """Live processes whose mount namespace is ``mntns`` (``mnt:[inode]``): only the node's own."""
     pids = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
         with contextlib.suppress(OSError):
-            if os.readlink(entry / "ns" / "mnt") == mntns:
+            if os.readlink(entry / "ns" / "mnt") == mntns and _not_zombie(int(entry.name)):
                 pids.append(int(entry.name))
     return pids
 
 
-def kill_namespace(mntns: str, timeout: float = 5.0) -> int:
-    """SIGKILL every process left in the node's namespace (shims, containers); returns how many."""
-    pids = [p for p in namespace_pids(mntns) if p != os.getpid()]
-    for pid in pids:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
+def kill_namespace(mntns: str, timeout: float = 10.0) -> int:
+    """SIGKILL every process in the node's namespace (shims, containers) until none is left; returns the count.
+
+    Scans again after each round: a shim may be forking runc while it is being killed.
+    """
+    killed: set[int] = set()
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline and any(Path(f"/proc/{p}").exists() and _not_zombie(p) for p in pids):
+    while True:
+        pids = [p for p in namespace_pids(mntns) if p != os.getpid()]
+        if not pids or time.monotonic() > deadline:
+            return len(killed)
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+            killed.add(pid)
         time.sleep(0.05)
-    return len(pids)
 
 
 def _not_zombie(pid: int) -> bool:
