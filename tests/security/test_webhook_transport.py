@@ -136,15 +136,14 @@ def test_concurrent_admissions_are_capped(tmp_path: Path) -> None:
 def test_bodies_in_flight_are_capped_by_their_declared_size(tmp_path: Path) -> None:
     """One slow request declaring 60 KiB holds that much; a second one that would pass 100 KiB gets 503."""
     limits = ServerLimits(max_body_bytes=64 * 1024, read_timeout_seconds=60.0, max_inflight_bytes=100 * 1024)
-    with serve(tmp_path, server_kwargs={"limits": limits}) as served:
-        with served.tls_socket(timeout=GIVE_UP) as holder:
-            holder.sendall(_head("/mutate", 60 * 1024) + b"{")
-            inflight = served.server.webhook.metrics.inflight
-            wait_for(lambda: inflight._value.get() == 1, GIVE_UP, "the holder to be admitted")
-            with served.tls_socket(timeout=GIVE_UP) as second:
-                second.sendall(_head("/mutate", 60 * 1024) + b"{")
-                assert _read_status(second) == 503
-            small = json.dumps(review(gpu_pod())).encode()
-            with served.client(timeout=GIVE_UP) as c:  # a small review still fits beside the holder
-                resp = c.post(f"{served.url}/mutate", content=small, headers={"Content-Type": "application/json"})
-            assert resp.status_code == 200
+    with serve(tmp_path, server_kwargs={"limits": limits}) as served, served.tls_socket(timeout=GIVE_UP) as holder:
+        holder.sendall(_head("/mutate", 60 * 1024) + b"{")
+        inflight = served.server.webhook.metrics.inflight
+        wait_for(lambda: inflight._value.get() == 1, GIVE_UP, "the holder to be admitted")
+        with served.tls_socket(timeout=GIVE_UP) as second:
+            second.sendall(_head("/mutate", 60 * 1024) + b"{")
+            assert _read_status(second) == 503
+        small = json.dumps(review(gpu_pod())).encode()
+        with served.client(timeout=GIVE_UP) as c:  # a small review still fits beside the holder
+            resp = c.post(f"{served.url}/mutate", content=small, headers={"Content-Type": "application/json"})
+        assert resp.status_code == 200
