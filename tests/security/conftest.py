@@ -1,7 +1,8 @@
 """Fixtures of the security tier: every test here replays one attack against a real component.
 
-Shared by the SECURITY (webhook, vcore, chart, Pulumi) and DRIVER test files; cluster fixtures
-come from ``tests/integration/conftest.py`` for the tests marked ``integration``.
+Shared by the SECURITY (webhook, vcore, chart, Pulumi) and DRIVER test files. The cluster fixtures
+below serve the tests marked ``integration``: the shared local cluster, brought up as
+``tests/integration/conftest.py`` does, an admin API client and a throwaway namespace.
 """
 
 from __future__ import annotations
