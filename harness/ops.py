@@ -598,6 +598,9 @@ def op_probe_in_pod(ctx: Context, body: dict[str, Any], op: Operation) -> OpOutc
     vendor = vcore.normalise_vendor(str(body["vendor"]))
     steps = [int(s) for s in body["steps"]] if body.get("steps") is not None else [2050]
     argv = [PROBE_COMMAND, "--vendor", vendor, "--steps", ",".join(str(s) for s in steps), "--max-steps", "1000"]
+    extra_env = [f"{k}={v}" for k, v in (body.get("env") or {}).items()]
+    if extra_env:
+        argv = ["env", *extra_env, *argv]
     pod = str(body["pod"])
     container = str(body["container"]) if body.get("container") else None
     cmd = _exec_command(ctx, pod, container, argv)

@@ -119,7 +119,7 @@ OPERATIONS: dict[str, OpSpec] = {
     ),
     "probe-in-pod": OpSpec(
         required=("pod", "vendor"),
-        optional=("container", "steps", "expect", "capture"),
+        optional=("container", "steps", "env", "expect", "capture"),
         default_timeout=60.0,
         doc="run vcore's probe inside a container (the CDI spec preloads the library); result as run-with-claim-env",
     ),
