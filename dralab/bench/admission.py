@@ -16,6 +16,7 @@ import asyncio
 import json
 import os
 import ssl
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -33,12 +34,20 @@ from rich.progress import Progress
 from dralab.bench.common import percentile, write_result
 from dralab.util import free_port, wait_for
 
-RATES_FULL = (50, 100, 200, 500)
+RATES_FULL = (50, 100, 200)
 RATES_QUICK = (100,)
 HANDLERS = {"noop": "/bench/noop", "convert": "/bench/convert", "create": "/mutate"}
 P99_TARGET_MS = 25.0
 WEBHOOK_TIMEOUT = 10.0  # seconds: the registration's timeoutSeconds
-THROUGHPUT_TARGET = 0.5
+THROUGHPUT_TARGET = 0.7  # conversion only vs the no-op handler, maximum throughput
+DIRECT_TARGET = 0.8  # create through the webhook vs the same claims created directly, maximum throughput
+CPU_TARGET_MS = 1.5  # server CPU (every process, janitor included) per admitted pod with its claim
+REPEATS_FULL = 3
+CLOSED_WORKERS = 16
+# The bench sends thousands of pods from one namespace: the namespace claim rate (a limit against
+# forged reviews, tested in tests/security) is lifted so it measures the server, not the limiter.
+BENCH_CONFIG = {"webhook": {"claimGracePeriodSeconds": 86400, "claimCreateRatePerSecond": 100000,
+                            "claimCreateBurst": 1000000}}
 
 console = Console(stderr=True)
 
@@ -76,6 +85,36 @@ class Bodies:
         return self.template.replace("@UID@", uid).replace("@NAME@", f"bench-{self.n}-{uid[:8]}").encode()
 
 
+class ClaimBodies:
+    """The ResourceClaims the create handler makes, pre-rendered for creating them directly (the baseline)."""
+
+    def __init__(self, namespace: str) -> None:
+        from dralab.config import default_config
+        from dralab.model.convert import Converter
+
+        claim = Converter(default_config().vendors).convert(_pod("@NAME@"), namespace=namespace,
+                                                              request_uid="@UID@").objects[0]
+        claim["metadata"]["name"] = "@NAME@"
+        self.template = json.dumps(claim, separators=(",", ":"))
+        self.n = 0
+
+    def next(self) -> bytes:
+        self.n += 1
+        uid = str(uuid.uuid4())
+        return self.template.replace("@UID@", uid).replace("@NAME@", f"direct-{self.n}-{uid[:8]}").encode()
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where the load goes: the webhook, or the apiserver itself (the direct baseline)."""
+
+    port: int
+    ctx: ssl.SSLContext
+    server_hostname: str = "localhost"
+    ok_status: int = 200
+    ok_marker: bytes = b'"allowed":true'
+
+
 class Connection:
     """One keep-alive TLS connection speaking just enough HTTP/1.1."""
 
@@ -84,8 +123,8 @@ class Connection:
         self.writer = writer
 
     @classmethod
-    async def open(cls, port: int, ctx: ssl.SSLContext) -> Connection:
-        reader, writer = await asyncio.open_connection("127.0.0.1", port, ssl=ctx, server_hostname="localhost")
+    async def open(cls, port: int, ctx: ssl.SSLContext, server_hostname: str = "localhost") -> Connection:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port, ssl=ctx, server_hostname=server_hostname)
         return cls(reader, writer)
 
     async def post(self, path: str, body: bytes) -> tuple[int, bytes]:
@@ -113,9 +152,11 @@ class Sample:
     latencies: list[float] = field(default_factory=list)
     errors: int = 0
     first_error: str = ""
+    ok_status: int = 200
+    ok_marker: bytes = b'"allowed":true'
 
     def record(self, latency: float, status: int, body: bytes) -> None:
-        ok = status == 200 and b'"allowed":true' in body
+        ok = status == self.ok_status and self.ok_marker in body
         if ok:
             self.latencies.append(latency)
         else:
@@ -134,7 +175,7 @@ class Sample:
         return out
 
 
-async def open_loop(port: int, ctx: ssl.SSLContext, path: str, bodies: Bodies, rate: float,
+async def open_loop(target: Target, path: str, bodies: Bodies | ClaimBodies, rate: float,
                     duration: float, max_connections: int = 64) -> dict[str, Any]:
     """Start ``rate`` requests per second for ``duration`` seconds on a fixed schedule.
 
@@ -143,16 +184,20 @@ async def open_loop(port: int, ctx: ssl.SSLContext, path: str, bodies: Bodies, r
     """
     idle: asyncio.Queue[Connection] = asyncio.Queue()
     opened = 4
+
+    def connect() -> Any:
+        return Connection.open(target.port, target.ctx, target.server_hostname)
+
     for _ in range(opened):
-        idle.put_nowait(await Connection.open(port, ctx))
-    sample = Sample()
+        idle.put_nowait(await connect())
+    sample = Sample(ok_status=target.ok_status, ok_marker=target.ok_marker)
     payloads = [bodies.next() for _ in range(int(rate * duration))]
 
     async def one(scheduled: float, body: bytes) -> None:
         nonlocal opened
         if idle.empty() and opened < max_connections:
             opened += 1
-            conn = await Connection.open(port, ctx)
+            conn = await connect()
         else:
             conn = await idle.get()
         try:
@@ -161,7 +206,7 @@ async def open_loop(port: int, ctx: ssl.SSLContext, path: str, bodies: Bodies, r
             sample.errors += 1
             sample.first_error = sample.first_error or f"{type(exc).__name__}: {exc}"
             conn.close()
-            idle.put_nowait(await Connection.open(port, ctx))
+            idle.put_nowait(await connect())
             return
         sample.record(time.perf_counter() - scheduled, status, answer)
         idle.put_nowait(conn)
@@ -190,11 +235,11 @@ async def open_loop(port: int, ctx: ssl.SSLContext, path: str, bodies: Bodies, r
     return out
 
 
-async def closed_loop(port: int, ctx: ssl.SSLContext, path: str, bodies: Bodies, workers: int,
+async def closed_loop(target: Target, path: str, bodies: Bodies | ClaimBodies, workers: int,
                       duration: float) -> dict[str, Any]:
     """``workers`` clients sending back to back for ``duration`` seconds: the maximum throughput."""
-    sample = Sample()
-    conns = [await Connection.open(port, ctx) for _ in range(workers)]
+    sample = Sample(ok_status=target.ok_status, ok_marker=target.ok_marker)
+    conns = [await Connection.open(target.port, target.ctx, target.server_hostname) for _ in range(workers)]
     stop_at = time.perf_counter() + duration
 
     async def worker(conn: Connection) -> None:
@@ -213,9 +258,60 @@ async def closed_loop(port: int, ctx: ssl.SSLContext, path: str, bodies: Bodies,
 
 
 def _process_cpu(pid: int) -> float:
-    """User plus system CPU seconds of process ``pid`` so far (Linux /proc)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    """User plus system CPU seconds of process ``pid`` so far (Linux /proc); 0 once it is gone."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _children(pid: int) -> list[int]:
+    out: list[int] = []
+    try:
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            out += [int(c) for c in (task / "children").read_text().split()]
+    except OSError:
+        pass
+    return out
+
+
+def tree_cpu(pid: int) -> float:
+    """CPU seconds of ``pid`` and its descendants (the supervisor and every worker, janitor threads included)."""
+    total, todo = 0.0, [pid]
+    while todo:
+        current = todo.pop()
+        total += _process_cpu(current)
+        todo += _children(current)
+    return total
+
+
+def settled_cpu(pid: int, quiet: float = 0.02, limit: float = 5.0) -> float:
+    """The tree's CPU once trailing work (the janitor's watch events) has stopped: read until a 0.5 s
+    window adds less than ``quiet`` CPU seconds, at most ``limit`` seconds."""
+    last = tree_cpu(pid)
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        time.sleep(0.5)
+        now = tree_cpu(pid)
+        if now - last < quiet:
+            return now
+        last = now
+    return last
+
+
+def apiserver_pid(port: int) -> int | None:
+    """The local kube-apiserver serving ``port`` (its CPU is reported beside the webhook's)."""
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            argv = (proc / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if argv and argv[0].endswith(b"kube-apiserver") and f"--secure-port={port}".encode() in argv:
+            return int(proc.name)
+    return None
 
 
 def _kubeconfig(explicit: str | None, cluster_name: str) -> tuple[str | None, str]:
@@ -241,83 +337,191 @@ def _kubeconfig(explicit: str | None, cluster_name: str) -> tuple[str | None, st
     return path, ""
 
 
-def _start_server(workdir: Path, kubeconfig: str | None) -> tuple[subprocess.Popen, int, ssl.SSLContext]:
+def _start_server(workdir: Path, kubeconfig: str | None, workers: int,
+                  lease: str) -> tuple[subprocess.Popen, Target]:
     from dralab.webhook import certs
 
     ca, cert, key = certs.write(workdir)
     config = workdir / "config.yaml"
     # A long grace period: the janitor must not reap benchmark claims (they never get pods) mid-run.
-    config.write_text(yaml.safe_dump({"webhook": {"claimGracePeriodSeconds": 86400}}))
+    config.write_text(yaml.safe_dump(BENCH_CONFIG))
     port = free_port()
     argv = [sys.executable, "-m", "dralab.cli", "webhook", "serve", "--cert", str(cert), "--key", str(key),
-            "--port", str(port), "--config", str(config), "--bench-routes"]
+            "--port", str(port), "--config", str(config), "--bench-routes", "--workers", str(workers),
+            "--lease-name", lease]
     argv += ["--kubeconfig", kubeconfig] if kubeconfig else ["--no-kube"]
     log = open(workdir / "webhook.log", "wb")  # noqa: SIM115 - handed to the child process
     proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
     ctx = ssl.create_default_context(cafile=str(ca))
 
-    def healthy() -> bool:
+    def get(path: str) -> tuple[int, str]:
         if proc.poll() is not None:
             raise RuntimeError(f"webhook exited: {(workdir / 'webhook.log').read_text()[-2000:]}")
         try:
             import http.client
 
             conn = http.client.HTTPSConnection("127.0.0.1", port, context=ctx, timeout=2)
-            conn.request("GET", "/readyz")
-            return conn.getresponse().status == 200
+            conn.request("GET", path)
+            resp = conn.getresponse()
+            return resp.status, resp.read().decode()
         except (OSError, ssl.SSLError):
-            return False
+            return 0, ""
 
-    wait_for(healthy, 60, "the benchmark webhook server to be ready")
-    return proc, port, ctx
+    wait_for(lambda: get("/readyz")[0] == 200, 90, "the benchmark webhook server to be ready")
+    if kubeconfig:  # the janitor's CPU counts: wait until a worker leads and its caches are synced
+        wait_for(lambda: "dralab_webhook_leader 1.0" in get("/metrics")[1] and get("/readyz")[0] == 200, 90,
+                 "a benchmark webhook worker to win its Lease")
+    return proc, Target(port, ctx)
 
 
-def run(quick: bool, kubeconfig: str | None, cluster_name: str, duration: float | None) -> dict[str, Any]:
+def _apiserver_target(kubeconfig: str, workdir: Path) -> tuple[Target, int]:
+    """The apiserver as a load target, with the kubeconfig's client certificate (the direct baseline)."""
+    import base64
+    from urllib.parse import urlparse
+
+    doc = yaml.safe_load(Path(kubeconfig).read_text())
+    current = doc.get("current-context")
+    context = next(c["context"] for c in doc["contexts"] if c["name"] == current)
+    cluster = next(c["cluster"] for c in doc["clusters"] if c["name"] == context["cluster"])
+    user = next(u["user"] for u in doc["users"] if u["name"] == context["user"])
+    if "client-certificate-data" not in user:
+        raise RuntimeError("the direct baseline needs a kubeconfig with client-certificate-data (the local cluster's)")
+    url = urlparse(cluster["server"])
+    ca = workdir / "apiserver-ca.crt"
+    ca.write_bytes(base64.b64decode(cluster["certificate-authority-data"]))
+    cert, key = workdir / "client.crt", workdir / "client.key"
+    cert.write_bytes(base64.b64decode(user["client-certificate-data"]))
+    key.write_bytes(base64.b64decode(user["client-key-data"]))
+    key.chmod(0o600)
+    ctx = ssl.create_default_context(cafile=str(ca))
+    ctx.load_cert_chain(str(cert), str(key))
+    port = url.port or 443
+    return Target(port, ctx, server_hostname=url.hostname or "127.0.0.1", ok_status=201, ok_marker=b'"uid"'), port
+
+
+def _one_round(targets: dict[str, tuple[Target, str, Any]], rates: tuple[int, ...], seconds: float,
+               proc: subprocess.Popen, api_pid: int | None, progress: Progress, task: Any) -> dict[str, Any]:
+    """One repeat: every handler at every rate (taking turns at each step, so drifting load hits them
+    alike), then each handler's closed loop with the CPU the server and the apiserver spent on it."""
+    results: dict[str, Any] = {name: {"open_loop": []} for name in targets}
+    load = [round(x, 2) for x in os.getloadavg()]
+    for rate in rates:
+        for name, (target, path, bodies) in targets.items():
+            progress.update(task, description=f"{name}: open loop at {rate} req/s")
+            results[name]["open_loop"].append(asyncio.run(open_loop(target, path, bodies, rate, seconds)))
+            progress.advance(task)
+    for name, (target, path, bodies) in targets.items():
+        progress.update(task, description=f"{name}: closed loop, {CLOSED_WORKERS} workers")
+        cpu0 = settled_cpu(proc.pid)
+        api0 = _process_cpu(api_pid) if api_pid else None
+        closed = asyncio.run(closed_loop(target, path, bodies, CLOSED_WORKERS, seconds))
+        # CPU seconds per request: far less sensitive to a busy machine than wall time. The server's
+        # counts every process and the janitor's work on the claims (read once it has settled).
+        if closed["completed"]:
+            closed["server_cpu_ms_per_request"] = round((settled_cpu(proc.pid) - cpu0) / closed["completed"] * 1000, 3)
+            if api0 is not None and api_pid:
+                closed["apiserver_cpu_ms_per_request"] = round(
+                    (_process_cpu(api_pid) - api0) / closed["completed"] * 1000, 3)
+        results[name]["closed_loop"] = closed
+        progress.advance(task)
+    return {"load_average_start": load, "load_average_end": [round(x, 2) for x in os.getloadavg()],
+            "handlers": results}
+
+
+def spread(values: list[float | None]) -> dict[str, Any]:
+    """Median, min and max of one figure over the repeats (None where a run had no value)."""
+    got = sorted(v for v in values if v is not None)
+    if not got:
+        return {"median": None, "min": None, "max": None, "runs": values}
+    return {"median": round(statistics.median(got), 3), "min": round(got[0], 3), "max": round(got[-1], 3),
+            "runs": values}
+
+
+def _ratio(a: float | None, b: float | None) -> float | None:
+    return round(a / b, 3) if a is not None and b else None
+
+
+def summarize(rounds: list[dict[str, Any]], rates: tuple[int, ...]) -> dict[str, Any]:
+    """Each figure per run, as median and spread; ratios are taken inside each run, then summarized."""
+    names = list(rounds[0]["handlers"])
+
+    def closed(name: str, key: str) -> list[float | None]:
+        return [(r["handlers"][name].get("closed_loop") or {}).get(key) for r in rounds]
+
+    def at(name: str, rate: int, key: str) -> list[float | None]:
+        out = []
+        for r in rounds:
+            row = next(x for x in r["handlers"][name]["open_loop"] if x["offered_rps"] == rate)
+            out.append(row.get(key) if not row.get("errors") else None)  # a run with errors has no valid p99
+        return out
+
+    summary: dict[str, Any] = {"max_rps": {n: spread(closed(n, "throughput_rps")) for n in names},
+                               "server_cpu_ms_per_request": {n: spread(closed(n, "server_cpu_ms_per_request"))
+                                                             for n in names},
+                               "p99_ms": {n: {str(rate): spread(at(n, rate, "p99_ms")) for rate in rates}
+                                          for n in names},
+                               "errors": {n: {str(rate): [next(x for x in r["handlers"][n]["open_loop"]
+                                                               if x["offered_rps"] == rate)["errors"] for r in rounds]
+                                              for rate in rates} for n in names}}
+    ratios = {"convert_vs_noop_max": ("convert", "noop")}
+    if "create" in names and "direct" in names:
+        ratios["create_vs_direct_max"] = ("create", "direct")
+        summary["apiserver_cpu_ms_per_request"] = {n: spread(closed(n, "apiserver_cpu_ms_per_request"))
+                                                   for n in ("create", "direct")}
+        summary["create_p99_vs_direct_p99"] = {
+            str(rate): spread([_ratio(c, d) for c, d in zip(at("create", rate, "p99_ms"), at("direct", rate, "p99_ms"),
+                                                             strict=True)]) for rate in rates}
+    for key, (a, b) in ratios.items():
+        summary[key] = spread([_ratio(x, y) for x, y in zip(closed(a, "throughput_rps"), closed(b, "throughput_rps"),
+                                                             strict=True)])
+    return summary
+
+
+def _median_rows(rounds: list[dict[str, Any]], name: str) -> dict[str, Any]:
+    """The handler's rows from the run whose closed-loop throughput is the median (for the report table)."""
+    ordered = sorted(rounds, key=lambda r: r["handlers"][name]["closed_loop"].get("throughput_rps") or 0)
+    return ordered[len(ordered) // 2]["handlers"][name]
+
+
+def run(quick: bool, kubeconfig: str | None, cluster_name: str, duration: float | None,
+        repeats: int | None = None, workers: int | None = None) -> dict[str, Any]:
     rates = RATES_QUICK if quick else RATES_FULL
-    seconds = duration or (3.0 if quick else 10.0)
-    workers = 16
+    seconds = duration or (3.0 if quick else 8.0)
+    repeats = repeats or (1 if quick else REPEATS_FULL)
+    workers = workers if workers is not None else max(1, len(os.sched_getaffinity(0)))
     kube, skip_reason = _kubeconfig(kubeconfig, cluster_name)
-    handlers = dict(HANDLERS)
     namespace = f"bench-admission-{uuid.uuid4().hex[:6]}"
     api = None
-    if kube is None:
-        handlers.pop("create")
-    else:
+    if kube is not None:
         from dralab.webhook.kube import KubeApi
 
         api = KubeApi.from_kubeconfig(kube)
         api.create("/api/v1/namespaces", {"metadata": {"name": namespace, "labels": {"dralab.io/bench": "admission"}}})
-    results: dict[str, Any] = {}
     load_before = os.getloadavg()
-    apiserver = _apiserver_baseline(api, namespace, 20 if quick else 100) if api is not None else None
+    sequential = _apiserver_baseline(api, namespace, 20 if quick else 100) if api is not None else None
+    rounds: list[dict[str, Any]] = []
+    api_pid = None
     with tempfile.TemporaryDirectory(prefix="dralab-bench-") as tmp:
-        proc, port, ctx = _start_server(Path(tmp), kube)
+        proc, hook = _start_server(Path(tmp), kube, workers, f"dralab-bench-{namespace}")
         try:
-            # Handlers take turns at each step, so a shared machine's drifting load hits them alike.
-            bodies = {name: Bodies(namespace) for name in handlers}
-            results = {name: {"path": path, "open_loop": []} for name, path in handlers.items()}
+            targets: dict[str, tuple[Target, str, Any]] = {
+                name: (hook, path, Bodies(namespace)) for name, path in HANDLERS.items()}
+            if kube is None:
+                targets.pop("create")
+            else:
+                direct, port = _apiserver_target(kube, Path(tmp))
+                from dralab.webhook.kube import claims_path
+
+                targets["direct"] = (direct, claims_path(namespace), ClaimBodies(namespace))
+                api_pid = apiserver_pid(port)
             with Progress(console=console, transient=True) as progress:
-                task = progress.add_task("admission", total=(len(rates) + 1) * len(handlers))
-                for rate in rates:
-                    for name, path in handlers.items():
-                        progress.update(task, description=f"{name}: open loop at {rate} req/s")
-                        results[name]["open_loop"].append(
-                            asyncio.run(open_loop(port, ctx, path, bodies[name], rate, seconds)))
-                        progress.advance(task)
-                for name, path in handlers.items():
-                    progress.update(task, description=f"{name}: closed loop, {workers} workers")
-                    cpu0 = _process_cpu(proc.pid)
-                    closed = asyncio.run(closed_loop(port, ctx, path, bodies[name], workers, seconds))
-                    # CPU seconds the server spent per request: far less sensitive to a busy machine than wall time.
-                    if closed["completed"]:
-                        closed["server_cpu_ms_per_request"] = round(
-                            (_process_cpu(proc.pid) - cpu0) / closed["completed"] * 1000, 3)
-                    results[name]["closed_loop"] = closed
-                    progress.advance(task)
+                task = progress.add_task("admission", total=repeats * (len(rates) + 1) * len(targets))
+                for _ in range(repeats):
+                    rounds.append(_one_round(targets, rates, seconds, proc, api_pid, progress, task))
         finally:
             proc.terminate()
             try:
-                proc.wait(timeout=15)
+                proc.wait(timeout=30)
             except subprocess.TimeoutExpired:
                 proc.kill()
             if api is not None:
@@ -325,13 +529,20 @@ def run(quick: bool, kubeconfig: str | None, cluster_name: str, duration: float 
                     api.delete(f"/api/v1/namespaces/{namespace}")
                 finally:
                     api.close()
-    if "create" not in results:
-        results["create"] = {"skipped": skip_reason}
-    return {"rates": list(rates), "duration_s": seconds, "baseline": "noop", "handlers": results,
-            "apiserver_create_sequential": apiserver or {"skipped": skip_reason},
+    summary = summarize(rounds, rates)
+    handlers: dict[str, Any] = {name: {"path": path, **_median_rows(rounds, name)}
+                                for name, path in {**HANDLERS, "direct": "apiserver"}.items()
+                                if name in rounds[0]["handlers"]}
+    if "create" not in handlers:
+        handlers["create"] = {"skipped": skip_reason}
+    return {"rates": list(rates), "duration_s": seconds, "repeats": repeats, "server_workers": workers,
+            "closed_loop_workers": CLOSED_WORKERS, "baseline": "noop", "direct_baseline": "direct",
+            "bench_config": BENCH_CONFIG, "apiserver_measured": api_pid is not None,
+            "handlers": handlers, "rounds": rounds, "summary": summary,
+            "apiserver_create_sequential": sequential or {"skipped": skip_reason},
             "load_average": {"before": [round(x, 2) for x in load_before],
                              "after": [round(x, 2) for x in os.getloadavg()]},
-            "targets": _targets(results)}
+            "targets": _targets(summary, handlers)}
 
 
 def _apiserver_baseline(api: Any, namespace: str, n: int) -> dict[str, Any]:
@@ -350,49 +561,77 @@ def _apiserver_baseline(api: Any, namespace: str, n: int) -> dict[str, Any]:
     return {"requests": n, "p50_ms": round(percentile(latencies, 50), 3), "p99_ms": round(percentile(latencies, 99), 3)}
 
 
-def _targets(results: dict[str, Any]) -> dict[str, Any]:
+def _targets(summary: dict[str, Any], handlers: dict[str, Any]) -> dict[str, Any]:
+    """Verdicts on the medians over the repeats (each with its spread)."""
     out: dict[str, Any] = {}
-    noop = results["noop"]["closed_loop"]["throughput_rps"]
-    conv = results["convert"]["closed_loop"]["throughput_rps"]
-    ratio = conv / noop if noop else 0.0
-    out["convert_max_throughput_vs_noop"] = {"ratio": round(ratio, 3), "target": THROUGHPUT_TARGET,
-                                             "met": ratio >= THROUGHPUT_TARGET}
-    create = results.get("create", {})
-    at_100 = next((r for r in create.get("open_loop", []) if r["offered_rps"] == 100), None)
+    conv = summary["convert_vs_noop_max"]
+    out["convert_max_throughput_vs_noop"] = {"ratio": conv["median"], "spread": [conv["min"], conv["max"]],
+                                             "target": THROUGHPUT_TARGET,
+                                             "met": conv["median"] is not None and conv["median"] >= THROUGHPUT_TARGET}
+    if "direct" not in summary["p99_ms"]:
+        reason = handlers.get("create", {}).get("skipped", "no create run")
+        for key in ("create_p99_at_100_rps", "create_p99_every_rate", "create_max_vs_direct", "server_cpu_per_pod"):
+            out[key] = {"skipped": reason}
+        return out
+    p99 = summary["p99_ms"]["create"]
+    errors = summary["errors"]["create"]
+    at_100 = p99.get("100")
     if at_100 is None:
-        out["create_p99_at_100_rps"] = {"skipped": create.get("skipped", "no 100 req/s run")}
+        out["create_p99_at_100_rps"] = {"skipped": "no 100 req/s run"}
     else:
-        p99 = at_100["p99_ms"]
-        out["create_p99_at_100_rps"] = {"p99_ms": p99, "target_ms": P99_TARGET_MS,
-                                        "met": p99 is not None and p99 <= P99_TARGET_MS and at_100["errors"] == 0}
+        out["create_p99_at_100_rps"] = {"p99_ms": at_100["median"], "spread_ms": [at_100["min"], at_100["max"]],
+                                        "target_ms": P99_TARGET_MS, "errors": errors["100"],
+                                        "met": at_100["median"] is not None and at_100["median"] <= P99_TARGET_MS}
+    worst = [p99[r]["median"] for r in p99]
+    out["create_p99_every_rate"] = {
+        "p99_ms_by_rate": {r: p99[r]["median"] for r in p99}, "target_ms": P99_TARGET_MS,
+        "met": all(v is not None and v <= P99_TARGET_MS for v in worst)}
+    direct = summary["create_vs_direct_max"]
+    out["create_max_vs_direct"] = {"ratio": direct["median"], "spread": [direct["min"], direct["max"]],
+                                   "create_rps": summary["max_rps"]["create"]["median"],
+                                   "direct_rps": summary["max_rps"]["direct"]["median"], "target": DIRECT_TARGET,
+                                   "met": direct["median"] is not None and direct["median"] >= DIRECT_TARGET}
+    cpu = summary["server_cpu_ms_per_request"]["create"]
+    out["server_cpu_per_pod"] = {"ms": cpu["median"], "spread_ms": [cpu["min"], cpu["max"]], "target_ms": CPU_TARGET_MS,
+                                 "met": cpu["median"] is not None and cpu["median"] <= CPU_TARGET_MS}
     return out
 
 
 @click.command("admission")
 @click.option("--out", "out_dir", default="bench/results", show_default=True, help="Directory for admission.json.")
-@click.option("--quick", is_flag=True, help="CI size: one rate (100 req/s), 3 s per run.")
+@click.option("--quick", is_flag=True, help="CI size: one rate (100 req/s), 3 s per run, one repeat.")
 @click.option("--kubeconfig", default=None, help="Cluster for the create handler (default: the local cluster).")
 @click.option("--cluster", "cluster_name", default=os.environ.get("DRALAB_TEST_CLUSTER", "dralab"),
               show_default=True, help="Local cluster name used when --kubeconfig is not given.")
-@click.option("--duration", type=float, default=None, help="Seconds per run (default 10, quick 3).")
-def admission(out_dir: str, quick: bool, kubeconfig: str | None, cluster_name: str, duration: float | None) -> None:
+@click.option("--duration", type=float, default=None, help="Seconds per run (default 8, quick 3).")
+@click.option("--repeats", type=click.IntRange(min=1), default=None,
+              help="Rounds of every measurement; figures are their median and spread (default 3, quick 1).")
+@click.option("--workers", type=click.IntRange(min=1), default=None,
+              help="Webhook server processes (default: one per core).")
+def admission(out_dir: str, quick: bool, kubeconfig: str | None, cluster_name: str, duration: float | None,
+              repeats: int | None, workers: int | None) -> None:
     """Admission latency (open loop at fixed rates) and maximum throughput (closed loop) over TLS.
+
+    Baselines in the same run: the no-op handler for conversion, and the same load generator creating
+    the same claims directly against the apiserver for the create handler.
 
     \b
     Example:
       dralab bench admission --quick --out /tmp/results
     """
-    result = run(quick, kubeconfig, cluster_name, duration)
+    result = run(quick, kubeconfig, cluster_name, duration, repeats, workers)
     path = write_result(out_dir, "admission", result)
+    summary = result["summary"]
     for name, entry in result["handlers"].items():
         if "skipped" in entry:
             console.print(f"{name}: skipped ({entry['skipped']})")
             continue
-        rates = ", ".join(f"{r['offered_rps']}/s p50 {r['p50_ms']} ms p99 {r['p99_ms']} ms"
-                          for r in entry["open_loop"])
-        closed = entry["closed_loop"]
-        console.print(f"{name}: {rates}; max {closed['throughput_rps']} req/s, "
-                      f"server CPU {closed.get('server_cpu_ms_per_request')} ms/request")
+        p99 = ", ".join(f"{rate}/s p99 {v['median']} ms [{v['min']}-{v['max']}]"
+                        for rate, v in summary["p99_ms"][name].items())
+        mx = summary["max_rps"][name]
+        cpu = summary["server_cpu_ms_per_request"][name]
+        console.print(f"{name}: {p99}; max {mx['median']} req/s [{mx['min']}-{mx['max']}], "
+                      f"server CPU {cpu['median']} ms/request")
     console.print(f"apiserver claim create, direct and sequential: {result['apiserver_create_sequential']}")
     console.print(f"load average before/after: {result['load_average']}")
     console.print(f"targets: {json.dumps(result['targets'])}")

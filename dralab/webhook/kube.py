@@ -295,6 +295,10 @@ class AsyncKubeApi:
                     except aio_config.ConfigException:
                         await aio_config.load_kube_config(client_configuration=configuration)
                 configuration.connection_pool_maxsize = self.pool_size
+                # The client's session trusts the environment by default: every request then looks up
+                # ~/.netrc and proxy variables in worker threads (two thread hops per claim create).
+                # The apiserver is reached directly (an explicit configuration.proxy still applies).
+                configuration.client_session_kwargs = {"trust_env": False}
                 self._client = aio_client.ApiClient(configuration)
         return self._client
 

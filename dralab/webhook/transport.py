@@ -24,6 +24,48 @@ from dralab.util import get_logger
 log = get_logger("dralab.webhook.transport")
 
 
+class Coalescing:
+    """A transport whose writes within one event loop step leave as one (one TLS record, one ``send``).
+
+    uvicorn writes a response's headers and its body separately; on loopback each ``send`` costs the
+    kernel's work for both ends, so an admission answer in one write saves CPU per request. Everything
+    but writing and closing is the wrapped transport's; a close sends what is buffered first.
+    """
+
+    def __init__(self, transport: asyncio.Transport, loop: asyncio.AbstractEventLoop) -> None:
+        self._transport = transport
+        self._loop = loop
+        self._buffer: list[bytes] = []
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        if not self._buffer:
+            self._loop.call_soon(self.flush)
+        self._buffer.append(bytes(data))
+
+    def writelines(self, chunks: Any) -> None:
+        for chunk in chunks:
+            self.write(chunk)
+
+    def flush(self) -> None:
+        if not self._buffer:
+            return
+        data = b"".join(self._buffer)
+        self._buffer.clear()
+        if not self._transport.is_closing():
+            self._transport.write(data)
+
+    def close(self) -> None:
+        self.flush()
+        self._transport.close()
+
+    def write_eof(self) -> None:
+        self.flush()
+        self._transport.write_eof()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._transport, name)
+
+
 class GuardedH11(H11Protocol):
     """uvicorn's h11 protocol with TLS started under a deadline and a per-request read deadline.
 
@@ -62,7 +104,7 @@ class GuardedH11(H11Protocol):
         self._ready(secured)  # type: ignore[arg-type]
 
     def _ready(self, transport: asyncio.Transport) -> None:
-        super().connection_made(transport)
+        super().connection_made(Coalescing(transport, asyncio.get_running_loop()))  # type: ignore[arg-type]
         self._arm()
         for data in getattr(self, "_early", ()):  # decrypted before start_tls returned
             super().data_received(data)
