@@ -154,11 +154,11 @@ _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 def dump_spec(spec: dict[str, Any]) -> str:
     """The text of a spec file: JSON, which is YAML too, so the ``.yaml`` name CDI loaders expect holds.
 
-    JSON because it is on the Prepare path: ``json.dumps`` is about ten times faster than PyYAML's
-    representer (which stays in Python even with libyaml). Keys keep the order built, one per line,
-    so the files still read and diff well.
+    JSON because it is on the Prepare path: ``json.dumps`` without indentation runs in C, tens of
+    times faster than PyYAML's representer (which stays in Python even with libyaml). Keys keep
+    the order built; ``dralab driver cdi`` prints the same spec as YAML for people.
     """
-    return json.dumps(spec, indent=1) + "\n"
+    return json.dumps(spec) + "\n"
 
 
 def load_spec(text: str) -> Any:

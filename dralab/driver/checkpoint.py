@@ -140,7 +140,8 @@ def encode(cp: Checkpoint) -> bytes:
         "sequence": cp.sequence,
         "claims": {uid: entry.to_dict() for uid, entry in sorted(cp.claims.items())},
     }
-    return (json.dumps({**body, "checksum": _digest(body)}, indent=1, sort_keys=True) + "\n").encode()
+    # no indentation: the C encoder (indented JSON goes through the pure-Python one)
+    return (json.dumps({**body, "checksum": _digest(body)}, sort_keys=True) + "\n").encode()
 
 
 def decode(data: bytes, driver: str) -> Checkpoint:
