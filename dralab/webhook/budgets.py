@@ -150,8 +150,8 @@ class BudgetGate:
         if not demand or not await self._budgeted(namespace, demand):
             yield
             return
-        lock = self._locks.setdefault(namespace, anyio.Lock())
-        async with lock:
+        lock = await self._hold(namespace)
+        try:
             budgets = [b for b in await self.budgets(namespace) if b.device_class in demand]
             self._classes[namespace] = (frozenset(b.device_class for b in budgets), self.clock() + BUDGET_CACHE_SECONDS)
             if budgets:
@@ -163,6 +163,19 @@ class BudgetGate:
                         self.metrics.denials.labels(namespace, b.device_class).inc()
                         raise Denied(f"ShareBudget {b.ref}", why)
             yield
+        finally:
+            if not lock.statistics().tasks_waiting:
+                del self._locks[namespace]  # a lock per namespace being admitted, not per namespace ever seen
+            lock.release()
+
+    async def _hold(self, namespace: str) -> anyio.Lock:
+        """Acquire the namespace's current lock (one dropped while we waited is not current: retry)."""
+        while True:
+            lock = self._locks.setdefault(namespace, anyio.Lock())
+            await lock.acquire()
+            if self._locks.get(namespace) is lock:
+                return lock
+            lock.release()
 
 
 class BudgetReconciler:

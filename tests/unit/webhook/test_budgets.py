@@ -116,6 +116,7 @@ def test_concurrent_admissions_of_one_namespace_never_overshoot() -> None:
 
     anyio.run(burst)
     assert answers.count(True) == 8 and len(api.names(claims_path(NS))) == 8
+    assert wh.handler.lifecycle.budgets._locks == {}  # no lock outlives the admissions that needed it
 
 
 def test_budget_list_failure_denies_with_a_server_error() -> None:
