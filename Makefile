@@ -3,7 +3,7 @@ VENV ?= .venv
 PYTHON ?= python3
 BIN := $(VENV)/bin
 
-.PHONY: lab test env vcore binaries tools chart-tools lint unit clean-cluster
+.PHONY: lab lab-node test env vcore binaries tools chart-tools lint unit clean-cluster
 
 ## env: a virtual environment with dralab and its test tools installed (the test extra brings
 ## the provision and bench extras along: the tests exercise both)
@@ -43,9 +43,14 @@ lint: env
 unit: env vcore
 	$(BIN)/pytest -n 2 tests/unit
 
-## test: lint, then every test (unit, integration and the lab replays on the local profile)
+## test: lint, then every test (unit, integration and the lab replays on the local profile), then Lab 20 on the real node (profile node)
 test: env vcore binaries tools lint
 	$(BIN)/pytest -n 2
+	$(BIN)/pytest -n 0 --profile node labs/lab20-ascend-hami-dra/lab.yaml
+
+## lab-node: Lab 20 on the real kubelet + containerd node (profile node)
+lab-node: env vcore binaries
+	$(BIN)/dralab lab run lab20-ascend-hami-dra --profile node
 
 clean-cluster: env
 	-$(BIN)/dralab cluster down
