@@ -70,13 +70,21 @@ class KubeClient:
         except Exception as exc:  # the kubernetes package raises several unrelated types here
             raise UserError(f"kubeconfig {path} could not be loaded ({exc})") from None
         headers = {"Accept": "application/json"}
-        token = (cfg.api_key or {}).get("authorization") or (cfg.api_key or {}).get("BearerToken")
-        if token:
-            prefix = (cfg.api_key_prefix or {}).get("authorization", "")
-            headers["Authorization"] = f"{prefix} {token}".strip() if prefix else token
+        auth = None
+        if cfg.api_key or cfg.refresh_api_key_hook:
+            from dralab.driver.kube import BearerAuth
+
+            # Looked up per request, never copied once: exec plugins and OIDC refresh through the
+            # loader's hook, so a rotated or expired token is replaced before the next call.
+            def token() -> str | None:
+                return cfg.get_api_key_with_prefix("authorization", alias="BearerToken")
+
+            auth = BearerAuth(token)
         self.server = cfg.host
         self.kubeconfig = path
-        self._http = httpx.Client(base_url=cfg.host, verify=_ssl_context(cfg), headers=headers, timeout=timeout)
+        self._http = httpx.Client(
+            base_url=cfg.host, verify=_ssl_context(cfg), headers=headers, timeout=timeout, auth=auth
+        )
         self._resources: dict[tuple[str, str], tuple[str, bool]] = {}
         self._lock = threading.Lock()
 
