@@ -158,7 +158,8 @@ class DriverProcess:
             server.start()
             if self.options.publish and self.kube is not None:
                 served.publisher = SlicePublisher(
-                    self.kube,
+                    # its own connections: stop() closes self.kube while the publisher's watch may still read
+                    self.kube.clone(),
                     vendor,
                     self.options.node,
                     self.backend.enumerate,
