@@ -338,7 +338,7 @@ def _kubeconfig(explicit: str | None, cluster_name: str) -> tuple[str | None, st
 
 
 def _start_server(workdir: Path, kubeconfig: str | None, workers: int,
-                  lease: str) -> tuple[subprocess.Popen, Target]:
+                  namespace: str) -> tuple[subprocess.Popen, Target]:
     from dralab.webhook import certs
 
     ca, cert, key = certs.write(workdir)
@@ -348,7 +348,7 @@ def _start_server(workdir: Path, kubeconfig: str | None, workers: int,
     port = free_port()
     argv = [sys.executable, "-m", "dralab.cli", "webhook", "serve", "--cert", str(cert), "--key", str(key),
             "--port", str(port), "--config", str(config), "--bench-routes", "--workers", str(workers),
-            "--lease-name", lease]
+            "--lease-name", "dralab-bench-webhook", "--lease-namespace", namespace]  # goes with the namespace
     argv += ["--kubeconfig", kubeconfig] if kubeconfig else ["--no-kube"]
     log = open(workdir / "webhook.log", "wb")  # noqa: SIM115 - handed to the child process
     proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
@@ -502,7 +502,7 @@ def run(quick: bool, kubeconfig: str | None, cluster_name: str, duration: float 
     rounds: list[dict[str, Any]] = []
     api_pid = None
     with tempfile.TemporaryDirectory(prefix="dralab-bench-") as tmp:
-        proc, hook = _start_server(Path(tmp), kube, workers, f"dralab-bench-{namespace}")
+        proc, hook = _start_server(Path(tmp), kube, workers, namespace)
         try:
             targets: dict[str, tuple[Target, str, Any]] = {
                 name: (hook, path, Bodies(namespace)) for name, path in HANDLERS.items()}

@@ -23,6 +23,7 @@ import json
 import math
 import os
 import ssl
+import statistics
 import tempfile
 import time
 import uuid
@@ -38,6 +39,7 @@ from rich.console import Console
 
 from dralab.bench import DEFAULT_OUT
 from dralab.bench.common import percentile, write_result
+from dralab.bench.phases import Scraper, difference, per_pod
 
 NODE = "bench-node"
 DEVICES = 8
@@ -183,17 +185,21 @@ def series(rows: list[dict[str, Any]]) -> dict[str, list[Any]]:
     return {k: [row[k] for row in rows] for k in keys}
 
 
-def verdict(cols: dict[str, list[Any]], baseline: dict[str, list[Any]] | None = None) -> dict[str, Any]:
+def verdict(cols: dict[str, list[Any]], baseline: dict[str, list[Any]] | None = None,
+            judged: dict[str, Any] | None = None) -> dict[str, Any]:
     """Targets: DRA pods/s against plain pods/s of the same run at each N (>= 0.8 at N=200), flat
     per-pod cost (largest N vs N=10) and the absolute rate at the largest N.
 
     The baseline ratio is the main verdict: it divides out what the machine and the control plane
-    cost any pod, leaving what claims, the webhook's conversion and DRA scheduling add.
+    cost any pod, leaving what claims, the webhook's conversion and DRA scheduling add. With
+    ``judged`` (alternating repeats), the ratios are the medians over its rounds, spreads beside them.
     """
     rates = dict(zip(cols["n"], cols["pods_per_s"], strict=True))
     largest = max(rates)
     at10, at_max = rates.get(10), rates.get(largest)
     ratio = (at_max / at10) if at10 and at_max else None
+    if judged is not None and judged["large_n"] == largest and judged["flatness"]["median"] is not None:
+        ratio = judged["flatness"]["median"]
     out: dict[str, Any] = {
         "largest_n": largest,
         "ratio_largest_to_10": round(ratio, 3) if ratio is not None else None,
@@ -205,15 +211,20 @@ def verdict(cols: dict[str, list[Any]], baseline: dict[str, list[Any]] | None = 
     if baseline is not None:
         plain = dict(zip(baseline["n"], baseline["pods_per_s"], strict=True))
         per_n = {n: (round(rates[n] / plain[n], 3) if rates.get(n) and plain.get(n) else None) for n in rates}
-        judged = per_n.get(BASELINE_RATIO_N)
+        at_n = per_n.get(BASELINE_RATIO_N)
+        if judged is not None and judged["large_n"] == BASELINE_RATIO_N:
+            at_n = judged["dra_to_plain"]["median"]
+            out["dra_to_plain_spread"] = [judged["dra_to_plain"]["min"], judged["dra_to_plain"]["max"]]
+            out["flatness_spread"] = [judged["flatness"]["min"], judged["flatness"]["max"]]
+            out["judged_repeats"] = judged["repeats"]
         out.update(
             {
                 "dra_to_plain_by_n": {str(n): r for n, r in per_n.items()},
                 "dra_to_plain_target": BASELINE_RATIO_TARGET,
                 "dra_to_plain_judged_at_n": BASELINE_RATIO_N,
-                "dra_to_plain_at_judged_n": judged,
+                "dra_to_plain_at_judged_n": at_n,
                 # None: the run did not reach N=200 (a --quick run), so the target was not judged
-                "meets_dra_to_plain": None if judged is None else judged >= BASELINE_RATIO_TARGET,
+                "meets_dra_to_plain": None if at_n is None else at_n >= BASELINE_RATIO_TARGET,
             }
         )
     return out
@@ -422,19 +433,33 @@ class BurstRunner:
         await self._ok("DELETE", f"/api/v1/namespaces/{ns}")
 
 
-async def measure(client: httpx.AsyncClient, sizes: tuple[int, ...], dra: bool, label: str) -> list[dict[str, Any]]:
-    """Bursts of every size (small sizes repeated so their percentiles rest on several pods)."""
+async def one_burst(runner: BurstRunner, n: int, dra: bool, label: str, scraper: Scraper | None,
+                    phases: dict[str, list[Any]]) -> Burst:
+    """One burst in a fresh namespace; the components' per-pod phase figures go to ``phases``."""
+    ns = await runner.namespace(f"{label}-{n}")
+    stem = f"p-{uuid.uuid4().hex[:4]}"
+    pods = [sharing_pod(f"{stem}-{i}") if dra else plain_pod(f"{stem}-{i}") for i in range(n)]
+    before = await scraper.snapshot() if scraper else None
+    burst = await runner.run(ns, pods, wait_running=dra)
+    if scraper is not None and before is not None:
+        phases.setdefault(str(n), []).append(per_pod(before, await scraper.snapshot(), n))
+    await runner.clear(ns)
+    return burst
+
+
+async def measure(client: httpx.AsyncClient, sizes: tuple[int, ...], dra: bool, label: str,
+                  scraper: Scraper | None = None, phases: dict[str, list[Any]] | None = None,
+                  done: dict[int, list[Burst]] | None = None) -> list[dict[str, Any]]:
+    """Bursts of every size (small sizes repeated so their percentiles rest on several pods); sizes
+    already in ``done`` (the judged, alternating repeats) are summarized from those bursts."""
     runner = BurstRunner(client)
     rows = []
+    phases = phases if phases is not None else {}
     for n in sizes:
         repeats = 5 if n == 1 else 3 if n <= 10 else 1
-        bursts = []
-        for r in range(repeats):
-            ns = await runner.namespace(f"{label}-{n}")
-            stem = f"p{r}-{uuid.uuid4().hex[:4]}"
-            pods = [sharing_pod(f"{stem}-{i}") if dra else plain_pod(f"{stem}-{i}") for i in range(n)]
-            bursts.append(await runner.run(ns, pods, wait_running=dra))
-            await runner.clear(ns)
+        bursts = list((done or {}).get(n, []))
+        for _ in range(0 if bursts else repeats):
+            bursts.append(await one_burst(runner, n, dra, label, scraper, phases))
         row = summarize(bursts)
         rows.append(row)
         console.print(
@@ -481,15 +506,72 @@ def plot(result: dict[str, Any], path: Path) -> None:
     os.replace(tmp, path)
 
 
-async def _bench(handle: Any, sizes: tuple[int, ...], default_qps_sizes: tuple[int, ...]) -> dict[str, Any]:
+def _spread(values: list[float | None]) -> dict[str, Any]:
+    got = sorted(v for v in values if v is not None)
+    if not got:
+        return {"median": None, "min": None, "max": None, "runs": values}
+    return {"median": round(statistics.median(got), 3), "min": round(got[0], 3), "max": round(got[-1], 3),
+            "runs": values}
+
+
+def _rate(b: Burst) -> float | None:
+    return round(len(b.latencies) / b.completion_s, 4) if b.latencies and b.completion_s > 0 else None
+
+
+async def judged(client: httpx.AsyncClient, small: int, large: int, repeats: int, scraper: Scraper | None,
+                 phases: dict[str, dict[str, list[Any]]]) -> tuple[dict[str, Any], dict[str, dict[int, list[Burst]]]]:
+    """The judged figures, each from ``repeats`` rounds: DRA and plain bursts of ``small`` and ``large``
+    pods taking turns (so a shared machine's drifting load hits both alike); the ratios are taken inside
+    each round, then their median and spread."""
+    runner = BurstRunner(client)
+    bursts: dict[str, dict[int, list[Burst]]] = {"dra": {small: [], large: []}, "plain": {small: [], large: []}}
+    rounds = []
+    for r in range(repeats):
+        load = [round(x, 2) for x in os.getloadavg()]
+        for n in (small, large):
+            for kind in ("dra", "plain"):
+                bursts[kind][n].append(await one_burst(runner, n, kind == "dra", f"j{kind}", scraper,
+                                                       phases.setdefault(kind, {})))
+        rates = {kind: {n: _rate(bursts[kind][n][r]) for n in (small, large)} for kind in bursts}
+        dra_l, plain_l, dra_s = rates["dra"][large], rates["plain"][large], rates["dra"][small]
+        rounds.append({"load_average": load, "pods_per_s": {k: {str(n): v for n, v in r_.items()}
+                                                            for k, r_ in rates.items()},
+                       "dra_to_plain": round(dra_l / plain_l, 3) if dra_l and plain_l else None,
+                       "flatness": round(dra_l / dra_s, 3) if dra_l and dra_s else None})
+    out = {"small_n": small, "large_n": large, "repeats": repeats, "rounds": rounds,
+           "dra_to_plain": _spread([x["dra_to_plain"] for x in rounds]),
+           "flatness": _spread([x["flatness"] for x in rounds]),
+           "dra_pods_per_s": _spread([x["pods_per_s"]["dra"][str(large)] for x in rounds]),
+           "plain_pods_per_s": _spread([x["pods_per_s"]["plain"][str(large)] for x in rounds])}
+    return out, bursts
+
+
+def breakdown(phases: dict[str, dict[str, list[Any]]], n: int) -> dict[str, Any]:
+    """Per phase, the median over the bursts of size ``n`` of ms per pod, DRA and plain, and the extra."""
+    def med(kind: str) -> dict[str, dict[str, float]]:
+        runs = phases.get(kind, {}).get(str(n), [])
+        names = {p for run in runs for p in run}
+        return {p: {k: round(statistics.median(run.get(p, {}).get(k, 0.0) for run in runs), 3)
+                    for k in ("ms_per_pod", "calls_per_pod", "ms_per_call")} for p in sorted(names)}
+
+    dra, plain = med("dra"), med("plain")
+    return {"n": n, "dra": dra, "plain": plain, "extra_ms_per_dra_pod": difference(dra, plain)}
+
+
+async def _bench(handle: Any, sizes: tuple[int, ...], default_qps_sizes: tuple[int, ...],
+                 repeats: int = 3) -> dict[str, Any]:
+    scraper = Scraper.for_cluster(handle)
+    phases: dict[str, dict[str, list[Any]]] = {}
+    small, large = (10 if 10 in sizes else min(sizes)), min(max(sizes), BASELINE_RATIO_N)
     async with async_client(handle) as client:
         # one warm-up burst: first requests pay for connections, the webhook's first conversion, caches
         warm = BurstRunner(client)
         ns = await warm.namespace("warm")
         await warm.run(ns, [sharing_pod(f"w-{i}") for i in range(5)], wait_running=True)
         await warm.clear(ns)
-        dra = await measure(client, sizes, True, "dra")
-        plain = await measure(client, sizes, False, "plain")
+        judged_figures, done = await judged(client, small, large, repeats, scraper, phases)
+        dra = await measure(client, sizes, True, "dra", scraper, phases.setdefault("dra", {}), done["dra"])
+        plain = await measure(client, sizes, False, "plain", scraper, phases.setdefault("plain", {}), done["plain"])
     default_rows: list[dict[str, Any]] = []
     if default_qps_sizes:
         set_scheduler_qps(handle, *DEFAULT_QPS)
@@ -503,7 +585,11 @@ async def _bench(handle: Any, sizes: tuple[int, ...], default_qps_sizes: tuple[i
             **series(default_rows),
         }
         result["default_qps"]["verdict"] = verdict(series(default_rows))
-    result["verdict"] = verdict(series(dra), series(plain))
+    result["verdict"] = verdict(series(dra), series(plain), judged_figures)
+    result["judged"] = judged_figures
+    result["phases"] = {"what": "per-pod means from the components' /metrics (deltas over each burst), median "
+                                "over the bursts of that size; extra = DRA pod minus plain pod",
+                        "breakdown": breakdown(phases, large), "by_n": phases}
     result["first_errors"] = [r["first_error"] for r in dra + plain + default_rows if r["first_error"]][:5]
     return result
 
@@ -513,7 +599,9 @@ async def _bench(handle: Any, sizes: tuple[int, ...], default_qps_sizes: tuple[i
 @click.option("--quick", is_flag=True, help="N = 1, 10, 50 only")
 @click.option("--no-default-qps", is_flag=True, help="skip the series at the scheduler's default client QPS")
 @click.option("--keep", is_flag=True, help="leave the benchmark's cluster running (for debugging)")
-def concurrency(out: str, quick: bool, no_default_qps: bool, keep: bool) -> None:
+@click.option("--repeats", type=click.IntRange(min=1), default=None,
+              help="rounds of the judged bursts (N=10 and N=200, DRA and plain taking turns); default 3, quick 1")
+def concurrency(out: str, quick: bool, no_default_qps: bool, keep: bool, repeats: int | None) -> None:
     """Bursts of N sharing pods through the webhook and the real scheduler; p50/p99 and pods/s.
 
     Runs on a throw-away cluster of its own (one KWOK node, 8 fake 310P3), never on `dralab`.
@@ -532,7 +620,7 @@ def concurrency(out: str, quick: bool, no_default_qps: bool, keep: bool) -> None
     load_before = os.getloadavg()
     started = time.monotonic()
     with own_cluster("bench", keep=keep) as handle:
-        result = asyncio.run(_bench(handle, sizes, default_sizes))
+        result = asyncio.run(_bench(handle, sizes, default_sizes, repeats or (1 if quick else 3)))
     result.update(
         {
             "node": {"devices": DEVICES, "pod_memory_mib": POD_MEMORY_MIB, "pod_cores": POD_CORES,

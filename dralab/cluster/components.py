@@ -259,6 +259,9 @@ def webhook_spec(layout: Layout, ports: dict[str, Any], config: str | None) -> C
         str(layout.kubeconfig),
         "--namespace",
         WEBHOOK_NAMESPACE,
+        # as the chart: two server processes, the janitor in the one holding the dralab-webhook Lease
+        "--workers",
+        "2",
     )
     if config:
         argv += ["--config", config]

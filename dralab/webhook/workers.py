@@ -136,7 +136,7 @@ class Supervisor:
         previous = {sig: signal.signal(sig, forward) for sig in (signal.SIGTERM, signal.SIGINT)}
         for _ in range(self.workers):
             cmd = [*self.argv, "--workers", str(self.workers), "--listen-fd", str(sock.fileno())]
-            procs.append(subprocess.Popen(cmd, pass_fds=(sock.fileno(),), env=env))
+            procs.append(subprocess.Popen(cmd, pass_fds=(sock.fileno(),), env=env, preexec_fn=_die_with_parent))
         log.info("webhook workers started", extra={"fields": {"workers": self.workers, "port": self.port,
                                                               "pids": [p.pid for p in procs]}})
         status = 0
@@ -162,6 +162,17 @@ class Supervisor:
 
             shutil.rmtree(metrics_dir, ignore_errors=True)
         return 0 if stopping.is_set() else (status or 1)
+
+
+def _die_with_parent() -> None:
+    """In the worker before it runs: SIGTERM when the supervisor dies, even by SIGKILL (Linux), so no
+    orphaned worker keeps serving, or leading, on its own. The supervisor has no threads when it forks."""
+    import contextlib
+    import ctypes
+
+    pr_set_pdeathsig = 1
+    with contextlib.suppress(OSError, AttributeError):  # not Linux: the supervisor's cleanup still ends them
+        ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
 
 
 def serve_argv() -> list[str]:

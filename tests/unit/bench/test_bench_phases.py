@@ -1,0 +1,63 @@
+"""The concurrency breakdown: component histograms folded into phases, per-pod deltas, DRA minus plain;
+the judged verdict from alternating repeats (median of per-round ratios, spread beside)."""
+
+from __future__ import annotations
+
+from dralab.bench import concurrency as conc
+from dralab.bench.phases import difference, fold, parse, per_pod
+
+APISERVER = """\
+# HELP apiserver_request_duration_seconds x
+# TYPE apiserver_request_duration_seconds histogram
+apiserver_request_duration_seconds_bucket{verb="POST",resource="resourceclaims",subresource="",le="+Inf"} 4
+apiserver_request_duration_seconds_sum{verb="POST",resource="resourceclaims",subresource=""} 0.2
+apiserver_request_duration_seconds_count{verb="POST",resource="resourceclaims",subresource=""} 4
+apiserver_request_duration_seconds_sum{verb="PUT",resource="resourceclaims",subresource="status"} 0.1
+apiserver_request_duration_seconds_count{verb="PUT",resource="resourceclaims",subresource="status"} 2
+apiserver_request_duration_seconds_sum{verb="PATCH",resource="resourceclaims",subresource="status"} 0.1
+apiserver_request_duration_seconds_count{verb="PATCH",resource="resourceclaims",subresource="status"} 2
+apiserver_request_duration_seconds_sum{verb="GET",resource="nodes",subresource=""} 9
+apiserver_request_duration_seconds_count{verb="GET",resource="nodes",subresource=""} 9
+# HELP scheduler_framework_extension_point_duration_seconds x
+# TYPE scheduler_framework_extension_point_duration_seconds histogram
+scheduler_framework_extension_point_duration_seconds_sum{extension_point="PreBind",status="Success"} 0.5
+scheduler_framework_extension_point_duration_seconds_count{extension_point="PreBind",status="Success"} 4
+scheduler_framework_extension_point_duration_seconds_sum{extension_point="PreBind",status="Error"} 0.1
+scheduler_framework_extension_point_duration_seconds_count{extension_point="PreBind",status="Error"} 1
+"""
+
+WANTED = {"apiserver_request_duration_seconds", "scheduler_framework_extension_point_duration_seconds"}
+
+
+def test_histograms_fold_into_named_phases_and_unnamed_calls_are_left_out() -> None:
+    snap = fold(parse(APISERVER, WANTED))
+    assert snap[("apiserver: create claim",)] == (0.2, 4.0)
+    assert snap[("apiserver: claim status (allocation)",)] == (0.2, 4.0)  # PUT and PATCH are one phase
+    assert snap[("scheduler: PreBind",)] == (0.6, 5.0)  # every status of the extension point
+    assert not any("nodes" in k[0] for k in snap)
+
+
+def test_per_pod_figures_are_deltas_over_the_burst_and_extra_is_dra_minus_plain() -> None:
+    before = {("apiserver: create claim",): (1.0, 10.0), ("scheduler: Bind",): (0.5, 10.0)}
+    after = {("apiserver: create claim",): (1.4, 14.0), ("scheduler: Bind",): (0.9, 14.0),
+             ("scheduler: PreBind",): (0.2, 4.0)}
+    dra = per_pod(before, after, 4)
+    assert dra["apiserver: create claim"] == {"ms_per_pod": 100.0, "calls_per_pod": 1.0, "ms_per_call": 100.0}
+    assert dra["scheduler: PreBind"]["ms_per_pod"] == 50.0
+    plain = {"scheduler: Bind": {"ms_per_pod": 60.0}}
+    extra = difference(dra, plain)
+    assert extra == {"apiserver: create claim": 100.0, "scheduler: Bind": 40.0, "scheduler: PreBind": 50.0}
+    assert per_pod(before, after, 0) == {}
+
+
+def test_judged_verdict_uses_the_median_of_per_round_ratios() -> None:
+    cols = {"n": [10, 200], "pods_per_s": [10.0, 9.0]}
+    plain = {"n": [10, 200], "pods_per_s": [10.0, 20.0]}  # pooled figures would say 0.45
+    judged = {"large_n": 200, "repeats": 3,
+              "dra_to_plain": {"median": 0.85, "min": 0.7, "max": 0.9},
+              "flatness": {"median": 0.95, "min": 0.9, "max": 1.0}}
+    v = conc.verdict(cols, plain, judged)
+    assert v["dra_to_plain_at_judged_n"] == 0.85 and v["meets_dra_to_plain"] is True
+    assert v["dra_to_plain_spread"] == [0.7, 0.9]
+    assert v["ratio_largest_to_10"] == 0.95 and v["flat"] is True
+    assert conc.verdict(cols, plain)["dra_to_plain_at_judged_n"] == 0.45  # without repeats: the pooled ratio
