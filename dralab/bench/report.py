@@ -105,6 +105,40 @@ def _table(header: list[str], rows: list[list[Any]], align: str = "") -> list[st
     return [*out, ""]
 
 
+def _spread_text(pair: Any, unit: str = "") -> str:
+    """`` (min-max)`` over a benchmark's repeats, or nothing for a single run."""
+    if not isinstance(pair, list | tuple) or len(pair) != 2 or None in pair or pair[0] == pair[1]:
+        return ""
+    return f" ({_fmt(pair[0])}-{_fmt(pair[1], unit)})"
+
+
+def _admission_rows(t: dict[str, Any]) -> list[list[str]]:
+    """Verdict rows of the admission targets judged against the same run's direct apiserver baseline."""
+    rows = []
+    every = t.get("create_p99_every_rate")
+    if every is not None:
+        by_rate = every.get("p99_ms_by_rate") or {}
+        rows.append(["admission", "create p99 at every offered rate (median of runs, open loop)",
+                     " / ".join(f"{r}: {_fmt(v, ' ms')}" for r, v in by_rate.items()) or "-",
+                     f"<= {_fmt(every.get('target_ms'), ' ms')}",
+                     verdict_text(every.get("met"), f"not judged: {every.get('skipped', 'no run')}")])
+    direct = t.get("create_max_vs_direct")
+    if direct is not None:
+        rows.append(["admission", "max throughput with claim creation ÷ same claims created directly (same run)",
+                     f"{_fmt(direct.get('ratio'))}{_spread_text(direct.get('spread'))} "
+                     f"({_fmt(direct.get('create_rps'))} vs {_fmt(direct.get('direct_rps'))} req/s)"
+                     if direct.get("ratio") is not None else "-",
+                     f">= {_fmt(direct.get('target'))}",
+                     verdict_text(direct.get("met"), f"not judged: {direct.get('skipped', 'no run')}")])
+    cpu = t.get("server_cpu_per_pod")
+    if cpu is not None:
+        rows.append(["admission", "webhook CPU per admitted pod with its claim (all processes, janitor included)",
+                     _fmt(cpu.get("ms"), " ms") + _spread_text(cpu.get("spread_ms"), " ms"),
+                     f"<= {_fmt(cpu.get('target_ms'), ' ms')}",
+                     verdict_text(cpu.get("met"), f"not judged: {cpu.get('skipped', 'no run')}")])
+    return rows
+
+
 # verdicts ------------------------------------------------------------------------------------
 def verdicts(results: dict[str, dict[str, Any]]) -> list[list[str]]:
     """Rows ``[benchmark, check, figure, target, verdict]`` for every judged target in the results."""
@@ -117,7 +151,7 @@ def verdicts(results: dict[str, dict[str, Any]]) -> list[list[str]]:
             [
                 "admission",
                 "conversion throughput ÷ no-op throughput (same server, same run)",
-                _fmt(conv.get("ratio")),
+                _fmt(conv.get("ratio")) + _spread_text(conv.get("spread")),
                 f">= {_fmt(conv.get('target'))}",
                 verdict_text(conv.get("met")),
             ]
@@ -127,11 +161,12 @@ def verdicts(results: dict[str, dict[str, Any]]) -> list[list[str]]:
             [
                 "admission",
                 "create p99 at 100 req/s (claim created in the apiserver)",
-                _fmt(create.get("p99_ms"), " ms"),
+                _fmt(create.get("p99_ms"), " ms") + _spread_text(create.get("spread_ms"), " ms"),
                 f"<= {_fmt(create.get('target_ms'), ' ms')}",
                 verdict_text(create.get("met"), f"not judged: {create.get('skipped', 'no run')}"),
             ]
         )
+        rows += _admission_rows(t)
     drv = results.get("driver")
     if drv:
         worst = max(((drv.get(k) or {}).get("p99_per_claim_ms") or 0) for k in ("prepare_1_claim", "prepare_16_claims"))
@@ -308,6 +343,7 @@ def admission_section(res: dict[str, Any]) -> list[str]:
     header = ["handler", "closed loop req/s", "server CPU ms/req", *[f"{r} req/s p50 / p99 ms" for r in rates]]
     rows = [r + [""] * (len(header) - len(r)) for r in rows]
     out += _table(header, rows)
+    out += _admission_repeats(res)
     api = res.get("apiserver_create_sequential") or {}
     if api.get("p50_ms") is not None:
         out += [
@@ -315,6 +351,32 @@ def admission_section(res: dict[str, Any]) -> list[str]:
             f"{_fmt(api.get('p99_ms'))} ms over {api.get('requests')} requests.",
             "",
         ]
+    return out
+
+
+def _admission_repeats(res: dict[str, Any]) -> list[str]:
+    """The figures over the repeats: median (min-max) per handler, and where the CPU went."""
+    summary = res.get("summary")
+    if not summary:
+        return []
+    out = [f"Over {res.get('repeats')} rounds ({res.get('server_workers')} server workers; `direct` is the same load "
+           "generator creating the same claims in the apiserver, the create handler's baseline): median (min-max).", ""]
+    rates = [str(r) for r in res.get("rates") or []]
+    rows = []
+    for name, mx in (summary.get("max_rps") or {}).items():
+        cpu = (summary.get("server_cpu_ms_per_request") or {}).get(name) or {}
+        api = (summary.get("apiserver_cpu_ms_per_request") or {}).get(name) or {}
+        p99 = (summary.get("p99_ms") or {}).get(name) or {}
+        rows.append([name, f"{_fmt(mx.get('median'))}{_spread_text([mx.get('min'), mx.get('max')])}",
+                     f"{_fmt(cpu.get('median'))}{_spread_text([cpu.get('min'), cpu.get('max')])}",
+                     _fmt(api.get("median")),
+                     *[f"{_fmt((p99.get(r) or {}).get('median'))}"
+                       f"{_spread_text([(p99.get(r) or {}).get('min'), (p99.get(r) or {}).get('max')])}"
+                       for r in rates]])
+    out += _table(["handler", "max req/s", "webhook CPU ms/req", "apiserver CPU ms/req",
+                   *[f"p99 ms at {r} req/s" for r in rates]], rows)
+    out += ["A p99 of `-` means every run at that rate had errors (timeouts count as errors); webhook CPU for "
+            "`direct` is what the janitor's watch and the idle server cost per claim created without it.", ""]
     return out
 
 
