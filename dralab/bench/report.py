@@ -598,12 +598,40 @@ def concurrency_section(res: dict[str, Any], plot: str | None = None) -> list[st
             "",
             *_table(["N", *ratios], [["ratio", *(_fmt(r) for r in ratios.values())]]),
         ]
+    out += _judged_and_phases(res)
     if res.get("default_qps"):
         out += table(res["default_qps"], "DRA sharing pods, scheduler at its default client QPS 50 / burst 100")
     if res.get("first_errors"):
         out += [f"First errors: {'; '.join(str(e)[:160] for e in res['first_errors'])}", ""]
     if plot:
         out += [f"![concurrency]({plot})", ""]
+    return out
+
+
+def _judged_and_phases(res: dict[str, Any]) -> list[str]:
+    """The judged ratios over alternating repeats, and where a DRA pod's extra time goes, per component."""
+    out: list[str] = []
+    j = res.get("judged")
+    if j:
+        rows = [[i + 1, _fmt((r.get("pods_per_s") or {}).get("dra", {}).get(str(j["large_n"]))),
+                 _fmt((r.get("pods_per_s") or {}).get("plain", {}).get(str(j["large_n"]))),
+                 _fmt(r.get("dra_to_plain")), _fmt(r.get("flatness")), " ".join(map(str, r.get("load_average") or []))]
+                for i, r in enumerate(j.get("rounds") or [])]
+        out += [f"**Judged: {j['repeats']} rounds, DRA and plain bursts of N={j['small_n']} and N={j['large_n']} "
+                "taking turns** (median of the per-round ratios decides)", "",
+                *_table(["round", f"DRA pods/s N={j['large_n']}", f"plain pods/s N={j['large_n']}",
+                         "DRA ÷ plain", f"flatness N={j['large_n']} ÷ N={j['small_n']}", "load average"], rows)]
+    b = (res.get("phases") or {}).get("breakdown")
+    if b and (b.get("dra") or b.get("plain")):
+        names = sorted(set(b.get("dra") or {}) | set(b.get("plain") or {}))
+        rows = [[name, _fmt((b["dra"].get(name) or {}).get("ms_per_pod")),
+                 _fmt((b["plain"].get(name) or {}).get("ms_per_pod")),
+                 _fmt((b["dra"].get(name) or {}).get("calls_per_pod")),
+                 _fmt((b.get("extra_ms_per_dra_pod") or {}).get(name))] for name in names]
+        out += [f"**Where the time goes at N={b['n']}**: per-pod milliseconds from the components' own histograms "
+                "(deltas over each burst, median over the bursts). Concurrent requests overlap, so these are "
+                "work per pod, not wall time.", "",
+                *_table(["phase", "DRA ms/pod", "plain ms/pod", "DRA calls/pod", "extra per DRA pod (ms)"], rows)]
     return out
 
 
