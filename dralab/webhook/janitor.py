@@ -29,6 +29,7 @@ log = get_logger("dralab.webhook.janitor")
 
 CLAIM_SELECTOR = ",".join(f"{k}={v}" for k, v in MANAGED_BY.items()) + f",{LIFECYCLE_LABEL}=claim"
 POD_SELECTOR = f"{DRA_LABEL}=true"
+ADOPT_PENDING_AFTER = 10.0  # seconds: a pod not bound by then gets its claim's owner anyway
 # The janitor reads only claims' metadata (names, owners, timestamps): watch just that.
 METADATA_ONLY = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json"
 METADATA_LIST = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json"
@@ -89,7 +90,11 @@ def plan(claims: Iterable[dict[str, Any]], pods: Iterable[dict[str, Any]], now: 
             continue
         users = [p for p in refs.get(_key(claim), []) if _meta(p).get("uid")]
         if users:
-            out.adopt.append((claim, users[0]))
+            wait = _adoption_wait(users[0], now)
+            if wait <= 0:
+                out.adopt.append((claim, users[0]))
+            else:
+                out.next_check = wait if out.next_check is None else min(out.next_check, wait)
             continue
         created = parse_time(meta.get("creationTimestamp"))
         age = now - created if created is not None else grace
@@ -99,6 +104,23 @@ def plan(claims: Iterable[dict[str, Any]], pods: Iterable[dict[str, Any]], now: 
             wait = grace - age
             out.next_check = wait if out.next_check is None else min(out.next_check, wait)
     return out
+
+
+def _adoption_wait(pod: dict[str, Any], now: float) -> float:
+    """Seconds until the claim of ``pod`` should be adopted (0: now).
+
+    While a new pod is being scheduled, the scheduler's DRA plugin writes the claim (finalizer, then
+    allocation status, each guarded by its resourceVersion); an owner patch landing in between makes
+    those writes conflict and retry. So adoption waits for the binding (``spec.nodeName``), or for
+    :data:`ADOPT_PENDING_AFTER` seconds for a pod that stays pending (then no scheduling is in flight
+    most of the time). Until adoption, the janitor itself keeps the claim from outliving its pod.
+    """
+    if (pod.get("spec") or {}).get("nodeName"):
+        return 0.0
+    created = parse_time(_meta(pod).get("creationTimestamp"))
+    if created is None:
+        return 0.0
+    return max(0.0, created + ADOPT_PENDING_AFTER - now)
 
 
 def owner_patch(claim: dict[str, Any], pod: dict[str, Any]) -> dict[str, Any]:

@@ -150,3 +150,23 @@ def test_the_webhooks_own_new_claims_do_not_each_cost_a_pass(fake_api) -> None:
     fresh["metadata"]["annotations"] = {"dralab.io/pod-name": "p"}
     jan.pods.items[("ns", "p")] = pod("p", "u1", "fresh")
     assert jan.claim_needs_pass("ADDED", fresh) is True  # its pod exists: adopt now
+
+
+def test_adoption_waits_for_the_binding_so_it_never_races_the_schedulers_claim_writes() -> None:
+    import datetime as dt
+
+    def stamped(p: dict, age: float, node: str | None = None) -> dict:
+        p["metadata"]["creationTimestamp"] = dt.datetime.fromtimestamp(NOW - age, dt.UTC).strftime(
+            "%Y-%m-%dT%H:%M:%SZ")
+        if node:
+            p["spec"]["nodeName"] = node
+        return p
+
+    c = claim("c1", age=2)
+    pending = janitor.plan([c], [stamped(pod("p", "u1", "c1"), age=2)], NOW, GRACE)
+    assert pending.adopt == [] and pending.reap == []
+    assert pending.next_check == janitor.ADOPT_PENDING_AFTER - 2  # look again when it has waited long enough
+    bound = janitor.plan([c], [stamped(pod("p", "u1", "c1"), age=2, node="n1")], NOW, GRACE)
+    assert [x[1]["metadata"]["name"] for x in bound.adopt] == ["p"]
+    stuck = janitor.plan([c], [stamped(pod("p", "u1", "c1"), age=janitor.ADOPT_PENDING_AFTER)], NOW, GRACE)
+    assert len(stuck.adopt) == 1  # pending for long: adopted anyway, so the garbage collector covers it
