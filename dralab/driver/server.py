@@ -64,11 +64,11 @@ class InFlight:
             with self._lock:
                 del self._calls[key]
 
-    def oldest_s(self) -> float:
-        """How long the longest-running call has been running (0 when none is)."""
+    def oldest_s(self) -> float | None:
+        """How long the longest-running call has been running (None when none is)."""
         with self._lock:
             first = min(self._calls.values(), default=None)
-        return 0.0 if first is None else time.monotonic() - first
+        return None if first is None else time.monotonic() - first
 
 
 @dataclass(frozen=True)
@@ -211,8 +211,8 @@ def probe_sockets(paths: SocketPaths, timeout: float = 5.0, inflight: InFlight |
                 grpc.channel_ready_future(ch).result(timeout=timeout)
             except grpc.FutureTimeoutError:
                 return False, f"socket check failed: {path} does not accept gRPC connections within {timeout:g}s"
-    oldest = inflight.oldest_s() if inflight is not None else 0.0
-    if oldest > STUCK_CALL_S:
+    oldest = inflight.oldest_s() if inflight is not None else None
+    if oldest is not None and oldest > STUCK_CALL_S:
         return False, f"a Prepare/Unprepare call has been running for {oldest:.0f}s (over {STUCK_CALL_S:g}s): wedged"
     return True, f"ok: {paths.registration} and {paths.dra} accept connections"
 

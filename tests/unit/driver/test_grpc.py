@@ -219,3 +219,27 @@ def test_one_process_serves_several_driver_names(short_tmp: Path, library: Path)
         assert proc.healthy()[0]
     finally:
         proc.stop()
+
+
+def test_status_endpoint_answers_only_gets_of_known_paths(driver) -> None:
+    import httpx
+
+    proc, _, _ = driver
+    base = f"http://127.0.0.1:{proc.status.port}"
+    assert httpx.get(f"{base}/nope").status_code == 404
+    assert httpx.post(f"{base}/metrics").status_code == 405
+    head = httpx.head(f"{base}/metrics")
+    assert head.status_code == 200 and head.content == b"" and int(head.headers["content-length"]) > 0
+
+
+def test_a_wedged_call_makes_the_driver_unhealthy(driver, monkeypatch) -> None:
+    from dralab.driver import server as server_module
+
+    proc, _, _ = driver
+    plugin = proc.served[0].server
+    assert plugin.health()[0]
+    monkeypatch.setattr(server_module, "STUCK_CALL_S", -1.0)  # every running call counts as wedged
+    with plugin.inflight.call():
+        ok, detail = plugin.health()
+    assert not ok and "wedged" in detail
+    assert plugin.health()[0], "healthy again once the call ends"
