@@ -63,13 +63,20 @@ class Webhook:
     adopter: Adopter | None = None  # migration: HAMi-DRA's claims get owners, orphans are reaped
     budget_metrics: BudgetMetrics | None = None
 
+    elected: bool = False  # background work comes and goes with a Lease (never gates readiness)
+
     def ready(self) -> bool:
-        """Ready unless this process runs the janitor and its caches are still syncing."""
+        """Ready unless this process runs the janitor from the start (no election) and its caches still sync.
+
+        An elected janitor does not count: the leader may be any worker of any replica, and a probe
+        reaches whichever worker accepts it, so readiness must not depend on which one leads.
+        """
         jan = self.janitor
-        return jan is None or jan.ready()
+        return jan is None or self.elected or jan.ready()
 
     def publish(self, parts: Any) -> None:
         """Record which background parts run here now (the elected leader's, or none)."""
+        self.elected = True
         self.janitor = next((p for p in parts if isinstance(p, Janitor)), None)
         self.budgets = next((p for p in parts if isinstance(p, BudgetReconciler)), None)
         self.adopter = next((p for p in parts if isinstance(p, Adopter)), None)

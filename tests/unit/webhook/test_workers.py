@@ -86,7 +86,8 @@ def test_background_parts_are_what_build_would_run(fake_api) -> None:
     assert jan is not None and budgets is not None
     wh.publish([jan, budgets])
     assert wh.janitor is jan and wh.budgets is budgets
-    assert wh.ready() is False  # the leader waits for its caches
+    assert wh.ready() is True  # a probe may reach any worker: leading never makes one unready
+    assert build(default_config(), fake_api, janitor=True).ready() is False  # unelected: waits for its caches
     wh.publish(())
     assert wh.janitor is None
 
