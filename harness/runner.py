@@ -16,6 +16,7 @@ semantics hold for ``dralab lab run``, ``pytest`` and unit tests with an in-memo
 from __future__ import annotations
 
 import calendar
+import dataclasses
 import os
 import secrets
 import socket
@@ -328,7 +329,7 @@ class LabRunner:
             return self.result
         self._finished = True
         if self._started:
-            self.result.cleanup = self._collect(self.lab.cleanup)
+            self.result.cleanup = self._collect(tuple(lenient_cleanup(op) for op in self.lab.cleanup))
             self._delete_applied()
         self.result.finished = _now()
         self.result.seconds = round(time.monotonic() - self._t0, 3)
@@ -388,6 +389,13 @@ class LabRunner:
                 )
             )
         return rows
+
+
+def lenient_cleanup(op: Operation) -> Operation:
+    """The lab's ``cleanup`` runs whatever happened: a delete of what is gone is fine there unless it says not."""
+    if op.kind == "delete" and "missingOk" not in op.body:
+        return dataclasses.replace(op, body={**op.body, "missingOk": True})
+    return op
 
 
 def proof_status(steps: list[StepResult], profile: str) -> tuple[str, str]:
