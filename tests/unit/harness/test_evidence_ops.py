@@ -126,3 +126,18 @@ def test_device_capacity_waits_for_the_expected_accounting(write_lab, make_env, 
     )
     (step,) = _run(LabRunner(lab, make_env(), "run-c2"))  # fmt: skip
     assert step.status == FAILED and 'free.cores: expected "50", got "0"' in step.reason
+
+
+def test_the_labs_cleanup_tolerates_what_is_already_gone(write_lab, make_env) -> None:
+    lab = write_lab(
+        [{"id": "a", "try": [{"events": {}}]}],
+        cleanup=[
+            {"delete": {"resource": {"kind": "Pod"}}},
+            {"delete": {"resource": "ConfigMap/x", "missingOk": False}},
+        ],
+    )
+    runner = LabRunner(lab, make_env(), "run-cl")
+    _run(runner)
+    first, second = runner.result.cleanup[:2]
+    assert first.status == PASSED, first.error
+    assert second.status == "error" and "nothing to delete" in second.error
