@@ -20,6 +20,7 @@ BENCHMARKS: dict[str, str] = {
     "faults": "dralab.bench.faults:faults",
     "fuzz": "dralab.bench.fuzz:fuzz",
     "pains": "dralab.bench.pains:pains",
+    "node": "dralab.bench.node:node",
     "report": "dralab.bench.report:report",
 }
 

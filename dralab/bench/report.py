@@ -27,7 +27,9 @@ from dralab.util import atomic_write
 DEFAULT_REPORT = "bench/REPORT.md"
 PLOT = "concurrency.png"
 # the order of the sections; results of other benchmarks follow, listed with their context
-ORDER = ("admission", "driver", "vcore", "cluster", "lab", "concurrency", "faults", "fuzz", "pains", "pains-node")
+ORDER = (
+    "admission", "driver", "vcore", "cluster", "lab", "concurrency", "faults", "fuzz", "pains", "pains-node", "node",
+)  # fmt: skip
 
 Section = Callable[[dict[str, Any]], list[str]]
 
@@ -666,6 +668,44 @@ def faults_section(res: dict[str, Any]) -> list[str]:
     return out
 
 
+def node_section(res: dict[str, Any]) -> list[str]:
+    """``dralab bench node``: the real kubelet + containerd node (profile ``node``)."""
+    out = [
+        f"A real kubelet {res.get('kubelet')} and containerd {res.get('containerd')} on this machine; the benchmark "
+        "never patches a pod or calls the driver itself (only the kubelet prepares claims). "
+        f"Cold bring-up of its cluster: {_fmt(res.get('bring_up_seconds'), ' s')}.",
+        "",
+    ]
+    rows = []
+    for key, label in (("claim", "pod with its own claim"), ("plain", "pod without claim (baseline)")):
+        s = res.get(f"{key}_apply_to_running_seconds") or {}
+        rows.append([label, s.get("n"), _fmt(s.get("p50")), _fmt(s.get("p99")), _fmt(s.get("max"))])
+    out += _table(["apply -> Running, one pod at a time", "pods", "p50 s", "p99 s", "max s"], rows)
+    idle, busy = res.get("memory_idle") or {}, res.get("memory_with_pods") or {}
+    out += _table(
+        ["RSS MiB", "idle", f"with {res.get('pods')} claim pods"],
+        [
+            ["kubelet", _fmt(idle.get("kubelet_mib")), _fmt(busy.get("kubelet_mib"))],
+            ["containerd", _fmt(idle.get("containerd_mib")), _fmt(busy.get("containerd_mib"))],
+            [f"shims ({busy.get('shims')})", _fmt(idle.get("shims_mib")), _fmt(busy.get("shims_mib"))],
+        ],
+    )
+    rows = []
+    for name, row in (res.get("faults") or {}).items():
+        figures = {k: v for k, v in row.items() if k != "ok"}
+        rows.append([name, verdict_text(row.get("ok")), ", ".join(f"{k} {json.dumps(v)}" for k, v in figures.items())])
+    out += _table(["fault (real kubelet)", "verdict", "figures"], rows)
+    lab = res.get("lab20") or {}
+    if lab:
+        out += [
+            f"Lab 20 on the node: {lab.get('status')}, replay wall clock {_fmt(lab.get('replay_wall_seconds'), ' s')} "
+            f"(target <= {_fmt(lab.get('target_seconds'), ' s')}: {verdict_text(lab.get('within_target'))}); "
+            f"steps {_fmt(lab.get('steps_seconds'), ' s')}.",
+            "",
+        ]
+    return out
+
+
 def fuzz_section(res: dict[str, Any]) -> list[str]:
     out = [
         "Contract: never a 5xx or an unhandled exception, every denial names its field, every patch applies and",
@@ -704,6 +744,7 @@ SECTIONS: dict[str, tuple[str, Section]] = {
     "fuzz": ("Bad input: fuzzing the admission endpoints and the driver's gRPC", fuzz_section),
     "pains": ("What DRA fixes: budgets, preemption of sharers, a failing claim", pains_section),
     "pains-node": ("What DRA fixes, on the node profile (a real kubelet)", pains_section),
+    "node": ("The real node: kubelet + containerd (profile node)", node_section),
 }
 
 

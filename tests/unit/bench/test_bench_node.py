@@ -1,0 +1,42 @@
+"""``dralab bench node``'s pure parts: the objects it applies, its summary and its report section."""
+
+from __future__ import annotations
+
+from dralab.bench.node import claim_obj, pod_obj, summary
+from dralab.bench.report import node_section
+
+
+def test_claim_pods_use_the_local_image_and_their_own_claim() -> None:
+    pod = pod_obj("p1", "p1")
+    assert pod["spec"]["containers"][0]["image"] == "dralab.local/lab:1.0"
+    assert pod["spec"]["resourceClaims"] == [{"name": "npu", "resourceClaimName": "p1"}]
+    assert "resourceClaims" not in pod_obj("p2", None)["spec"]
+    request = claim_obj("p1")["spec"]["devices"]["requests"][0]["exactly"]
+    assert request["capacity"]["requests"] == {"memory": "1Gi", "cores": "5"}
+
+
+def test_summary_uses_nearest_rank_percentiles() -> None:
+    values = [float(v) for v in range(1, 21)]
+    assert summary(values) == {"n": 20, "p50": 10.0, "p99": 20.0, "min": 1.0, "max": 20.0}
+
+
+def test_node_section_shows_latency_memory_faults_and_the_lab() -> None:
+    res = {
+        "kubelet": "v1.35.4",
+        "containerd": "v2.2.9",
+        "bring_up_seconds": 40.0,
+        "pods": 20,
+        "claim_apply_to_running_seconds": {"n": 20, "p50": 1.1, "p99": 2.0, "max": 2.0},
+        "plain_apply_to_running_seconds": {"n": 20, "p50": 0.9, "p99": 1.5, "max": 1.5},
+        "memory_idle": {"kubelet_mib": 76.0, "containerd_mib": 52.0, "shims_mib": 0.0},
+        "memory_with_pods": {"kubelet_mib": 90.0, "containerd_mib": 60.0, "shims": 20, "shims_mib": 330.0},
+        "faults": {"kubelet_restart": {"ok": True, "containers_kept": 3}, "driver_killed_mid_prepare": {"ok": False}},
+        "lab20": {"status": "passed", "replay_wall_seconds": 45.0, "target_seconds": 60.0, "within_target": True,
+                  "steps_seconds": 10.0},
+    }  # fmt: skip
+    text = "\n".join(node_section(res))
+    assert "| pod with its own claim | 20 | 1.1 | 2 | 2 |" in text.replace(".0 ", " ")
+    assert "shims (20)" in text
+    assert "| kubelet_restart | met | containers_kept 3 |" in text
+    assert "| driver_killed_mid_prepare | NOT met |" in text
+    assert "Lab 20 on the node: passed" in text and "met" in text
