@@ -1,13 +1,15 @@
 """ShareBudgets at admission (the gate) and in the background (status, metrics, overshoot flag).
 
 Concurrency: the gate holds one lock per namespace from the budget check until the pod's claims
-exist, and reads the namespace's claims fresh (a quorum LIST, not a cache) inside it. Two pods of
-one namespace admitted at once are therefore checked one after the other, the second seeing the
-first's claims: within one webhook process the budget cannot be overshot. Several webhook
-replicas do not share the lock; concurrent admissions through different replicas can overshoot
-by at most one pod per other replica, and the reconciler flags any overshoot (the ``Overshoot``
-condition in the budget's status and ``dralab_budget_overshoot``) instead of hiding it. Each server
-worker (``--workers``) counts as a replica here.
+exist, so one process's admissions of a namespace queue up locally; server workers (``--workers``)
+and replicas are other processes, so the gate also holds, over the same span, an apiserver-held
+lock on each ShareBudget the pod touches (:mod:`dralab.webhook.budget_lock`: an annotation written
+with the budget's resourceVersion as precondition). Inside both it reads the namespace's claims
+fresh (a quorum LIST, not a cache): whoever held the lock before has created its claims, so the
+next check sees them and the budget is not overshot, whichever worker or replica admits the pod.
+Claims made past the webhook (by hand, native DRA) can still take a namespace over its budget; the
+reconciler flags any overshoot (the ``Overshoot`` condition in the budget's status and
+``dralab_budget_overshoot``) instead of hiding it.
 
 Namespaces without a budget for the pod's device classes take no lock and make no LIST per pod:
 which namespaces have budgets is cached for :data:`BUDGET_CACHE_SECONDS` (a budget created just now
@@ -32,6 +34,7 @@ from dralab.errors import UserError
 from dralab.model import budget as model
 from dralab.model.denials import Denied
 from dralab.util import get_logger
+from dralab.webhook.budget_lock import BudgetLock
 from dralab.webhook.kube import ApiError, AsyncKubeApi, KubeApi, claims_path
 
 log = get_logger("dralab.webhook.budgets")
@@ -100,6 +103,7 @@ class BudgetGate:
         self.metrics = metrics
         self.clock = clock
         self._locks: dict[str, anyio.Lock] = {}
+        self.shared = BudgetLock(api)  # across workers and replicas (budget_lock.py)
         self._absent_until = 0.0  # the CRD is not installed: no budgets until then
         self._classes: dict[str, tuple[frozenset[str], float]] = {}  # namespace -> (budgeted classes, until)
 
@@ -112,6 +116,10 @@ class BudgetGate:
 
     async def budgets(self, namespace: str) -> list[model.Budget]:
         """The namespace's ShareBudgets (none while the CRD is not installed)."""
+        return [b for b, _ in await self._budget_objects(namespace)]
+
+    async def _budget_objects(self, namespace: str) -> list[tuple[model.Budget, dict[str, Any]]]:
+        """The namespace's ShareBudgets, parsed and as read (the lock needs their resourceVersion)."""
         if self.clock() < self._absent_until:
             return []
         try:
@@ -124,7 +132,7 @@ class BudgetGate:
         out = []
         for obj in listed.get("items") or []:
             try:
-                out.append(model.parse_budget(obj))
+                out.append((model.parse_budget(obj), obj))
             except UserError as exc:  # the CRD's schema makes this rare; never let it block admission
                 log.warning("ignoring an invalid ShareBudget", extra={"fields": {"error": str(exc)}})
         return out
@@ -151,10 +159,15 @@ class BudgetGate:
             yield
             return
         lock = await self._hold(namespace)
+        held: list[tuple[str, str]] = []  # (budget path, token) of the apiserver-held locks
         try:
-            budgets = [b for b in await self.budgets(namespace) if b.device_class in demand]
+            found = [(b, o) for b, o in await self._budget_objects(namespace) if b.device_class in demand]
+            budgets = [b for b, _ in found]
             self._classes[namespace] = (frozenset(b.device_class for b in budgets), self.clock() + BUDGET_CACHE_SECONDS)
             if budgets:
+                for b, obj in sorted(found, key=lambda pair: pair[0].name):  # one order: no deadlock
+                    path = budgets_path(b.namespace, b.name)
+                    held.append((path, await self.shared.acquire(path, obj)))
                 existing = (await self._get(claims_path(namespace))).get("items") or []
                 for b in budgets:
                     used = model.namespace_use(existing, b.device_class)
@@ -164,6 +177,9 @@ class BudgetGate:
                         raise Denied(f"ShareBudget {b.ref}", why)
             yield
         finally:
+            with anyio.CancelScope(shield=True):  # a deadline must not leave the budgets locked
+                for path, token in reversed(held):
+                    await self.shared.release(path, token)
             if not lock.statistics().tasks_waiting:
                 del self._locks[namespace]  # a lock per namespace being admitted, not per namespace ever seen
             lock.release()

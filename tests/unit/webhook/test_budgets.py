@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import copy
+import threading
 from typing import Any
 
 import anyio
 
 from dralab.config import default_config
 from dralab.model import budget as model
+from dralab.webhook.budget_lock import LOCK_ANNOTATION, BudgetLock, lock_free
 from dralab.webhook.budgets import BudgetReconciler, budgets_path
 from dralab.webhook.kube import ApiError, claims_path
 from dralab.webhook.server import build
@@ -26,6 +28,8 @@ class ListingApi(FakeApi):
     def __init__(self) -> None:
         super().__init__()
         self.collections = {claims_path(NS), budgets_path(NS)}
+        self.lock = threading.Lock()
+        self.gets: dict[str, int] = {}
 
     def get(self, path: str) -> dict[str, Any]:
         if path in self.collections:
@@ -38,6 +42,29 @@ class ListingApi(FakeApi):
             obj["status"] = copy.deepcopy(patch["status"])
             return obj
         return super().merge_patch(path, patch)
+
+    def request(self, method: str, path: str, *, body: Any = None, content_type: str = "", **_: Any) -> dict:
+        """GET, and PATCH of annotations honouring a resourceVersion precondition (the budget lock's calls)."""
+        if method == "GET":
+            self.gets[path] = self.gets.get(path, 0) + 1
+            return self.get(path)
+        assert method == "PATCH" and content_type == "application/merge-patch+json"
+        with self.lock:
+            obj = self.objects.get(path)
+            if obj is None:
+                raise ApiError(404, "Not Found")
+            meta = obj["metadata"]
+            want = body["metadata"].get("resourceVersion")
+            if want is not None and want != meta.get("resourceVersion"):
+                raise ApiError(409, "Conflict", {"message": "the object has been modified"})
+            annotations = meta.setdefault("annotations", {})
+            for key, value in body["metadata"].get("annotations", {}).items():
+                if value is None:
+                    annotations.pop(key, None)
+                else:
+                    annotations[key] = value
+            meta["resourceVersion"] = str(int(meta.get("resourceVersion", "1")) + 1)
+            return copy.deepcopy(obj)
 
 
 def gpu_pod(name: str, memory: str, cores: str = "10") -> dict[str, Any]:
@@ -53,7 +80,7 @@ def gpu_pod(name: str, memory: str, cores: str = "10") -> dict[str, Any]:
 def with_budget(api: ListingApi, memory: str = "12Gi", cores: int = 100) -> None:
     api.objects[f"{budgets_path(NS)}/gpus"] = {
         "apiVersion": model.API_VERSION, "kind": model.KIND,
-        "metadata": {"name": "gpus", "namespace": NS, "generation": 1},
+        "metadata": {"name": "gpus", "namespace": NS, "generation": 1, "resourceVersion": "1"},
         "spec": {"deviceClassName": GPU, "memory": memory, "cores": cores},
     }
 
@@ -165,3 +192,63 @@ def test_namespaces_without_a_budget_cost_no_list_per_pod() -> None:
     lists = [p for kind, p in api.calls if kind == "list" and p in api.collections]
     assert lists == [budgets_path(NS)]  # one budget LIST for five pods, no claim LIST at all
     assert not wh.handler.lifecycle.budgets._locks
+
+
+def test_two_workers_share_the_budget_lock_through_the_apiserver() -> None:
+    """Two webhook processes (workers or replicas) admitting one namespace at once: exactly the budget."""
+    api = ListingApi()
+    with_budget(api, memory="8Gi")
+    workers = [build(default_config(), api, janitor=False) for _ in range(2)]
+    answers: list[bool] = []
+
+    async def burst() -> None:
+        async def one(i: int) -> None:
+            out = await workers[i % 2].handler.mutate(review(gpu_pod(f"p{i}", "1024"), uid=f"u{i}", namespace=NS))
+            answers.append(out["response"]["allowed"])
+
+        async with anyio.create_task_group() as tg:
+            for i in range(20):
+                tg.start_soon(one, i)
+
+    anyio.run(burst)
+    assert answers.count(True) == 8 and len(api.names(claims_path(NS))) == 8
+    budget = api.objects[f"{budgets_path(NS)}/gpus"]
+    assert LOCK_ANNOTATION not in budget["metadata"].get("annotations", {})  # every lock given back
+
+
+def test_an_expired_lock_is_taken_over_and_a_live_one_is_not_free() -> None:
+    assert lock_free(None, 100.0) and lock_free("w-1/ab 99.5", 100.0) and lock_free("garbage", 100.0)
+    assert not lock_free("w-1/ab 100.5", 100.0)
+    api = ListingApi()
+    with_budget(api, memory="8Gi")
+    api.objects[f"{budgets_path(NS)}/gpus"]["metadata"]["annotations"] = {LOCK_ANNOTATION: "dead-worker/x 1.0"}
+    assert admit(build(default_config(), api, janitor=False), gpu_pod("a", "1024"), "u1")["allowed"]
+
+
+def test_a_live_lock_of_another_process_holds_the_acquirer_until_it_is_released() -> None:
+    api = ListingApi()
+    with_budget(api)
+    path = f"{budgets_path(NS)}/gpus"
+    api.objects[path]["metadata"]["annotations"] = {LOCK_ANNOTATION: "other-worker/x 9999999999.0"}
+    taken: dict[str, str] = {}
+
+    async def scenario() -> None:
+        done = anyio.Event()
+
+        async def take() -> None:
+            taken["token"] = await BudgetLock(api, identity="me").acquire(path)
+            done.set()
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(take)
+            with anyio.fail_after(30):
+                while api.gets.get(path, 0) < 3 and not done.is_set():  # it looked at the lock three times
+                    await anyio.sleep(0.01)
+            assert not done.is_set(), "the lock of another process was taken while it was live"
+            api.request("PATCH", path, body={"metadata": {"annotations": {LOCK_ANNOTATION: None}}},
+                        content_type="application/merge-patch+json")  # the other worker gives it back
+            await done.wait()
+
+    anyio.run(scenario)
+    assert taken["token"].startswith("me/")
+    assert api.objects[path]["metadata"]["annotations"][LOCK_ANNOTATION] == taken["token"]
