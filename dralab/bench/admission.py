@@ -399,18 +399,47 @@ def _apiserver_target(kubeconfig: str, workdir: Path) -> tuple[Target, int]:
     return Target(port, ctx, server_hostname=url.hostname or "127.0.0.1", ok_status=201, ok_marker=b'"uid"'), port
 
 
+def inflight(target: Target) -> float | None:
+    """Admissions the webhook is still working on (summed over its workers); None if it does not say."""
+    import http.client
+
+    try:
+        conn = http.client.HTTPSConnection("127.0.0.1", target.port, context=target.ctx, timeout=5)
+        conn.request("GET", "/metrics")
+        text = conn.getresponse().read().decode()
+    except (OSError, ssl.SSLError):
+        return None
+    for line in text.splitlines():
+        if line.startswith("dralab_webhook_inflight_requests"):
+            return float(line.rsplit(" ", 1)[1])
+    return None
+
+
+def drain(hook: Target, limit: float = 60.0, settle: float = 2.0) -> None:
+    """Wait until the webhook has finished what an overloaded run left queued (the client gave up on those
+    requests, the server did not), then ``settle`` seconds for the apiserver's own backlog: otherwise one
+    measurement's leftovers are charged to the next."""
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline and (inflight(hook) or 0) > 0:
+        time.sleep(0.2)
+    time.sleep(settle)
+
+
 def _one_round(targets: dict[str, tuple[Target, str, Any]], rates: tuple[int, ...], seconds: float,
-               proc: subprocess.Popen, api_pid: int | None, progress: Progress, task: Any) -> dict[str, Any]:
-    """One repeat: every handler at every rate (taking turns at each step, so drifting load hits them
-    alike), then each handler's closed loop with the CPU the server and the apiserver spent on it."""
+               proc: subprocess.Popen, api_pid: int | None, progress: Progress, task: Any,
+               hook: Target | None = None) -> dict[str, Any]:
+    """One repeat: each handler's closed loop with the CPU the server and the apiserver spent on it, then
+    every handler at every rate (taking turns at each step, so drifting load hits them alike); the server
+    drains between measurements."""
     results: dict[str, Any] = {name: {"open_loop": []} for name in targets}
     load = [round(x, 2) for x in os.getloadavg()]
-    for rate in rates:
-        for name, (target, path, bodies) in targets.items():
-            progress.update(task, description=f"{name}: open loop at {rate} req/s")
-            results[name]["open_loop"].append(asyncio.run(open_loop(target, path, bodies, rate, seconds)))
-            progress.advance(task)
+
+    def wait() -> None:
+        if hook is not None:
+            drain(hook)
+
     for name, (target, path, bodies) in targets.items():
+        wait()
         progress.update(task, description=f"{name}: closed loop, {CLOSED_WORKERS} workers")
         cpu0 = settled_cpu(proc.pid)
         api0 = _process_cpu(api_pid) if api_pid else None
@@ -424,6 +453,12 @@ def _one_round(targets: dict[str, tuple[Target, str, Any]], rates: tuple[int, ..
                     (_process_cpu(api_pid) - api0) / closed["completed"] * 1000, 3)
         results[name]["closed_loop"] = closed
         progress.advance(task)
+    for rate in rates:
+        for name, (target, path, bodies) in targets.items():
+            wait()
+            progress.update(task, description=f"{name}: open loop at {rate} req/s")
+            results[name]["open_loop"].append(asyncio.run(open_loop(target, path, bodies, rate, seconds)))
+            progress.advance(task)
     return {"load_average_start": load, "load_average_end": [round(x, 2) for x in os.getloadavg()],
             "handlers": results}
 
@@ -517,7 +552,7 @@ def run(quick: bool, kubeconfig: str | None, cluster_name: str, duration: float 
             with Progress(console=console, transient=True) as progress:
                 task = progress.add_task("admission", total=repeats * (len(rates) + 1) * len(targets))
                 for _ in range(repeats):
-                    rounds.append(_one_round(targets, rates, seconds, proc, api_pid, progress, task))
+                    rounds.append(_one_round(targets, rates, seconds, proc, api_pid, progress, task, hook))
         finally:
             proc.terminate()
             try:

@@ -19,6 +19,7 @@ claims are read fresh inside it, as above.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import inspect
 import threading
@@ -106,6 +107,7 @@ class BudgetGate:
         self.shared = BudgetLock(api)  # across workers and replicas (budget_lock.py)
         self._absent_until = 0.0  # the CRD is not installed: no budgets until then
         self._classes: dict[str, tuple[frozenset[str], float]] = {}  # namespace -> (budgeted classes, until)
+        self._refreshing: dict[str, asyncio.Future[frozenset[str]]] = {}
 
     async def _get(self, path: str) -> dict[str, Any]:
         """GET an object or a list (a GET of a collection path is a quorum LIST)."""
@@ -141,12 +143,22 @@ class BudgetGate:
         """Whether a budget of ``namespace`` may cover ``demand`` (cached; see the module docstring)."""
         classes, until = self._classes.get(namespace, (frozenset(), 0.0))
         if self.clock() >= until:
-            classes = frozenset(b.device_class for b in await self.budgets(namespace))
-            self._classes[namespace] = (classes, self.clock() + BUDGET_CACHE_SECONDS)
-            if len(self._classes) > 10_000:  # forged namespace names cannot grow it without bound
-                now = self.clock()
-                self._classes = {k: v for k, v in self._classes.items() if v[1] > now}
+            # One LIST per namespace at a time: admissions arriving meanwhile wait for its answer.
+            pending = self._refreshing.get(namespace)
+            if pending is None:
+                pending = asyncio.ensure_future(self._refresh(namespace))
+                self._refreshing[namespace] = pending
+                pending.add_done_callback(lambda _: self._refreshing.pop(namespace, None))
+            classes = await asyncio.shield(pending)
         return any(c in classes for c in demand)
+
+    async def _refresh(self, namespace: str) -> frozenset[str]:
+        classes = frozenset(b.device_class for b in await self.budgets(namespace))
+        self._classes[namespace] = (classes, self.clock() + BUDGET_CACHE_SECONDS)
+        if len(self._classes) > 10_000:  # forged namespace names cannot grow it without bound
+            now = self.clock()
+            self._classes = {k: v for k, v in self._classes.items() if v[1] > now}
+        return classes
 
     @contextlib.asynccontextmanager
     async def admit(self, namespace: str, claims: list[dict[str, Any]]) -> AsyncIterator[None]:

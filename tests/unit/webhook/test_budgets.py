@@ -252,3 +252,17 @@ def test_a_live_lock_of_another_process_holds_the_acquirer_until_it_is_released(
     anyio.run(scenario)
     assert taken["token"].startswith("me/")
     assert api.objects[path]["metadata"]["annotations"][LOCK_ANNOTATION] == taken["token"]
+
+
+def test_concurrent_pods_share_one_budget_list() -> None:
+    api = ListingApi()
+    wh = build(default_config(), api, janitor=False)
+
+    async def burst() -> None:
+        async with anyio.create_task_group() as tg:
+            for i in range(10):
+                tg.start_soon(wh.handler.mutate, review(gpu_pod(f"p{i}", "1024"), uid=f"u{i}", namespace=NS))
+
+    anyio.run(burst)
+    assert [p for kind, p in api.calls if kind == "list" and p in api.collections] == [budgets_path(NS)]
+    assert len(api.names(claims_path(NS))) == 10
