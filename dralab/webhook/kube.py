@@ -267,6 +267,7 @@ class AsyncKubeApi:
         self.kubeconfig = kubeconfig
         self.pool_size = pool_size
         self._client: Any = None
+        self._session: Any = None
         self._lock: Any = None
 
     async def _api(self) -> Any:
@@ -303,9 +304,27 @@ class AsyncKubeApi:
         return self._client
 
     async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
         if self._client is not None:
             await self._client.close()
             self._client = None
+
+    async def _pool(self) -> Any:
+        """The kept-alive connection pool to the apiserver (the client's TLS settings, no environment lookups).
+
+        The official client stays the source of the configuration (kubeconfig or in-cluster, TLS context,
+        rotating token); requests skip its per-call model serialization, which walks every claim field.
+        """
+        if self._session is None:
+            import aiohttp
+
+            api = await self._api()
+            connector = aiohttp.TCPConnector(limit=self.pool_size, ssl=api.rest_client.ssl_context,
+                                             keepalive_timeout=60)
+            self._session = aiohttp.ClientSession(connector=connector, trust_env=False)
+        return self._session
 
     async def request(
         self,
@@ -317,28 +336,33 @@ class AsyncKubeApi:
         content_type: str = "application/json",
         timeout: float = 10.0,
     ) -> dict[str, Any]:
-        from kubernetes.aio.client import ApiException as AioApiException
+        import aiohttp
 
-        api = await self._api()
+        session = await self._pool()
+        configuration = self._client.configuration
         headers = {"Accept": "application/json"}
+        auth = (await configuration.auth_settings()).get("BearerToken")  # also runs the token refresh hook
+        if auth:
+            headers["Authorization"] = auth["value"]
+        data: bytes | None = None
         if body is not None:
             headers["Content-Type"] = content_type
+            data = json.dumps(body, separators=(",", ":")).encode()
         try:
-            req = await api.param_serialize(
-                method, path, query_params=query or [], header_params=headers, body=body, auth_settings=["BearerToken"]
-            )
-            resp = await api.call_api(*req, _request_timeout=timeout)
-            data = await resp.read()
-        except AioApiException as exc:
-            raise ApiError(exc.status or 0, str(exc.reason)) from None
+            async with session.request(
+                method, configuration.host + path, params=query or None, data=data, headers=headers,
+                timeout=aiohttp.ClientTimeout(total=timeout),
+            ) as resp:
+                raw = await resp.read()
+                status, reason = resp.status, resp.reason
         except Exception as exc:  # connection refused, reset, timeout
             raise ApiError(0, f"{type(exc).__name__}: {exc}") from None
         try:
-            decoded = json.loads(data) if data else {}
+            decoded = json.loads(raw) if raw else {}
         except ValueError:
-            decoded = {"message": bytes(data[:200]).decode(errors="replace")}
-        if not 200 <= resp.status < 300:
-            raise ApiError(resp.status, str(resp.reason), decoded if isinstance(decoded, dict) else None)
+            decoded = {"message": bytes(raw[:200]).decode(errors="replace")}
+        if not 200 <= status < 300:
+            raise ApiError(status, str(reason), decoded if isinstance(decoded, dict) else None)
         return decoded
 
     async def create(self, path: str, body: dict[str, Any], dry_run: bool = False) -> dict[str, Any]:
