@@ -19,8 +19,9 @@ from dralab.cluster.components import ComponentSpec
 from dralab.cluster.node import components, lifecycle
 from dralab.cluster.node.paths import NodePaths
 from dralab.cluster.pki import Pki
-from dralab.cluster.supervisor import ProcRecord, is_alive, stop_process
-from dralab.util import free_port
+from dralab.cluster.supervisor import ProcRecord, is_alive, log_tail, stop_process
+from dralab.errors import UserError
+from dralab.util import WaitTimeout, free_port
 
 Say = Callable[[str], None]
 NODE_TIMEOUT = 90.0
@@ -132,7 +133,13 @@ def bring_up(
         say(f"started {ns_name} (private mount namespace)")
     ns_rec = _record(handle.state, ns_name)
     assert ns_rec is not None
-    lifecycle.wait_namespace(paths, lambda: is_alive(ns_rec))
+    try:
+        lifecycle.wait_namespace(paths, lambda: is_alive(ns_rec))
+    except (UserError, WaitTimeout) as exc:
+        log_path = handle.log_path(ns_name)
+        raise UserError(
+            f"{exc}: {log_path}:\n{log_tail(log_path)}\n(the real node needs root and mount namespaces)"
+        ) from None
     # the holder's pid is known only now: rebuild the specs that enter its namespace
     fresh = specs(handle, node, str(handle.devices), handle.state.get("config"))
     ctrd = fresh[components.containerd_component(node)]
