@@ -181,3 +181,30 @@ def test_plain_pulumi_runs_the_same_program(pulumi_tools, infra_cluster: Cluster
     steps = json.loads(plain.stdout)["steps"]
     assert _resource_ids([s["urn"] for s in steps]) == _resource_ids([s["urn"] for s in automated.steps])
     assert (copy / "Pulumi.it-plain.yaml").is_file()  # the plain CLI keeps its stack file beside the program
+
+
+def test_stacks_from_before_the_components_are_adopted_in_place(
+    pulumi_tools, infra_cluster: ClusterHandle, tmp_path
+) -> None:
+    """A stack whose resources sit at its root (as before the per-profile components) is taken over by
+    today's program without a create, delete or replace: the children's aliases match the old URNs."""
+    flat = tmp_path / "flat-infra"
+    shutil.copytree(runner.default_infra_dir(), flat, ignore=shutil.ignore_patterns("__pycache__"))
+    component = flat / "dralab_infra" / "component.py"
+    owned = '{"parent": self, "aliases": list(FORMER_PLACE), **options}'
+    assert owned in component.read_text()
+    component.write_text(component.read_text().replace(owned, "dict(options)"))  # children at the root
+    state = tmp_path / "pulumi"
+    old = runner.prepare_target(profile="local", stack="it-adopt", cluster=INFRA_CLUSTER, infra_dir=flat, state=state)
+    before = runner.run_action("up", old, capture=True)
+    assert before.returncode == 0, before.output[-4000:]
+    assert before.changes.get("create", 0) > 1, before.changes
+    new = runner.prepare_target(profile="local", stack="it-adopt", cluster=INFRA_CLUSTER, state=state)
+    try:
+        after = runner.run_action("up", new, capture=True)
+        assert after.returncode == 0, after.output[-4000:]
+        assert set(after.changes) == {"same"}, after.changes
+        assert after.changes["same"] == before.changes["create"], (before.changes, after.changes)
+    finally:
+        gone = runner.run_action("destroy", new, capture=True)
+        assert gone.returncode == 0, gone.output[-4000:]
