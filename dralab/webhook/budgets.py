@@ -173,9 +173,12 @@ class BudgetGate:
         lock = await self._hold(namespace)
         held: list[tuple[str, str]] = []  # (budget path, token) of the apiserver-held locks
         try:
-            found = [(b, o) for b, o in await self._budget_objects(namespace) if b.device_class in demand]
+            every = await self._budget_objects(namespace)
+            # the cache keeps every budgeted class of the namespace, not only those this pod asks for
+            classes = frozenset(b.device_class for b, _ in every)
+            self._classes[namespace] = (classes, self.clock() + BUDGET_CACHE_SECONDS)
+            found = [(b, o) for b, o in every if b.device_class in demand]
             budgets = [b for b, _ in found]
-            self._classes[namespace] = (frozenset(b.device_class for b in budgets), self.clock() + BUDGET_CACHE_SECONDS)
             if budgets:
                 for b, obj in sorted(found, key=lambda pair: pair[0].name):  # one order: no deadlock
                     path = budgets_path(b.namespace, b.name)

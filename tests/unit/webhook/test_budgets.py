@@ -266,3 +266,22 @@ def test_concurrent_pods_share_one_budget_list() -> None:
     anyio.run(burst)
     assert [p for kind, p in api.calls if kind == "list" and p in api.collections] == [budgets_path(NS)]
     assert len(api.names(claims_path(NS))) == 10
+
+
+def test_a_pod_of_one_class_does_not_hide_the_budget_of_another() -> None:
+    """Budgets on two classes: admitting a GPU pod must not make the cache forget the NPU budget."""
+    api = ListingApi()
+    with_budget(api, memory="12Gi")
+    npu = "hami-vnpu-core.project-hami.io"
+    api.objects[f"{budgets_path(NS)}/npus"] = {
+        "apiVersion": model.API_VERSION, "kind": model.KIND,
+        "metadata": {"name": "npus", "namespace": NS, "generation": 1, "resourceVersion": "1"},
+        "spec": {"deviceClassName": npu, "memory": "2Gi"},
+    }
+    wh = build(default_config(), api, janitor=False)
+    assert admit(wh, gpu_pod("a", "1024"), "u1")["allowed"]
+    limits = {"huawei.com/Ascend310P": 1, "huawei.com/Ascend310P-memory": "4096", "huawei.com/Ascend310P-core": "10"}
+    npu_pod = gpu_pod("b", "0")
+    npu_pod["spec"]["containers"][0]["resources"]["limits"] = limits
+    denied = admit(wh, npu_pod, "u2")
+    assert denied["allowed"] is False and f"ShareBudget {NS}/npus" in denied["status"]["message"]
