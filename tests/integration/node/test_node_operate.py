@@ -51,9 +51,10 @@ def before() -> dict[str, str]:
 @pytest.fixture(scope="module")
 def ops(before: dict[str, str]) -> Iterator[ClusterHandle]:
     ensure_node_binaries()
-    handle = api.ensure_cluster(NAME, real_node=True)
-    yield handle
-    api.down(NAME)  # idempotent: the last test already took it down
+    try:
+        yield api.ensure_cluster(NAME, real_node=True)
+    finally:
+        api.down(NAME)  # idempotent: the last test already took it down
 
 
 def _dralab(*args: str) -> str:
