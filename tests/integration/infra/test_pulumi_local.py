@@ -2,7 +2,7 @@
 
 The runs go through the Pulumi Automation API (dralab.pulumi.runner) with the CLI dralab builds;
 the same CLI also runs the program the way a normal Pulumi install does (`pulumi preview` in a
-copy of infra/), and both must plan the same resources.
+copy of infra/, then `pulumi up` and `destroy` there), and both must plan the same resources.
 
 The shared cluster bootstraps the same RuntimeClass and DeviceClasses the program manages, and a
 destroy would take them away from every other test; so this runs on a cluster of its own (same
@@ -160,8 +160,8 @@ def test_preview_up_noop_destroy(pulumi_tools, infra_cluster: ClusterHandle, tmp
 
 
 def test_plain_pulumi_runs_the_same_program(pulumi_tools, infra_cluster: ClusterHandle, tmp_path) -> None:
-    """`pulumi preview` in infra/ as with a normal install (the CLI's own project and stack files) plans
-    what the Automation API run plans, with the same CLI."""
+    """`pulumi preview` and `pulumi up` in infra/ as with a normal install (the CLI's own project and
+    stack files): the preview plans what the Automation API run plans, with the same CLI."""
     target = runner.prepare_target(profile="local", stack="it-auto", cluster=INFRA_CLUSTER, state=tmp_path / "pulumi")
     automated = runner.run_action("preview", target, capture=True)
     assert automated.returncode == 0, automated.output[-4000:]
@@ -181,6 +181,13 @@ def test_plain_pulumi_runs_the_same_program(pulumi_tools, infra_cluster: Cluster
     steps = json.loads(plain.stdout)["steps"]
     assert _resource_ids([s["urn"] for s in steps]) == _resource_ids([s["urn"] for s in automated.steps])
     assert (copy / "Pulumi.it-plain.yaml").is_file()  # the plain CLI keeps its stack file beside the program
+    up = pulumi("up", "--yes", "--stack", "it-plain")
+    try:
+        assert up.returncode == 0, (up.stdout + up.stderr)[-4000:]
+        assert "runtimeClass" in up.stdout and "error:" not in up.stdout, up.stdout[-4000:]
+    finally:
+        gone = pulumi("destroy", "--yes", "--stack", "it-plain")
+        assert gone.returncode == 0, (gone.stdout + gone.stderr)[-4000:]
 
 
 def test_stacks_from_before_the_components_are_adopted_in_place(
