@@ -29,6 +29,7 @@ API_CALLS = {
     ("PATCH", "pods", "status"): "apiserver: pod status (KWOK, driver)",
     ("PUT", "pods", "status"): "apiserver: pod status (KWOK, driver)",
     ("PATCH", "resourceclaims", ""): "apiserver: patch claim (janitor owner)",
+    ("PUT", "resourceclaims", ""): "apiserver: update claim (scheduler's finalizer)",
 }
 SCHEDULER = {
     "scheduler_scheduling_attempt_duration_seconds": "scheduler: scheduling attempt",
@@ -63,6 +64,8 @@ def fold(samples: list[tuple[str, dict[str, str], float]]) -> Snapshot:
             key = (SCHEDULER[base],)
         elif base == "dralab_webhook_request_duration_seconds" and labels.get("endpoint") == "mutate":
             key = ("webhook: mutate (incl. claim create)",)
+        elif base == "dralab_webhook_request_duration_seconds" and labels.get("endpoint") == "validate":
+            key = ("webhook: validate",)
         if key is None:
             continue
         slot = snap.setdefault(key, [0.0, 0.0])
