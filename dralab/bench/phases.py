@@ -30,6 +30,7 @@ API_CALLS = {
     ("PUT", "pods", "status"): "apiserver: pod status (KWOK, driver)",
     ("PATCH", "resourceclaims", ""): "apiserver: patch claim (janitor owner)",
     ("PUT", "resourceclaims", ""): "apiserver: update claim (scheduler's finalizer)",
+    ("PATCH", "pods", ""): "apiserver: patch pod (stand-in's prepared annotation)",
 }
 SCHEDULER = {
     "scheduler_scheduling_attempt_duration_seconds": "scheduler: scheduling attempt",
