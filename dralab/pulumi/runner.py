@@ -16,6 +16,7 @@ stand-in project directory, so nothing is written into ``infra/``; the program i
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import sys
@@ -59,16 +60,31 @@ def default_infra_dir() -> Path:
     return Path(__file__).resolve().parents[2] / "infra"
 
 
-def parse_config_pairs(pairs: Sequence[str]) -> dict[str, str]:
-    """``KEY=VALUE`` options as a mapping; a bare key gets the project namespace (``profile`` -> ``dralab:profile``)."""
-    out: dict[str, str] = {}
+def parse_config_pairs(pairs: Sequence[str]) -> dict[str, Any]:
+    """``KEY=VALUE`` options as a mapping; a bare key gets the project namespace (``profile`` -> ``dralab:profile``).
+
+    A JSON array or object (``hosts=[{...}]``) becomes structured config, as Pulumi.yaml types
+    ``array`` and ``object`` keys; anything else stays text.
+    """
+    out: dict[str, Any] = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")
         key = key.strip()
         if not sep or not key:
             raise UserError(f"bad --config {pair!r}: write KEY=VALUE, e.g. --config dralab:profile=local")
-        out[key if ":" in key else f"dralab:{key}"] = value
+        out[key if ":" in key else f"dralab:{key}"] = _structured(key, value)
     return out
+
+
+def _structured(key: str, value: str) -> Any:
+    if value.lstrip()[:1] not in ("[", "{"):
+        return value
+    try:
+        return json.loads(value)
+    except ValueError as exc:
+        raise UserError(
+            f"--config {key}: the value starts like JSON but does not parse ({exc}); quote it for the shell"
+        ) from None
 
 
 def passphrase_env(env: Mapping[str, str], profile: str) -> dict[str, str]:
@@ -117,7 +133,7 @@ def workspace_env(env: Mapping[str, str]) -> dict[str, str]:
 
 
 def stack_config_document(
-    current: Mapping[str, Any] | None, base: Mapping[str, Any] | None, overrides: Mapping[str, str]
+    current: Mapping[str, Any] | None, base: Mapping[str, Any] | None, overrides: Mapping[str, Any]
 ) -> dict[str, Any]:
     """The stack file passed as ``config_file``: its own keys (salt), infra/'s config, then ``overrides``."""
     doc = dict(current or {})
@@ -253,7 +269,7 @@ def prepare_target(
     cluster: str = "dralab",
     infra_dir: Path | None = None,
     state: Path | None = None,
-    config: Mapping[str, str] | None = None,
+    config: Mapping[str, Any] | None = None,
 ) -> Target:
     """Check the tools and the program, create the stack when new, write its config file."""
     from dralab.util import atomic_write

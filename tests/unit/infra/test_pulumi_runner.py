@@ -16,9 +16,15 @@ def test_parse_config_pairs() -> None:
         "kubernetes:context": "x",
         "dralab:a": "b=c",
     }
-    for bad in ("novalue", "=x"):
+    for bad in ("novalue", "=x", "hosts=[{oops"):
         with pytest.raises(UserError):
             rn.parse_config_pairs([bad])
+    # Pulumi.yaml types these as array/object: they must reach the stack file as structures
+    assert rn.parse_config_pairs(['hosts=[{"name": "cp"}]', "chartValues={}", "image=x:[1]"]) == {
+        "dralab:hosts": [{"name": "cp"}],
+        "dralab:chartValues": {},
+        "dralab:image": "x:[1]",
+    }
 
 
 def test_passphrase_defaults_only_for_lab_profiles() -> None:
