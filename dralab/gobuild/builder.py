@@ -389,9 +389,14 @@ def _go_cache_present(tool: GoToolchain) -> bool | None:
 
 
 def module_versions(go_mod: bytes, packages: Sequence[str]) -> dict[str, str]:
-    """The required version of each module that provides one of ``packages`` (from the wrapper's go.mod)."""
+    """The required version of each module that provides one of ``packages`` (from the wrapper's go.mod).
+
+    A wrapper that builds its own main package names what it wraps in ``tool`` lines; those count too.
+    """
     out: dict[str, str] = {}
-    for line in go_mod.decode(errors="replace").splitlines():
+    lines = go_mod.decode(errors="replace").splitlines()
+    packages = [*packages, *(line.split()[1] for line in lines if line.startswith("tool ") and len(line.split()) > 1)]
+    for line in lines:
         parts = line.strip().removeprefix("require").split()
         if len(parts) >= 2 and parts[1].startswith("v"):
             module, version = parts[0], parts[1]

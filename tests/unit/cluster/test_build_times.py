@@ -43,6 +43,8 @@ def test_module_versions_come_from_the_wrappers_go_mod() -> None:
     assert module_versions(GO_MOD, ["go.etcd.io/etcd/server/v3"]) == {"go.etcd.io/etcd/server/v3": "v3.6.5"}
     assert module_versions(GO_MOD, ["sigs.k8s.io/kwok/cmd/kwok"]) == {"sigs.k8s.io/kwok": "v0.7.0"}
     assert module_versions(GO_MOD, ["k8s.io/other"]) == {}
+    own_main = GO_MOD + b"\ntool sigs.k8s.io/kwok/cmd/kwok\n"  # a wrapper with its own main package
+    assert module_versions(own_main, ["example.com/wrapper"]) == {"sigs.k8s.io/kwok": "v0.7.0"}
 
 
 def test_a_real_build_records_its_duration_and_a_skipped_one_does_not(go: Path, tmp_path: Path) -> None:
