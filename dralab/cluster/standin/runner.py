@@ -216,7 +216,14 @@ class StandIn:
     # ------------------------------------------------------------ ResourceSlice cleanup
 
     def _note_existing_slices(self) -> None:
-        """Drivers with slices on this node that never register get their slices removed too."""
+        """At start, remove every ResourceSlice of this node, as the real kubelet does (seen on the node
+        profile: a restarted kubelet deletes them and the registered drivers republish through their
+        watch); drivers whose slices come back but that never register get them removed later too."""
+        try:
+            selector = {"fieldSelector": f"spec.nodeName={self.node}"}
+            self.kube.delete("/apis/resource.k8s.io/v1/resourceslices", params=selector)
+        except Exception as exc:
+            log.info("removing the node's slices at start failed", extra={"fields": {"error": str(exc)[:200]}})
         try:
             listing = self.kube.request(
                 "GET", "/apis/resource.k8s.io/v1/resourceslices", params={"fieldSelector": f"spec.nodeName={self.node}"}

@@ -197,3 +197,9 @@ def test_slices_of_an_unreachable_driver_are_removed(env):
         ("/apis/resource.k8s.io/v1/resourceslices", {"fieldSelector": f"spec.nodeName=n1,spec.driver={DRIVER}"})
     ]
     assert standin.plugins.get(DRIVER) is None, "a driver whose sockets are gone is forgotten"
+
+
+def test_start_removes_the_node_slices_as_the_real_kubelet_does(env):
+    kube, _driver, standin, _ = env
+    standin._note_existing_slices()
+    assert ("/apis/resource.k8s.io/v1/resourceslices", {"fieldSelector": "spec.nodeName=n1"}) in kube.deleted
