@@ -54,8 +54,13 @@ HAMI_KEYS = (f"huawei.com/{CHIP}", f"huawei.com/{CHIP}-memory", f"huawei.com/{CH
              "hygon.com/hcunum", "hygon.com/hcumem", "huawei.com/Ascend999", "huawei.com/Ascend910B3-memory")
 ANNOTATIONS = (f"hami.io/use-{CHIP}-uuid", f"hami.io/no-use-{CHIP}-uuid", "hami.io/use-nputype",
                "nvidia.com/use-gpuuuid", "nvidia.com/nouse-gputype", "hygon.com/use-hcutype")
-FIELD_ROOTS = ("kind", "apiVersion", "metadata", "spec", "request")  # request.namespace: the review itself
+FIELD_ROOTS = ("kind", "apiVersion", "metadata", "spec")
+# The one request field a 200 denial can be about (the others are type-checked into HTTP 400s): the webhook
+# checks a pod review's namespace before anything else, so a bad one is the first wrong field.
+REQUEST_FIELDS = ("request.namespace",)
 DENIAL = re.compile(r"^(?P<field>[A-Za-z][^\s:]*): \S")
+# RFC 1123 label, matched whole (written here, not imported: the checker must not share the webhook's bugs).
+NAMESPACE = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 
 
 # ---------------------------------------------------------------- strategies
@@ -84,6 +89,18 @@ annotation_value = st.one_of(
 )
 
 name_text = st.one_of(st.text(max_size=70), st.sampled_from(["", "a", "A_b", "x" * 300, "../etc", "-", "a.b"]))
+
+# Namespaces: valid labels wherever the namespace is not the field under attack (a bad one is denied
+# before the pod is read, which would hide every pod-level check), hostile ones where it is.
+good_namespace = st.one_of(st.just("team-a"), st.from_regex(NAMESPACE, fullmatch=True).filter(
+    lambda ns: ns != "kube-system"))
+bad_namespace = st.one_of(
+    st.sampled_from(["x/../kube-system", "kube-system/..", "../etc", "default/../kube-system", "Team-A", "team_a",
+                     "a" * 64, "-a", "a-", "a.b", " kube-system", "kube-system ", "team-a\n", "kube-system\n",
+                     "team-a\x00", "\uff4b\uff55\uff42\uff45-system", "%2e%2e", "kube-system%2F..", "\u202eteam-a"]),
+    st.from_regex(r"[a-z0-9.\-_/A-Z]{1,70}\n?", fullmatch=True),
+    name_text,
+).filter(lambda ns: ns != "" and not NAMESPACE.fullmatch(ns))
 
 # What the apiserver can hand a webhook: it decodes the pod into its typed struct before admission,
 # so every field has its type and quantities are valid quantity strings, but names, annotation
@@ -152,7 +169,7 @@ def review(draw: st.DrawFn, typed: bool = True) -> Any:
         "uid": draw(st.uuids().map(str)),
         "kind": {"group": "", "version": "v1", "kind": "Pod"},
         "resource": {"group": "", "version": "v1", "resource": "pods"},
-        "namespace": "team-a" if typed else draw(st.one_of(st.just("team-a"), name_text)),
+        "namespace": "team-a" if typed else draw(good_namespace),
         "operation": draw(st.sampled_from(["CREATE", "CREATE", "UPDATE", "DELETE", "CONNECT"] if typed else
                                           ["CREATE", "CREATE", "UPDATE", "DELETE", "CONNECT", "create"])),
         "object": draw(pods),
@@ -171,6 +188,18 @@ def review(draw: st.DrawFn, typed: bool = True) -> Any:
     if not typed:
         doc["apiVersion"] = draw(st.sampled_from(["admission.k8s.io/v1"] * 8 + ["v1beta1", 1]))
         doc["request"] = _maybe_junk(draw, typed, request, 15)
+    return doc
+
+
+@st.composite
+def namespace_attack_review(draw: st.DrawFn) -> Any:
+    """A pod review, well-formed but for a hostile namespace: its denial must name ``request.namespace``
+    (checked first, so also when the pod carries hostile values of its own)."""
+    doc = draw(review(typed=True))
+    doc["request"]["namespace"] = draw(bad_namespace)
+    doc["request"]["operation"] = draw(st.sampled_from(["CREATE", "CREATE", "CREATE", "UPDATE"]))
+    if doc["request"]["object"] is None:
+        doc["request"]["object"] = draw(hostile_pod(typed=True))
     return doc
 
 
@@ -319,8 +348,9 @@ def webhook_client() -> Any:
     return TestClient(create_app(hook), raise_server_exceptions=True), hook
 
 
-def check_answer(status: int, body: bytes, sent: Any, leftovers: Callable[[Any], list[str]]) -> list[tuple[str, Any]]:
-    """Contract violations of one admission answer (pure): kinds with what shows them."""
+def check_answer(status: int, body: bytes, sent: Any, leftovers: Callable[[Any], list[str]],
+                 path: str = "/mutate") -> list[tuple[str, Any]]:
+    """Contract violations of one admission answer to ``path`` (pure): kinds with what shows them."""
     if status >= 500:
         return [(f"http_{status}", body[:200].decode(errors="replace"))]
     if status in (400, 413):
@@ -343,8 +373,11 @@ def check_answer(status: int, body: bytes, sent: Any, leftovers: Callable[[Any],
     elif answer.get("allowed") is False:
         message = str((answer.get("status") or {}).get("message", ""))
         match = DENIAL.match(message)
-        if not match or match["field"].split(".")[0].split("[")[0] not in FIELD_ROOTS:
+        if not match or (match["field"].split(".")[0].split("[")[0] not in FIELD_ROOTS
+                         and match["field"] not in REQUEST_FIELDS):
             out.append(("denial_without_field", message))
+    if isinstance(request, dict) and not (isinstance(code, int) and code >= 500):
+        out += check_namespace_answer(request, answer, path)
     if answer.get("patch"):
         from dralab.model.jsonpatch import apply
 
@@ -359,6 +392,28 @@ def check_answer(status: int, body: bytes, sent: Any, leftovers: Callable[[Any],
     return out
 
 
+def check_namespace_answer(request: dict[str, Any], answer: dict[str, Any], path: str) -> list[tuple[str, Any]]:
+    """The namespace rule (pure): a pod review whose namespace is not a DNS label is denied naming
+    ``request.namespace`` wherever the webhook reads the namespace (validate: every pod review; mutate: pod
+    CREATEs), before any pod field; a review with a good namespace is never denied for it."""
+    kind = request.get("kind")
+    if not (isinstance(kind, dict) and kind.get("kind") == "Pod" and kind.get("group", "") == ""
+            and not request.get("subResource")):
+        return []
+    namespace = request.get("namespace")
+    bad = isinstance(namespace, str) and namespace != "" and not NAMESPACE.fullmatch(namespace)
+    message = str((answer.get("status") or {}).get("message", ""))
+    named = match["field"] if answer.get("allowed") is False and (match := DENIAL.match(message)) else None
+    if not bad:
+        return [("good_namespace_denied", message)] if named == "request.namespace" else []
+    if answer.get("allowed") is False:
+        return [] if named == "request.namespace" else [("bad_namespace_not_named_first",
+                                                         f"namespace {namespace!r} -> {message}")]
+    if answer.get("allowed") is True and (path == "/validate" or request.get("operation") == "CREATE"):
+        return [("bad_namespace_admitted", f"namespace {namespace!r} -> {path} allowed")]
+    return []
+
+
 def fuzz_admission(cases: int, seed: int | None = None, only: tuple[str, ...] = ()) -> dict[str, Any]:
     """Raw bodies, malformed reviews and hostile pods against /mutate and /validate (``only``: some)."""
     client, hook = webhook_client()
@@ -371,6 +426,7 @@ def fuzz_admission(cases: int, seed: int | None = None, only: tuple[str, ...] = 
         "malformed_reviews": (review(typed=False), cases * 2 // 5),
         "hostile_pods": (review(typed=True), cases - cases // 5 - cases * 2 // 5),
         "size_attacks": (size_attack_review(), max(1, cases // 10)),
+        "namespace_attacks": (namespace_attack_review(), max(1, cases // 10)),
     }
     for target, (strategy, n) in shares.items():
         if only and target not in only:
@@ -389,7 +445,7 @@ def fuzz_admission(cases: int, seed: int | None = None, only: tuple[str, ...] = 
             found.seen(f"{path} {resp.status_code}" + ("" if resp.status_code != 200 else
                                                         (" allowed" if b'"allowed":true' in resp.content
                                                          else " denied")))
-            for kind, example in check_answer(resp.status_code, resp.content, value, leftovers):
+            for kind, example in check_answer(resp.status_code, resp.content, value, leftovers, path):
                 found.problem(kind, {"sent": _short(body), "got": example})
             if target == "size_attacks" and resp.status_code == 200 and b'"allowed":true' in resp.content:
                 found.problem("size_attack_admitted", _short(body))
@@ -774,7 +830,7 @@ def fuzz(out: str, quick: bool, cases: int | None, seed: int | None) -> None:
     }
     path = write_result(out, "fuzz", result)
     for name, t in targets.items():
-        click.echo(f"{name:22s} {t['cases']:6d} cases  problems: {t['problems'] or 'none'}")
+        click.echo(f"{name:28s} {t['cases']:6d} cases  problems: {t['problems'] or 'none'}")
     click.echo(f"-> {path}")
 
 

@@ -15,7 +15,8 @@ from dataclasses import dataclass
 
 from dralab.model.denials import Denied
 
-# RFC 1123: a namespace is a DNS label; a pod name (or generateName prefix) a DNS subdomain.
+# RFC 1123: a namespace is a DNS label; a pod name (or generateName prefix) a DNS subdomain. Matched whole
+# (fullmatch): with match, "$" also matches before a final newline, so "kube-system\n" would pass.
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 
@@ -101,7 +102,7 @@ class NamespaceRate:
 
 def check_namespace(namespace: object) -> str:
     """The request's namespace, if it is a DNS label; :class:`Denied` naming ``request.namespace`` otherwise."""
-    if not isinstance(namespace, str) or not _DNS_LABEL.match(namespace):
+    if not isinstance(namespace, str) or not _DNS_LABEL.fullmatch(namespace):
         shown = repr(namespace[:70]) if isinstance(namespace, str) else type(namespace).__name__
         raise Denied("request.namespace", f"{shown} is not a namespace name (a DNS label: a-z, 0-9, '-', 63 at most)")
     return namespace
@@ -113,6 +114,6 @@ def check_pod_names(name: object, generate_name: object) -> None:
         if value in (None, ""):
             continue
         text = value.rstrip("-.") if prefix and isinstance(value, str) else value
-        if not isinstance(text, str) or len(value) > 253 or not _DNS_SUBDOMAIN.match(text):  # type: ignore[arg-type]
+        if not isinstance(text, str) or len(value) > 253 or not _DNS_SUBDOMAIN.fullmatch(text):  # type: ignore[arg-type]
             shown = repr(value[:70]) if isinstance(value, str) else type(value).__name__
             raise Denied(field, f"{shown} is not a valid pod name (a DNS subdomain: a-z, 0-9, '-', '.', 253 at most)")

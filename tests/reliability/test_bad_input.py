@@ -63,6 +63,43 @@ def test_a_denial_must_start_with_a_field_path() -> None:
     assert [k for k, _ in fuzz.check_answer(200, answer("something went wrong"), review, list)] == [
         "denial_without_field"]
     assert [k for k, _ in fuzz.check_answer(503, b"", review, list)] == ["http_503"]
+    assert [k for k, _ in fuzz.check_answer(200, answer("request: bad"), review, list)] == ["denial_without_field"]
+
+
+def _pod_review(namespace: str, operation: str = "CREATE") -> dict:
+    return {"request": {"uid": "u", "kind": {"group": "", "version": "v1", "kind": "Pod"}, "namespace": namespace,
+                        "operation": operation, "object": {}}}
+
+
+def _reply(allowed: bool, message: str = "") -> bytes:
+    response = {"uid": "u", "allowed": allowed}
+    if not allowed:
+        response["status"] = {"code": 400, "message": message}
+    return json.dumps({"response": response}).encode()
+
+
+def test_a_bad_namespace_must_be_the_field_a_denial_names() -> None:
+    named = _reply(False, "request.namespace: 'A_b' is not a namespace name")
+    other = _reply(False, "metadata.name: 'X' is not a valid pod name")
+    assert fuzz.check_answer(200, named, _pod_review("A_b"), list) == []
+    assert [k for k, _ in fuzz.check_answer(200, other, _pod_review("A_b"), list)] == [
+        "bad_namespace_not_named_first"]
+    assert [k for k, _ in fuzz.check_answer(200, _reply(True), _pod_review("team-a\n"), list, "/mutate")] == [
+        "bad_namespace_admitted"]
+    assert [k for k, _ in fuzz.check_answer(200, _reply(True), _pod_review("A_b", "UPDATE"), list, "/validate")] == [
+        "bad_namespace_admitted"]
+    assert fuzz.check_answer(200, _reply(True), _pod_review("A_b", "UPDATE"), list, "/mutate") == []
+    # a good namespace is never the reason, and an empty one means "default"
+    assert [k for k, _ in fuzz.check_answer(200, named, _pod_review("team-a"), list)] == ["good_namespace_denied"]
+    assert fuzz.check_answer(200, other, _pod_review("team-a"), list) == []
+    assert fuzz.check_answer(200, _reply(True), _pod_review(""), list) == []
+
+
+def test_namespace_attacks_are_denied_naming_the_namespace() -> None:
+    result = fuzz.fuzz_admission(CASES, only=("namespace_attacks",))["namespace_attacks"]
+    assert result["cases"] >= CASES // 10
+    assert result["problems"] == {}, result["examples"]
+    assert any(k.endswith("denied") for k in result["outcomes"])
 
 
 def test_the_sandbox_refuses_changes_outside_its_folder(tmp_path: Path) -> None:
@@ -115,6 +152,21 @@ def test_pod_with_junk_spec_is_denied_naming_the_field() -> None:
         assert resp.status_code in (200, 400)
         if resp.status_code == 200:
             assert resp.json()["response"].get("status", {}).get("code", 200) < 500
+
+
+@pytest.mark.parametrize(("namespace", "meta", "field"), [
+    ("kube-system\n", {"name": "p"}, "request.namespace"),
+    ("team-a\n", {"name": "p"}, "request.namespace"),
+    ("team-a", {"name": "p\n"}, "metadata.name"),
+    ("team-a", {"generateName": "p-\n"}, "metadata.generateName"),
+])
+def test_names_with_a_final_newline_are_denied(namespace: str, meta: dict, field: str) -> None:
+    body = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+            "request": {"uid": "u", "kind": {"group": "", "version": "v1", "kind": "Pod"}, "operation": "CREATE",
+                        "namespace": namespace, "object": {"kind": "Pod", "metadata": meta, "spec": {}}}}
+    answer = _post(json.dumps(body).encode(), "/mutate").json()["response"]
+    assert answer["allowed"] is False
+    assert answer["status"]["message"].startswith(f"{field}: ")
 
 
 def _unprepare(target: fuzz.DriverTarget, uid: str):
