@@ -17,10 +17,10 @@ Propagation is private: none of these mounts is seen by the host.
 from __future__ import annotations
 
 import argparse
+import ctypes
 import json
 import os
 import signal
-import subprocess
 import sys
 from pathlib import Path
 
@@ -38,10 +38,18 @@ SYSCTLS = (
 )
 
 
-def _mount(*args: str) -> None:
-    proc = subprocess.run(["mount", "--no-mtab", *args], capture_output=True, text=True, check=False)
-    if proc.returncode != 0:
-        raise SystemExit(f"mount {' '.join(args)} failed: {proc.stderr.strip()}")
+MS_BIND = 4096
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def _mount(source: str, target: str, fstype: str | None, flags: int = 0, data: str | None = None) -> None:
+    """mount(2) itself: the mount tool would write its utab under the host's /run before the tmpfs hides it."""
+    rc = _libc.mount(
+        source.encode(), target.encode(), fstype.encode() if fstype else None, flags, data.encode() if data else None
+    )
+    if rc != 0:
+        err = ctypes.get_errno()
+        raise SystemExit(f"mount {source} on {target} failed: {os.strerror(err)}")
 
 
 def setup(paths: NodePaths) -> dict[str, str]:
@@ -54,7 +62,7 @@ def setup(paths: NodePaths) -> dict[str, str]:
             )
     mounted: dict[str, str] = {}
     for folder in TMPFS_DIRS:
-        _mount("-t", "tmpfs", "-o", "mode=0755,size=256m", "tmpfs", folder)
+        _mount("tmpfs", folder, "tmpfs", 0, "mode=0755,size=256m")
         mounted[folder] = "tmpfs"
     Path("/var/lib/cni").mkdir()
     paths.sysctl_dir.mkdir(parents=True, exist_ok=True)
@@ -64,7 +72,7 @@ def setup(paths: NodePaths) -> dict[str, str]:
             continue
         private = paths.sysctl_dir / key.replace("/", ".")
         private.write_text(target.read_text())
-        _mount("--bind", str(private), str(target))
+        _mount(str(private), str(target), None, MS_BIND)
         mounted[str(target)] = str(private)
     return mounted
 

@@ -31,7 +31,7 @@ pytestmark = pytest.mark.integration
 NAME = "node-ops"
 
 
-HOST_PATHS = ("/run/containerd", "/var/lib/cni", "/run/runc", "/var/run/cdi")
+HOST_PATHS = ("/run/containerd", "/var/lib/cni", "/run/runc", "/var/run/cdi", "/run/mount")
 
 
 def _host_sysctls() -> dict[str, str]:
