@@ -49,6 +49,11 @@ def driver() -> None:
     is_flag=True,
     help="Do not watch ResourceClaims: every Prepare GETs its claims (less apiserver watch load, slower Prepare).",
 )
+@click.option(
+    "--claim-dir-size",
+    help="Give each claim folder its own tmpfs of this size (e.g. 64Mi) so a claim cannot fill the host's disk; "
+    "needs CAP_SYS_ADMIN and bidirectional mount propagation of --state-dir.",
+)
 def run(**kw: object) -> None:
     """Serve the kubelet plugin sockets, publish ResourceSlices and prepare claims until SIGTERM.
 
@@ -78,6 +83,7 @@ def run(**kw: object) -> None:
         publish=not kw["no_publish"],
         claim_gid=kw["claim_gid"],  # type: ignore[arg-type]
         claim_cache=not kw["no_claim_cache"],
+        claim_dir_size=kw["claim_dir_size"],  # type: ignore[arg-type]
     )
     proc = DriverProcess(opts)
 

@@ -51,6 +51,19 @@ class RunOptions:
     npu_smi: str = "npu-smi"
     claim_gid: int | None = None  # group of claim directories and shared files (non-root containers join it)
     claim_cache: bool = True  # watch the node's claims so Prepare needs no GET (apiserver claim source only)
+    claim_dir_size: str | None = None  # a quantity (64Mi): each claim folder becomes a tmpfs of that size
+
+
+def _claim_dir_bytes(size: str | None) -> int | None:
+    """``--claim-dir-size`` in bytes (None: claim folders are not size-limited)."""
+    if not size:
+        return None
+    from dralab.model.quantity import to_int
+
+    value = to_int(size, "--claim-dir-size")
+    if value < 4096:
+        raise UserError(f"--claim-dir-size {size} is under one page (4096 bytes): give a size such as 64Mi")
+    return value
 
 
 def _state_folder(path: Path) -> None:
@@ -136,6 +149,7 @@ class DriverProcess:
                 self.kube = KubeClient(self.options.kubeconfig)
             self.claims = KubeClaimSource(self.kube)
         library = self.options.enforcement_library or cfg.driver.enforcement_library or None
+        claim_dir_bytes = _claim_dir_bytes(self.options.claim_dir_size)
         if self.options.claim_cache and isinstance(self.claims, KubeClaimSource):
             self.informer = ClaimInformer(self.claims.client.clone(), self.options.node, [v.driver for v in vendors])
             self._spawn("claim-informer", self.informer.run)
@@ -151,6 +165,7 @@ class DriverProcess:
                 metrics=self.metrics,
                 claim_gid=self.options.claim_gid,
                 cache=self.informer,
+                claim_dir_bytes=claim_dir_bytes,
             ).open()
             server = PluginServer(state, SocketPaths.for_driver(vendor.driver, plugin_dir, registry_dir))
             served = _Served(vendor=vendor, state=state, server=server)

@@ -34,7 +34,7 @@ from typing import Any
 
 import yaml
 
-from dralab.driver import cdi
+from dralab.driver import cdi, limits
 from dralab.driver.cdi import ClaimRef, ContainerEdits, PreparedDevice
 from dralab.driver.checkpoint import PREPARE_COMPLETED, Checkpoint, CheckpointStore, ClaimEntry, GroupCommit
 from dralab.driver.claims import ClaimCache, ClaimSource
@@ -167,6 +167,7 @@ class DriverState:
         boot_id: str | None = None,
         claim_gid: int | None = None,
         cache: ClaimCache | None = None,
+        claim_dir_bytes: int | None = None,
     ) -> None:
         self.vendor = vendor
         self.driver = vendor.driver
@@ -179,6 +180,7 @@ class DriverState:
         self.metrics = metrics or DriverMetrics()
         self.claim_gid = claim_gid
         self.cache = cache
+        self.claim_dir_bytes = claim_dir_bytes  # a tmpfs of this size on every claim folder (limits.py)
         self.kind = vendor.device.cdi_kind
         self.cdi_class = vendor.device.cdi_class
         self.profile = vendor.enforcement
@@ -267,6 +269,8 @@ class DriverState:
         # spares from an earlier run are not trusted: a fresh set, made by this process
         shutil.rmtree(self.root / ".spare", ignore_errors=True)
         private_dir(self.root / ".spare")
+        if self.claim_dir_bytes:
+            self._probe_limit()
         self._refill_spares()
         common = cdi.render_common_spec(self.kind, _as_cdi_edits(self.backend.common_edits()), self.driver)
         atomic_write(self.cdi_dir / cdi.spec_file_name(self.driver, self.cdi_class, cdi.COMMON), cdi.dump_spec(common))
@@ -532,11 +536,33 @@ class DriverState:
             while self._spares:
                 try:
                     os.rename(self._spares.pop(), path)
+                    self._limit(path)
                     return
                 except FileNotFoundError:
                     continue  # removed behind our back: try the next one
         path.mkdir(mode=CLAIM_DIR, exist_ok=True)
         self._claim_mode(path)
+        self._limit(path)
+
+    def _probe_limit(self) -> None:
+        """Fail at start, not on the kubelet's first call, when claim folders cannot be size-limited."""
+        probe = self.root / ".spare" / "probe"
+        probe.mkdir()
+        try:
+            limits.mount_tmpfs(probe, self.claim_dir_bytes or 0, CLAIM_DIR)
+            limits.unmount(probe)
+        except OSError as exc:
+            raise UserError(
+                f"--claim-dir-size needs a driver that may mount (CAP_SYS_ADMIN, and the state folder shared "
+                f"with the host by bidirectional mount propagation): {exc}; or leave --claim-dir-size unset"
+            ) from None
+        finally:
+            probe.rmdir()
+
+    def _limit(self, path: Path) -> None:
+        """Mount the claim's size-limited tmpfs on its folder, unless it is already there."""
+        if self.claim_dir_bytes and not limits.is_mount(path):
+            limits.mount_tmpfs(path, self.claim_dir_bytes, CLAIM_DIR, self.claim_gid)
 
     def _claim_mode(self, path: Path) -> None:
         path.chmod(CLAIM_DIR)  # mkdir's mode is masked by the umask
@@ -569,6 +595,9 @@ class DriverState:
         Returns the devices and whether the entry was rewritten.
         """
         if self._spec_intact(entry.claim.uid):
+            claim_dir = self.claim_dir(entry.claim.uid)
+            if self.claim_dir_bytes and claim_dir.is_dir():
+                self._limit(claim_dir)  # a reboot took the tmpfs, not the folder
             return entry.devices, False
         prepared = self._prepare_new(entry.claim, self._fetch(entry.claim))
         log.info("rewrote missing CDI spec", extra={"fields": {"driver": self.driver, "uid": entry.claim.uid}})
@@ -629,8 +658,11 @@ class DriverState:
     def _remove_files(self, uid: str) -> None:
         with contextlib.suppress(FileNotFoundError):
             self.spec_path(uid).unlink()
+        claim_dir = self.claim_dir(uid)
+        if limits.is_mount(claim_dir):
+            limits.unmount(claim_dir)
         with contextlib.suppress(FileNotFoundError):
-            shutil.rmtree(self.claim_dir(uid))
+            shutil.rmtree(claim_dir)
 
     # -- reconcile --------------------------------------------------------------------------------
 
