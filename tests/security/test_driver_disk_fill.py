@@ -1,4 +1,6 @@
-"""``--claim-dir-size``: each claim folder is a tmpfs of that size, so a claim cannot fill the host's disk.
+"""Attack: a claim fills the host's disk through its own (bind-mounted) claim folder.
+
+With ``--claim-dir-size`` each claim folder is a tmpfs of that size, so the claim gets ENOSPC.
 
 Mounting is destructive outside a sandbox, so the driver runs in a child process inside a private
 mount namespace of its own (``unshare -m``) over a temp folder; the test is skipped where the
@@ -103,7 +105,7 @@ def test_claim_folder_is_a_tmpfs_of_the_given_size(root: Path) -> None:
     assert out["unprepare"] == "" and out["after_unprepare"] == [False, False]
 
 
-def test_a_driver_that_may_not_mount_refuses_to_start(tmp_path: Path, library: Path, monkeypatch) -> None:
+def test_a_driver_that_may_not_mount_refuses_to_start(tmp_path: Path, monkeypatch) -> None:
     from dralab.driver import limits
     from dralab.driver.claims import InMemoryClaimSource
     from dralab.driver.devices import BackendOptions
@@ -117,6 +119,9 @@ def test_a_driver_that_may_not_mount_refuses_to_start(tmp_path: Path, library: P
         raise OSError(1, "mounting: Operation not permitted")
 
     monkeypatch.setattr(limits, "mount_tmpfs", refused)  # what an unprivileged driver gets from mount(2)
+    library = tmp_path / "lib" / "libvcore.so"
+    library.parent.mkdir()
+    library.write_bytes(b"")
     state = DriverState(
         vendor=load_vendor_table().get("ascend"),
         node=NODE,
