@@ -372,7 +372,7 @@ def _check_body(kind: str, body: dict[str, Any], where: str, lab_dir: Path) -> N
         if key in body:
             values = _mapping(body[key], f"{where}.{key}")
             for var in values:
-                if not _VAR_NAME.match(str(var)):
+                if not _VAR_NAME.fullmatch(str(var)):
                     raise UserError(f"{where}.{key}: {var!r} is not a valid variable name")
     if kind == "dralab" and not (isinstance(body["args"], list) and body["args"]):
         raise UserError(f"{where}.args: a non-empty list of arguments, e.g. [migrate, plan]")
@@ -399,7 +399,7 @@ def _step(raw: Any, pos: int, lab_dir: Path, source: str) -> Step:
     if not isinstance(raw, Mapping):
         raise UserError(f"{where}: a step is a mapping with id, title and try")
     sid = raw.get("id")
-    if not isinstance(sid, str) or not _DNS_LABEL.match(sid):
+    if not isinstance(sid, str) or not _DNS_LABEL.fullmatch(sid):
         raise UserError(f"{where}: 'id' is required and must be lower-case letters, digits and '-' (got {sid!r})")
     where = f"{where} ({sid})"
     unknown = sorted(set(raw) - _STEP_KEYS)
@@ -431,7 +431,7 @@ def parse_lab(data: Any, path: Path) -> Lab:
     if unknown:
         raise UserError(f"{source}: unknown key(s) {', '.join(unknown)} (valid: {', '.join(sorted(_LAB_KEYS))})")
     name = data.get("name")
-    if not isinstance(name, str) or not _DNS_LABEL.match(name):
+    if not isinstance(name, str) or not _DNS_LABEL.fullmatch(name):
         raise UserError(f"{source}: 'name' is required and must be a DNS label (got {name!r})")
     prereq = _mapping(data.get("prerequisites"), f"{source}: prerequisites")
     bad = sorted(set(prereq) - _PREREQ_KEYS)
@@ -444,7 +444,7 @@ def parse_lab(data: Any, path: Path) -> Lab:
     if bad:
         raise UserError(f"{source}: unknown namespace key(s) {', '.join(bad)} (valid: {', '.join(sorted(_NS_KEYS))})")
     prefix = str(ns.get("prefix") or name)[:40].rstrip("-")
-    if not _DNS_LABEL.match(prefix):
+    if not _DNS_LABEL.fullmatch(prefix):
         raise UserError(f"{source}: namespace.prefix {prefix!r} must be a DNS label")
     raw_steps = data.get("steps")
     if not isinstance(raw_steps, list) or not raw_steps:

@@ -45,7 +45,7 @@ _FLAG = _or_text({"type": "boolean"}, "^(true|false|True|False|TRUE|FALSE|yes|no
 
 
 def _dns_label(value: Any) -> str:
-    if not isinstance(value, str) or not _DNS_LABEL.match(value):
+    if not isinstance(value, str) or not _DNS_LABEL.fullmatch(value):
         raise ValueError(f"must be a DNS label (lower-case letters, digits, '-'), got {value!r}")
     return value
 
