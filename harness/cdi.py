@@ -71,11 +71,11 @@ def checkpoint_records(node_dir: Path, claim_uid: str) -> list[dict[str, Any]]:
     kubelet calls ``NodeUnprepareResources``; absence after a prepare therefore means unprepared.
     """
     out: list[dict[str, Any]] = []
+    from dralab.driver.checkpoint import newest_document
+
     for path in sorted((node_dir / "driver-state").glob("*/checkpoint.json")):
-        try:
-            claims = json.loads(path.read_text()).get("claims") or {}
-        except (OSError, ValueError):
-            continue
+        # the checkpoint has two slots written in turn: read the newest intact one, not this file alone
+        claims = (newest_document(path) or {}).get("claims") or {}
         entry = claims.get(claim_uid)
         if isinstance(entry, dict) and entry.get("state") == "PrepareCompleted":
             ids = [i for d in entry.get("devices") or [] for i in d.get("cdiDeviceIDs") or []]

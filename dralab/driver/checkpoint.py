@@ -176,6 +176,33 @@ def decode(data: bytes, driver: str) -> Checkpoint:
     return Checkpoint(driver=driver, boot_id=str(raw.get("bootID") or ""), claims=claims, sequence=sequence)
 
 
+def slot_files(path: Path) -> tuple[Path, Path]:
+    """The two slot files of the checkpoint at ``path``: ``checkpoint.json`` and ``checkpoint.1.json``."""
+    path = Path(path)
+    return path, path.with_name(f"{path.stem}.1{path.suffix}")
+
+
+def newest_document(path: Path) -> dict[str, Any] | None:
+    """The newest intact checkpoint among ``path``'s slots as plain JSON, for readers outside the driver.
+
+    Read-only (no quarantine, no rebuild): tools and tests that inspect a node's driver state use
+    this instead of reading ``checkpoint.json``, which may be the older slot.
+    """
+    docs = []
+    for slot in slot_files(path):
+        try:
+            raw = json.loads(slot.read_bytes())
+        except (OSError, ValueError, RecursionError):
+            continue
+        if not isinstance(raw, dict):
+            continue
+        body = {k: v for k, v in raw.items() if k != "checksum"}
+        with contextlib.suppress(RecursionError):
+            if raw.get("checksum") == _digest(body):
+                docs.append(raw)
+    return max(docs, key=lambda d: d.get("sequence", 0) if isinstance(d.get("sequence"), int) else 0, default=None)
+
+
 def read_boot_id(path: str = BOOT_ID_FILE) -> str:
     """This boot's id (empty where the kernel does not provide one)."""
     try:
@@ -199,7 +226,7 @@ class CheckpointStore:
 
     def files(self) -> tuple[Path, Path]:
         """The two slot files: ``checkpoint.json`` and ``checkpoint.1.json``."""
-        return self.path, self.path.with_name(f"{self.path.stem}.1{self.path.suffix}")
+        return slot_files(self.path)
 
     def _read(self, slot: int) -> Checkpoint | CorruptCheckpoint | None:
         """One slot: its checkpoint, why it cannot be trusted, or None when the file does not exist."""

@@ -311,3 +311,21 @@ def test_a_slot_left_unknown_by_a_failed_write_is_rewritten(tmp_path: Path, make
     assert json.loads(target.read_text())["sequence"] == state.store.sequence  # whole and readable again
     restarted = make_state(tmp_path, claims)
     assert set(restarted.prepared_claims()) == {"uid-0", "uid-1", CLAIM_A_UID}
+
+
+def test_readers_outside_the_driver_get_the_newest_slot(tmp_path: Path, make_state, claims) -> None:
+    from dralab.driver.checkpoint import newest_document
+
+    state = make_state(tmp_path, claims)
+    state.prepare([REF_A])
+    ref_b = ClaimRef(NAMESPACE, "b", "uid-b")
+    claims.put(lab20_claim(uid="uid-b", name="b"))
+    state.prepare([ref_b])
+    state.unprepare([REF_A])
+    doc = newest_document(_checkpoint(tmp_path))
+    assert doc is not None and set(doc["claims"]) == {"uid-b"}
+    _newest(tmp_path).write_text("torn")
+    assert set(newest_document(_checkpoint(tmp_path))["claims"]) == {CLAIM_A_UID, "uid-b"}, "the older slot"
+    for slot in _slots(tmp_path):
+        slot.unlink()
+    assert newest_document(_checkpoint(tmp_path)) is None
