@@ -48,6 +48,8 @@ class RunOptions:
     publish: bool = True
     resync_seconds: float = 30.0
     reconcile_seconds: float = 60.0
+    # how often the CDI specs of prepared claims are checked (a stat each) and rewritten if wiped
+    spec_check_seconds: float = 5.0
     npu_smi: str = "npu-smi"
     claim_gid: int | None = None  # group of claim directories and shared files (non-root containers join it)
     claim_cache: bool = True  # watch the node's claims so Prepare needs no GET (apiserver claim source only)
@@ -185,6 +187,7 @@ class DriverProcess:
                 self._spawn(f"watch-{vendor.key}", served.publisher.watch)
             if isinstance(self.claims, KubeClaimSource):
                 self._spawn(f"reconcile-{vendor.key}", self._reconcile_loop(state))
+            self._spawn(f"restore-specs-{vendor.key}", self._restore_loop(state))
         if self.options.metrics_port is not None:
             self.status = StatusServer(
                 self.metrics, self.healthy, self.ready, self.options.metrics_port, self.options.metrics_host
@@ -205,6 +208,16 @@ class DriverProcess:
                     state.reconcile()
                 except Exception as exc:  # a reconcile failure must never stop the driver
                     log.warning("reconcile failed", extra={"fields": {"error": str(exc)}})
+
+        return loop
+
+    def _restore_loop(self, state: DriverState):
+        def loop(stop: threading.Event) -> None:
+            while not stop.wait(self.options.spec_check_seconds):
+                try:
+                    state.restore_specs()
+                except Exception as exc:  # a failed restore is retried next round; never stop the driver
+                    log.warning("restoring CDI specs failed", extra={"fields": {"error": str(exc)}})
 
         return loop
 

@@ -611,6 +611,31 @@ class DriverState:
             return False
         return parsed is not None and parsed.claim.uid == uid
 
+    def restore_specs(self) -> list[str]:
+        """Rewrite CDI specs that vanished under running claims (a wiped ``/var/run/cdi``).
+
+        The real kubelet does not call Prepare again for running pods, not even after its own
+        restart, so a lost spec would stay lost until a container restarts and fails its CDI lookup.
+        This only stats files; a missing claim spec goes through Prepare's repeat path (same answer,
+        one claim read, group-committed checkpoint). Returns the uids rewritten.
+        """
+        common = self.cdi_dir / cdi.spec_file_name(self.driver, self.cdi_class, cdi.COMMON)
+        if not common.exists():
+            self.cdi_dir.mkdir(parents=True, exist_ok=True)
+            spec = cdi.render_common_spec(self.kind, _as_cdi_edits(self.backend.common_edits()), self.driver)
+            atomic_write(common, cdi.dump_spec(spec))
+            log.info("rewrote missing common CDI spec", extra={"fields": {"driver": self.driver}})
+        with self._lock:
+            lost = [
+                e.claim
+                for e in self.checkpoint.claims.values()
+                if e.state == PREPARE_COMPLETED and not self.spec_path(e.claim.uid).exists()
+            ]
+        if not lost:
+            return []
+        results = self.prepare(lost)
+        return [ref.uid for ref in lost if not results[ref.uid].error]
+
     # -- unprepare --------------------------------------------------------------------------------
 
     def unprepare(self, refs: Sequence[ClaimRef]) -> dict[str, str]:

@@ -329,3 +329,20 @@ def test_readers_outside_the_driver_get_the_newest_slot(tmp_path: Path, make_sta
     for slot in _slots(tmp_path):
         slot.unlink()
     assert newest_document(_checkpoint(tmp_path)) is None
+
+
+def test_specs_wiped_under_running_claims_are_restored_without_a_prepare(tmp_path: Path, make_state, claims) -> None:
+    """The real kubelet never calls Prepare again for running pods: the driver notices the loss itself."""
+    state = make_state(tmp_path, claims)
+    first = state.prepare([REF_A])[CLAIM_A_UID]
+    assert state.restore_specs() == []  # nothing lost, nothing rewritten
+    for path in (tmp_path / "cdi").iterdir():
+        path.unlink()
+    assert state.restore_specs() == [CLAIM_A_UID]
+    spec = yaml.safe_load((tmp_path / "cdi" / SPEC_NAME).read_text())
+    assert env_of(spec)["NPU_MEM_QUOTA"] == "8192"
+    assert (tmp_path / "cdi" / "k8s.ascend.project-hami.io-npu_common.yaml").exists()
+    assert state.prepared_claims()[CLAIM_A_UID].devices == first.devices
+    state.unprepare([REF_A])
+    assert state.restore_specs() == []
+    assert not (tmp_path / "cdi" / SPEC_NAME).exists()  # an unprepared claim's spec is never brought back
