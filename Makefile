@@ -41,7 +41,7 @@ lint: env
 
 ## unit: the fast tier only (no cluster)
 unit: env vcore
-	$(BIN)/pytest -n 2 tests/unit
+	$(BIN)/pytest -n 2 tests/unit tests/security -m "not integration"
 
 ## test: lint, then every test (unit, integration and the lab replays on the local profile), then Lab 20 on the real node (profile node)
 test: env vcore binaries tools lint
