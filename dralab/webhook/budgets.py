@@ -232,6 +232,7 @@ class BudgetReconciler:
         self._thread = threading.Thread(target=self._loop, name="budgets", daemon=True)
         self._written: dict[tuple[str, str], dict[str, Any]] = {}
         self._watching = False
+        self._claims_watched = False
 
     def _has_budget(self, kind: str, claim: dict[str, Any]) -> bool:
         namespace = (claim.get("metadata") or {}).get("namespace", "")
@@ -244,7 +245,8 @@ class BudgetReconciler:
         self._stop.set()
         self._kick.set()
         if self._watching:
-            self.claims.stop()
+            if self._claims_watched:
+                self.claims.stop()
             self.budgets.stop()
         if self._thread.is_alive():
             self._thread.join(timeout=5)
@@ -262,12 +264,18 @@ class BudgetReconciler:
         if self._stop.is_set():
             return
         self._watching = True
-        self.claims.start()
         self.budgets.start()
         while not self._stop.is_set():
             self._kick.wait(30.0)
             self._kick.clear()
-            if not (self.claims.synced.is_set() and self.budgets.synced.is_set()):
+            if not self.budgets.synced.is_set():
+                continue
+            # Every claim in the cluster is watched only once some ShareBudget exists: without budgets
+            # there is nothing to count, and decoding each claim the webhook creates would be wasted.
+            if self.budgets.items and not self._claims_watched:
+                self._claims_watched = True
+                self.claims.start()
+            if self._claims_watched and not self.claims.synced.is_set():
                 continue
             try:
                 self.reconcile_once()
