@@ -9,6 +9,7 @@ fixes the calling convention dralab uses: plain lists of operation dicts, never 
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import jsonpatch as _lib
@@ -47,8 +48,9 @@ def subtree_ops(old: Any, new: Any, paths: list[tuple[str | int, ...]]) -> list[
     The converter knows where it writes, so it need not search both pods for differences (the library's
     full difference costs more than the conversion). Each subtree is replaced, added at its highest
     missing ancestor, or removed (a subtree present in both is replaced even if equal); pointers are
-    escaped and the operations checked by the ``jsonpatch`` library. Callers must name every place
-    they change: the result is exact only then.
+    escaped by the ``jsonpatch`` library. The operations are not re-parsed per admission (that cost as
+    much as the conversion); the tests apply them with the library to every converted pod. Callers
+    must name every place they change: the result is exact only then.
     """
     ops: list[dict[str, Any]] = []
     seen: set[tuple[str | int, ...]] = set()
@@ -70,9 +72,14 @@ def subtree_ops(old: Any, new: Any, paths: list[tuple[str | int, ...]]) -> list[
         if where in seen:
             continue
         seen.add(where)
-        ops.append({"op": op["op"], "path": _lib.JsonPointer.from_parts(list(where)).path,
-                    **({"value": op["value"]} if "value" in op else {})})
-    return list(_lib.JsonPatch(ops).patch)
+        ops.append({"op": op["op"], "path": pointer(where), **({"value": op["value"]} if "value" in op else {})})
+    return ops
+
+
+@functools.lru_cache(maxsize=4096)
+def pointer(parts: tuple[str | int, ...]) -> str:
+    """The JSON pointer of ``parts``, escaped by the library (cached: pods touch the same few places)."""
+    return _lib.JsonPointer.from_parts(list(parts)).path
 
 
 def apply(doc: Any, ops: list[dict[str, Any]]) -> Any:

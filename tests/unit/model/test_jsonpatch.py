@@ -128,3 +128,24 @@ def test_subtree_ops_add_the_highest_missing_ancestor_and_escape_keys() -> None:
     assert ops == [{"op": "add", "path": "/metadata/labels/hami.io~1dra", "value": "true"}]
     assert jsonpatch.subtree_ops(old, {"metadata": {"name": "p"}}, [("metadata", "labels")]) == [
         {"op": "remove", "path": "/metadata/labels"}]
+
+
+def test_every_converted_pods_patch_applies_with_the_library_to_the_converted_pod() -> None:
+    from dralab.config import default_config
+    from dralab.model.convert import Converter
+
+    npu = {"huawei.com/Ascend310P": "1", "huawei.com/Ascend310P-memory": "4096"}
+    pods = [
+        {"metadata": {"name": "bare"}, "spec": {"containers": [{"name": "a", "resources": {"limits": npu}}]}},
+        {"metadata": {"generateName": "gen-", "labels": {"team/x": "a~b"}},
+         "spec": {"containers": [{"name": "plain", "image": "x"},
+                                 {"name": "b", "resources": {"limits": {**npu, "cpu": "1"}, "requests": npu}}],
+                  "initContainers": [{"name": "init", "resources": {"limits": npu}}],
+                  "resourceClaims": [{"name": "other", "resourceClaimName": "mine"}]}},
+    ]
+    converter = Converter(default_config().vendors)
+    for pod in pods:
+        conv = converter.convert(pod, namespace="ns", request_uid="u-1")
+        assert conv.changed
+        assert as_json(jsonpatch.apply(pod, conv.patch)) == as_json(conv.pod)
+        assert as_json(apply_independently(pod, conv.patch)) == as_json(conv.pod)
