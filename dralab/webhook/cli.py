@@ -166,6 +166,11 @@ def serve(
 
     cfg = load_config(config_path, hami_config)
     count = workers or procs.auto_workers()
+    if count > 1 and not leader_elect and not no_kube:
+        raise UserError(
+            f"--workers {count} with --no-leader-elect would run {count} janitors; keep leader election on "
+            "(the default) or serve with --workers 1"
+        )
     if count > 1 and listen_fd is None:  # the supervisor: bind once, start the workers, wait
         sys.exit(procs.Supervisor(procs.serve_argv(), count, host, port).run())
     for line in cfg.notes:

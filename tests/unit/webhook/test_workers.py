@@ -129,3 +129,16 @@ def test_listen_names_a_taken_port() -> None:
             workers.listen("127.0.0.1", taken.getsockname()[1])
     finally:
         taken.close()
+
+
+def test_several_workers_without_leader_election_are_refused(tmp_path) -> None:
+    from click.testing import CliRunner
+
+    from dralab.webhook import certs
+    from dralab.webhook.cli import serve
+
+    _, cert, key = certs.write(tmp_path)
+    result = CliRunner().invoke(serve, ["--cert", str(cert), "--key", str(key), "--workers", "2",
+                                        "--no-leader-elect", "--kubeconfig", str(tmp_path / "none")])
+    assert result.exit_code != 0
+    assert "would run 2 janitors" in str(result.exception or result.output)
