@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import math
 import os
+import select
 import signal
 import socket
 import subprocess
@@ -141,8 +142,8 @@ class Supervisor:
                                                               "pids": [p.pid for p in procs]}})
         status = 0
         try:
-            pid, code = os.wait()  # the first worker to end ends the group
-            status = os.waitstatus_to_exitcode(code)
+            first = _first_to_end(procs)  # the first worker to end ends the group
+            pid, status = first.pid, first.returncode
             if not stopping.is_set():
                 log.error("a webhook worker exited; stopping the others", extra={"fields": {"pid": pid,
                                                                                         "status": status}})
@@ -162,6 +163,23 @@ class Supervisor:
 
             shutil.rmtree(metrics_dir, ignore_errors=True)
         return 0 if stopping.is_set() else (status or 1)
+
+
+def _first_to_end(procs: list[subprocess.Popen[bytes]]) -> subprocess.Popen[bytes]:
+    """Block until one of ``procs`` ends and return it (reaped).
+
+    Waits on the workers' pidfds, never on "any child" (``os.wait``): a process embedding the
+    supervisor may have other children, whose exit must not be taken for a worker's.
+    """
+    fds = {os.pidfd_open(proc.pid): proc for proc in procs}
+    try:
+        ready, _, _ = select.select(list(fds), [], [])
+        proc = fds[ready[0]]
+        proc.wait()
+        return proc
+    finally:
+        for fd in fds:
+            os.close(fd)
 
 
 def _die_with_parent() -> None:

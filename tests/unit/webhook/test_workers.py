@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import socket
+import subprocess
 import sys
 import textwrap
 
@@ -142,3 +144,18 @@ def test_several_workers_without_leader_election_are_refused(tmp_path) -> None:
                                         "--no-leader-elect", "--kubeconfig", str(tmp_path / "none")])
     assert result.exit_code != 0
     assert "would run 2 janitors" in str(result.exception or result.output)
+
+
+def test_another_child_of_the_embedding_process_is_not_taken_for_a_worker() -> None:
+    """A test runner or an embedding program may have children of its own: their exit ends nothing."""
+    other = subprocess.Popen([sys.executable, "-c", "raise SystemExit(1)"])
+    os.waitid(os.P_PID, other.pid, os.WEXITED | os.WNOWAIT)  # exited, not reaped: first in line for os.wait
+    sock = workers.listen("127.0.0.1", 0)
+    port = sock.getsockname()[1]
+    sup = workers.Supervisor([sys.executable, "-c", WORKER], 2, "127.0.0.1", port)
+    client = socket.create_connection(("127.0.0.1", port), timeout=30)
+    try:
+        assert sup.run(sock) == 3  # a worker's status, not the other child's 1
+    finally:
+        client.close()
+        assert other.wait() == 1  # still ours to reap
