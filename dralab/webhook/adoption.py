@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import hashlib
 import re
-import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -28,7 +27,7 @@ from dralab.model.convert import DRA_LABEL, LIFECYCLE_LABEL
 from dralab.model.objects import MANAGED_BY
 from dralab.model.vendors import VendorTable
 from dralab.util import get_logger
-from dralab.webhook.janitor import Informer, claim_refs, owner_patch, parse_time
+from dralab.webhook.janitor import Informer, PodClaimLoop, claim_refs, owner_patch, parse_time
 from dralab.webhook.kube import ApiError, KubeApi, claims_path, pods_path
 
 log = get_logger("dralab.webhook.adoption")
@@ -181,7 +180,7 @@ def adoption_patch(claim: dict[str, Any], pod: dict[str, Any]) -> dict[str, Any]
     return patch
 
 
-class Adopter:
+class Adopter(PodClaimLoop):
     """Watches unlabelled claims and ``hami.io/dra`` pods and applies :func:`plan` on every change."""
 
     def __init__(
@@ -201,28 +200,11 @@ class Adopter:
         self.resync = resync_seconds
         self.adopted = 0
         self.reaped = 0
-        self._kick = threading.Event()
-        self._stop = threading.Event()
+        self._prepare_loop("adopter")
         self.pods = Informer(api, pods_path(), POD_SELECTOR, self._kick.set, "adoption-pods")
         self.claims = Informer(
             api, "/apis/resource.k8s.io/v1/resourceclaims", CANDIDATE_SELECTOR, self._kick.set, "adoption-claims"
         )
-        self._thread = threading.Thread(target=self._loop, name="adopter", daemon=True)
-
-    def start(self) -> None:
-        self.pods.start()
-        self.claims.start()
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._kick.set()
-        self.pods.stop()
-        self.claims.stop()
-        self._thread.join(timeout=5)
-
-    def ready(self) -> bool:
-        return self.pods.synced.is_set() and self.claims.synced.is_set()
 
     def _loop(self) -> None:
         while not self._stop.is_set():

@@ -9,6 +9,7 @@ grace period. The decision is the pure :func:`plan`; the rest is watches and API
 
 from __future__ import annotations
 
+import abc
 import contextlib
 import datetime as dt
 import functools
@@ -233,7 +234,42 @@ class Informer:
                 backoff = min(backoff * 2, 5.0)
 
 
-class Janitor:
+class PodClaimLoop(abc.ABC):
+    """A background loop woken by a pod informer and a claim informer (the janitor, the adopter).
+
+    Subclasses call :meth:`_prepare_loop` before building their informers (which take ``self._kick.set``)
+    and set ``self.pods`` and ``self.claims``; the loop itself is their ``_loop``.
+    """
+
+    pods: Informer
+    claims: Informer
+
+    def _prepare_loop(self, name: str) -> None:
+        self._kick = threading.Event()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name=name, daemon=True)
+
+    @abc.abstractmethod
+    def _loop(self) -> None:
+        """The subclass's work: runs on ``self._thread`` until ``self._stop``."""
+
+    def start(self) -> None:
+        self.pods.start()
+        self.claims.start()
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._kick.set()
+        self.pods.stop()
+        self.claims.stop()
+        self._thread.join(timeout=5)
+
+    def ready(self) -> bool:
+        return self.pods.synced.is_set() and self.claims.synced.is_set()
+
+
+class Janitor(PodClaimLoop):
     """Runs the watches and applies :func:`plan` whenever something changes or a grace period ends."""
 
     def __init__(
@@ -251,28 +287,11 @@ class Janitor:
         self.grace = grace_seconds
         self.resync = resync_seconds
         self.clock = clock
-        self._kick = threading.Event()
-        self._stop = threading.Event()
+        self._prepare_loop("janitor")
         self._wake_at: float | None = None  # wall-clock time the loop's current wait ends
         self.pods = Informer(api, pods_path(), POD_SELECTOR, self._kick.set, "pods")
         self.claims = Informer(api, "/apis/resource.k8s.io/v1/resourceclaims", CLAIM_SELECTOR, self._kick.set,
                                "claims", relevant=self.claim_needs_pass, metadata_only=True)
-        self._thread = threading.Thread(target=self._loop, name="janitor", daemon=True)
-
-    def start(self) -> None:
-        self.pods.start()
-        self.claims.start()
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._kick.set()
-        self.pods.stop()
-        self.claims.stop()
-        self._thread.join(timeout=5)
-
-    def ready(self) -> bool:
-        return self.pods.synced.is_set() and self.claims.synced.is_set()
 
     def claim_needs_pass(self, kind: str, claim: dict[str, Any]) -> bool:
         """Whether a claim's watch event calls for a pass now (the webhook's own new claims mostly do not).
