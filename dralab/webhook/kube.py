@@ -166,14 +166,7 @@ class KubeApi:
     ) -> dict[str, Any]:
         """One call; the decoded JSON answer, or :class:`ApiError`."""
         resp = self._send(method, path, query=query, body=body, content_type=content_type, timeout=timeout)
-        data = resp.read()
-        try:
-            decoded = json.loads(data) if data else {}
-        except ValueError:
-            decoded = {"message": data[:200].decode(errors="replace")}
-        if not 200 <= resp.status < 300:
-            raise ApiError(resp.status, str(resp.reason), decoded if isinstance(decoded, dict) else None)
-        return decoded
+        return _decoded(resp)
 
     # -- the calls the webhook makes -------------------------------------------------------
 
@@ -199,14 +192,7 @@ class KubeApi:
         if "as=PartialObjectMetadata;" in accept:
             accept = accept.replace("as=PartialObjectMetadata;", "as=PartialObjectMetadataList;")
         resp = self._send("GET", path, query=query, timeout=60.0, accept=accept)
-        data = resp.read()
-        try:
-            decoded = json.loads(data) if data else {}
-        except ValueError:
-            decoded = {"message": data[:200].decode(errors="replace")}
-        if not 200 <= resp.status < 300:
-            raise ApiError(resp.status, str(resp.reason), decoded if isinstance(decoded, dict) else None)
-        return decoded
+        return _decoded(resp)
 
     def watch(
         self,
@@ -376,3 +362,15 @@ class AsyncKubeApi:
         if uid:
             body["preconditions"] = {"uid": uid}
         return await self.request("DELETE", path, body=body)
+
+
+def _decoded(resp: Any) -> dict[str, Any]:
+    """The JSON body of a finished call, or :class:`ApiError` for a non-2xx answer."""
+    data = resp.read()
+    try:
+        decoded = json.loads(data) if data else {}
+    except ValueError:
+        decoded = {"message": data[:200].decode(errors="replace")}
+    if not 200 <= resp.status < 300:
+        raise ApiError(resp.status, str(resp.reason), decoded if isinstance(decoded, dict) else None)
+    return decoded
