@@ -15,7 +15,7 @@ import datetime as dt
 import functools
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -60,6 +60,7 @@ class Plan:
     adopt: list[tuple[dict[str, Any], dict[str, Any]]] = field(default_factory=list)
     reap: list[dict[str, Any]] = field(default_factory=list)
     next_check: float | None = None
+    used: set[tuple[str, str]] = field(default_factory=set)  # unowned claims a live pod names now
 
 
 def claim_refs(pods: Iterable[dict[str, Any]]) -> dict[tuple[str, str], list[dict[str, Any]]]:
@@ -74,8 +75,19 @@ def claim_refs(pods: Iterable[dict[str, Any]]) -> dict[tuple[str, str], list[dic
     return refs
 
 
-def plan(claims: Iterable[dict[str, Any]], pods: Iterable[dict[str, Any]], now: float, grace: float) -> Plan:
-    """Decide adoption and reaping from the current claims and pods (wall-clock ``now``, seconds)."""
+def plan(
+    claims: Iterable[dict[str, Any]],
+    pods: Iterable[dict[str, Any]],
+    now: float,
+    grace: float,
+    seen_used: Collection[tuple[str, str]] = (),
+) -> Plan:
+    """Decide adoption and reaping from the current claims and pods (wall-clock ``now``, seconds).
+
+    ``seen_used``: unowned claims an earlier pass saw named by a live pod (:attr:`Plan.used`). The
+    grace period is for claims whose pod has not appeared yet; once their pod has been seen and is
+    gone, waiting would only hold the capacity longer, so such a claim is reaped at once.
+    """
     pods = list(pods)
     refs = claim_refs(pods)
     live_uids = {_meta(p).get("uid") for p in pods}
@@ -91,6 +103,7 @@ def plan(claims: Iterable[dict[str, Any]], pods: Iterable[dict[str, Any]], now: 
             continue
         users = [p for p in refs.get(_key(claim), []) if _meta(p).get("uid")]
         if users:
+            out.used.add(_key(claim))
             wait = _adoption_wait(users[0], now)
             if wait <= 0:
                 out.adopt.append((claim, users[0]))
@@ -99,7 +112,7 @@ def plan(claims: Iterable[dict[str, Any]], pods: Iterable[dict[str, Any]], now: 
             continue
         created = parse_time(meta.get("creationTimestamp"))
         age = now - created if created is not None else grace
-        if age >= grace:
+        if age >= grace or _key(claim) in seen_used:
             out.reap.append(claim)
         else:
             wait = grace - age
@@ -289,6 +302,7 @@ class Janitor(PodClaimLoop):
         self.clock = clock
         self._prepare_loop("janitor")
         self._wake_at: float | None = None  # wall-clock time the loop's current wait ends
+        self._seen_used: set[tuple[str, str]] = set()  # unowned claims whose pod the last pass saw
         self.pods = Informer(api, pods_path(), POD_SELECTOR, self._kick.set, "pods")
         self.claims = Informer(api, "/apis/resource.k8s.io/v1/resourceclaims", CLAIM_SELECTOR, self._kick.set,
                                "claims", relevant=self.claim_needs_pass, metadata_only=True)
@@ -335,7 +349,8 @@ class Janitor(PodClaimLoop):
     def reconcile_once(self) -> float:
         """One pass over the cached state; returns how long to wait before the next unprompted pass."""
         claims = self.claims.snapshot()
-        the_plan = plan(claims, self.pods.snapshot(), self.clock(), self.grace)
+        the_plan = plan(claims, self.pods.snapshot(), self.clock(), self.grace, self._seen_used)
+        self._seen_used = the_plan.used  # a claim adopted or gone drops out; its pod's deletion is GC's
         self.metrics.janitor_pending.set(
             sum(1 for c in claims if not _meta(c).get("ownerReferences") and not _meta(c).get("deletionTimestamp"))
         )

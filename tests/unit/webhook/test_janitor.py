@@ -170,3 +170,18 @@ def test_adoption_waits_for_the_binding_so_it_never_races_the_schedulers_claim_w
     assert [x[1]["metadata"]["name"] for x in bound.adopt] == ["p"]
     stuck = janitor.plan([c], [stamped(pod("p", "u1", "c1"), age=janitor.ADOPT_PENDING_AFTER)], NOW, GRACE)
     assert len(stuck.adopt) == 1  # pending for long: adopted anyway, so the garbage collector covers it
+
+
+def test_a_young_claim_whose_pod_was_seen_and_is_gone_is_reaped_at_once() -> None:
+    """A pod deleted before adoption (pending, or deleted right after binding) frees its claim now.
+
+    The grace period is for a pod that has not appeared yet; waiting it out after the pod was seen
+    and deleted would only hold the device's capacity for up to ``GRACE`` seconds longer.
+    """
+    c = claim("c1", age=2)
+    first = janitor.plan([c], [pod("p", "u1", "c1")], NOW, GRACE)
+    assert first.used == {("ns", "c1")} and first.reap == []
+    after = janitor.plan([c], [], NOW, GRACE, first.used)
+    assert [x["metadata"]["name"] for x in after.reap] == ["c1"]
+    never_seen = janitor.plan([claim("c2", age=2)], [], NOW, GRACE, first.used)
+    assert never_seen.reap == []  # its pod may still be on its way: the grace period applies
