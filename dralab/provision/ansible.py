@@ -3,7 +3,10 @@
 The Pulumi ``baremetal`` profile calls ``python -m dralab.provision.ansible`` from a
 ``local.Command``; the inventory comes as JSON in $DRALAB_ANSIBLE_INVENTORY, extra variables in
 $DRALAB_ANSIBLE_EXTRAVARS and the SSH private key in $DRALAB_SSH_PRIVATE_KEY (never on disk
-outside a private temporary directory).
+outside a private temporary directory). Host keys are checked against $DRALAB_ANSIBLE_KNOWN_HOSTS
+unless the inventory sets ``ansible_host_key_checking: false`` (for all hosts or some).
+
+The roles, module and filters are the ``dralab.node`` collection under ``playbooks/collections``.
 """
 
 from __future__ import annotations
@@ -27,10 +30,16 @@ def playbooks_dir() -> Path:
     return path
 
 
-def inventory(hosts: list[dict[str, Any]], backend: str) -> dict[str, Any]:
+def collections_dir() -> Path:
+    """The collections path holding ``dralab.node`` (for ANSIBLE_COLLECTIONS_PATH of any playbook)."""
+    return playbooks_dir() / "collections"
+
+
+def inventory(hosts: list[dict[str, Any]], backend: str, check_host_keys: bool = True) -> dict[str, Any]:
     """An Ansible YAML/JSON inventory: group ``dralab`` with every host, ``ascend`` with the Ascend ones.
 
-    ``hosts`` entries: ``{name, address, user, port?, role?}``.
+    ``hosts`` entries: ``{name, address, user, port?, role?}``. ``check_host_keys=False`` (the user's
+    explicit ``insecureSkipHostKeyCheck``) writes ``ansible_host_key_checking: false`` into it.
     """
     members = {
         h["name"]: {
@@ -43,7 +52,10 @@ def inventory(hosts: list[dict[str, Any]], backend: str) -> dict[str, Any]:
     groups: dict[str, Any] = {"dralab": {"hosts": members}}
     if backend == "ascend":
         groups["ascend"] = {"hosts": {name: {} for name in members}}
-    return {"all": {"children": groups, "vars": {"dralab_backend": backend}}}
+    variables: dict[str, Any] = {"dralab_backend": backend}
+    if not check_host_keys:
+        variables["ansible_host_key_checking"] = False
+    return {"all": {"children": groups, "vars": variables}}
 
 
 def playbooks_digest() -> str:
@@ -56,24 +68,24 @@ def playbooks_digest() -> str:
     return digest.hexdigest()
 
 
-def runner_envvars(private_dir: Path, known_hosts: str, check_host_keys: bool) -> dict[str, str]:
+def runner_envvars(private_dir: Path, known_hosts: str) -> dict[str, str]:
     """Ansible's environment: host keys checked against ``known_hosts`` (written into ``private_dir``).
 
-    Without the check an impersonated host receives the playbooks' secrets and, later, the join token;
-    ``check_host_keys=False`` is the user's explicit opt-out (``insecureSkipHostKeyCheck``).
+    Without the check an impersonated host receives the playbooks' secrets and, later, the join token.
+    ``StrictHostKeyChecking=yes`` goes in the common arguments, which ssh reads after the
+    ``StrictHostKeyChecking=no`` Ansible adds for a host whose inventory sets
+    ``ansible_host_key_checking: false``: the inventory's opt-out wins, nothing else turns it off.
     """
-    env = {"ANSIBLE_PIPELINING": "1"}
-    if not check_host_keys:
-        env["ANSIBLE_HOST_KEY_CHECKING"] = "False"
-        return env
     path = private_dir / "known_hosts"
     path.write_text(known_hosts.strip() + "\n" if known_hosts.strip() else "")
     path.chmod(0o600)
-    env["ANSIBLE_HOST_KEY_CHECKING"] = "True"
-    env["ANSIBLE_SSH_ARGS"] = (
-        f"-o StrictHostKeyChecking=yes -o UserKnownHostsFile={path} -o ControlMaster=auto -o ControlPersist=60s"
-    )
-    return env
+    return {
+        "ANSIBLE_PIPELINING": "1",
+        "ANSIBLE_COLLECTIONS_PATH": str(collections_dir()),
+        "ANSIBLE_HOST_KEY_CHECKING": "True",
+        "ANSIBLE_SSH_ARGS": f"-o UserKnownHostsFile={path} -o ControlMaster=auto -o ControlPersist=60s",
+        "ANSIBLE_SSH_COMMON_ARGS": "-o StrictHostKeyChecking=yes",
+    }
 
 
 def run_site(
@@ -83,7 +95,6 @@ def run_site(
     *,
     check: bool = False,
     known_hosts: str = "",
-    check_host_keys: bool = True,
 ) -> int:
     """ansible-runner over site.yml; returns the exit code (events stream to stdout)."""
     import ansible_runner
@@ -102,7 +113,7 @@ def run_site(
             playbook="site.yml",
             inventory=json.dumps(inv),
             extravars=extravars,
-            envvars=runner_envvars(private, known_hosts, check_host_keys),
+            envvars=runner_envvars(private, known_hosts),
             cmdline="--check --diff" if check else None,
         )
         return int(result.rc)
@@ -131,7 +142,6 @@ def main(argv: list[str] | None = None) -> int:
         os.environ.get("DRALAB_SSH_PRIVATE_KEY"),
         check=args.check,
         known_hosts=os.environ.get("DRALAB_ANSIBLE_KNOWN_HOSTS", ""),
-        check_host_keys=os.environ.get("DRALAB_ANSIBLE_HOST_KEY_CHECKING", "true").lower() != "false",
     )
 
 

@@ -97,7 +97,12 @@ class BaremetalProfile(Profile):
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         super().__init__(name, settings, opts)
-        inv = inventory([h.__dict__ for h in settings.hosts], settings.backend)
+        # Host keys are checked unless the user opted out; the opt-out travels in the inventory.
+        inv = inventory(
+            [h.__dict__ for h in settings.hosts],
+            settings.backend,
+            check_host_keys=not settings.insecure_skip_host_key_check,
+        )
         prepare = command.local.Command(
             "prepare-hosts",
             create=f"{shlex.quote(sys.executable)} -m dralab.provision.ansible",
@@ -106,7 +111,6 @@ class BaremetalProfile(Profile):
                 "DRALAB_ANSIBLE_EXTRAVARS": json.dumps({"dralab_backend": settings.backend}),
                 "DRALAB_SSH_PRIVATE_KEY": private_key,
                 "DRALAB_ANSIBLE_KNOWN_HOSTS": known_hosts(settings),
-                "DRALAB_ANSIBLE_HOST_KEY_CHECKING": "false" if settings.insecure_skip_host_key_check else "true",
             },
             triggers=[json.dumps(inv, sort_keys=True), playbooks_digest()],
             opts=self.child(),

@@ -115,22 +115,37 @@ def test_remote_commands_pin_each_hosts_key(monkeypatch) -> None:
 def test_ansible_checks_host_keys_against_the_configured_keys(monkeypatch) -> None:
     rec = run_baremetal(monkeypatch)
     env = _plain(rec.inputs["prepare-hosts"]["environment"])
-    assert env["DRALAB_ANSIBLE_HOST_KEY_CHECKING"] == "true"
+    inv = json.loads(env["DRALAB_ANSIBLE_INVENTORY"])
+    assert "ansible_host_key_checking" not in inv["all"]["vars"]
     known = env["DRALAB_ANSIBLE_KNOWN_HOSTS"].splitlines()
     assert sorted(known) == sorted(f"{addr} {key}" for addr, key in HOST_KEYS.items())
+
+
+def test_the_users_host_key_opt_out_reaches_ansible_through_the_inventory(monkeypatch) -> None:
+    rec = run_baremetal(monkeypatch, insecureSkipHostKeyCheck=True)
+    env = _plain(rec.inputs["prepare-hosts"]["environment"])
+    assert json.loads(env["DRALAB_ANSIBLE_INVENTORY"])["all"]["vars"]["ansible_host_key_checking"] is False
 
 
 def test_ansible_runner_settings_check_host_keys(tmp_path: Path) -> None:
     from dralab.provision.ansible import runner_envvars
 
-    env = runner_envvars(tmp_path, known_hosts="192.0.2.1 ssh-ed25519 AAAA", check_host_keys=True)
+    env = runner_envvars(tmp_path, known_hosts="192.0.2.1 ssh-ed25519 AAAA")
     assert env["ANSIBLE_HOST_KEY_CHECKING"] == "True"
-    assert "StrictHostKeyChecking=yes" in env["ANSIBLE_SSH_ARGS"]
+    # common args come after the StrictHostKeyChecking=no of an inventory opt-out: ssh keeps the first
+    assert env["ANSIBLE_SSH_COMMON_ARGS"] == "-o StrictHostKeyChecking=yes"
+    assert "StrictHostKeyChecking" not in env["ANSIBLE_SSH_ARGS"]
     known = tmp_path / "known_hosts"
     assert f"UserKnownHostsFile={known}" in env["ANSIBLE_SSH_ARGS"]
     assert known.read_text().strip() == "192.0.2.1 ssh-ed25519 AAAA"
-    off = runner_envvars(tmp_path, known_hosts="", check_host_keys=False)
-    assert off["ANSIBLE_HOST_KEY_CHECKING"] == "False"
+
+
+def test_only_the_inventory_turns_host_key_checking_off() -> None:
+    from dralab.provision.ansible import inventory
+
+    hosts = [{"name": "n1", "address": "192.0.2.1", "user": "u"}]
+    assert "ansible_host_key_checking" not in inventory(hosts, "nvidia")["all"]["vars"]
+    assert inventory(hosts, "nvidia", check_host_keys=False)["all"]["vars"]["ansible_host_key_checking"] is False
 
 
 def test_missing_host_key_is_refused_unless_the_user_opts_out() -> None:

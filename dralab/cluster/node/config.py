@@ -12,8 +12,8 @@ Base files (what this machine needs, not what dralab's roles manage):
 - CNI: one bridge network with no gateway and no masquerade, so nothing on the host routes to
   pods and no iptables rule is written.
 
-Then ``playbooks/site.yml`` (tags ``containerd,kubelet``: roles ``containerd_cdi``,
-``ascend_runtime``, ``kubelet_feature_gates``) runs through ansible-runner against localhost and
+Then ``playbooks/site.yml`` (tags ``containerd,kubelet``: roles ``dralab.node.containerd_cdi``,
+``dralab.node.ascend_runtime``, ``dralab.node.kubelet_feature_gates``) runs through ansible-runner against localhost and
 edits these files in place: ``enable_cdi`` + ``cdi_spec_dirs``, the ``ascend`` runtime handler,
 ``featureGates: {DRAConsumableCapacity: true}``.
 """
@@ -182,16 +182,16 @@ def role_vars(paths: NodePaths, cdi_dir: Path, runc: Path) -> dict[str, Any]:
     return {
         "dralab_become": False,
         "dralab_backend": "ascend",
-        "containerd_config_path": str(paths.containerd_config),
-        "containerd_config_version": 3,
+        "containerd_cdi_config_path": str(paths.containerd_config),
+        "containerd_cdi_config_version": 3,
         "containerd_cdi_spec_dirs": [str(cdi_dir)],
-        "containerd_manage_service": False,
+        "containerd_cdi_manage_service": False,
         # The `ascend` handler is plain runc here: device nodes come from CDI (no Ascend Docker Runtime).
         "ascend_runtime_binary": str(runc),
         "ascend_runtime_systemd_cgroup": False,
-        "kubelet_config_path": str(paths.kubelet_config),
-        "kubelet_manage_service": False,
-        "kube_manifests_dir": str(paths.manifests_dir),
+        "kubelet_feature_gates_config_path": str(paths.kubelet_config),
+        "kubelet_feature_gates_manage_service": False,
+        "kubelet_feature_gates_manifests_dir": str(paths.manifests_dir),
     }
 
 
@@ -204,7 +204,7 @@ def run_roles(paths: NodePaths, extravars: dict[str, Any]) -> dict[str, Any]:
         import ansible_runner
     except ImportError:
         raise UserError("the node profile runs dralab's Ansible roles: pip install 'dralab[provision]'") from None
-    from dralab.provision.ansible import playbooks_dir
+    from dralab.provision.ansible import collections_dir, playbooks_dir
 
     with tempfile.TemporaryDirectory(prefix="dralab-roles-") as tmp:
         result = ansible_runner.run(
@@ -216,6 +216,7 @@ def run_roles(paths: NodePaths, extravars: dict[str, Any]) -> dict[str, Any]:
             envvars={
                 "ANSIBLE_NOCOLOR": "1",
                 "ANSIBLE_PIPELINING": "1",
+                "ANSIBLE_COLLECTIONS_PATH": str(collections_dir()),
                 "ANSIBLE_LOCAL_TEMP": str(Path(tmp) / "a-tmp"),
                 "ANSIBLE_REMOTE_TEMP": str(Path(tmp) / "a-tmp"),
                 "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "/usr/bin:/bin")]),

@@ -19,6 +19,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[3]
 PLAYBOOKS = REPO / "playbooks"
+COLLECTIONS = PLAYBOOKS / "collections"
 FAKES = Path(__file__).resolve().parent / "fakes"
 
 CONTAINERD_V2 = """\
@@ -97,14 +98,14 @@ class Host:
         base = {
             "dralab_become": False,
             "dralab_backend": "ascend",
-            "containerd_config_path": str(self.containerd_config),
-            "containerd_manage_service": False,
+            "containerd_cdi_config_path": str(self.containerd_config),
+            "containerd_cdi_manage_service": False,
             "containerd_cdi_spec_dirs": [str(self.root / "etc/cdi"), str(self.root / "var/run/cdi")],
-            "kubelet_config_path": str(self.kubelet_config),
-            "kubelet_manage_service": False,
-            "kube_manifests_dir": str(self.manifests),
+            "kubelet_feature_gates_config_path": str(self.kubelet_config),
+            "kubelet_feature_gates_manage_service": False,
+            "kubelet_feature_gates_manifests_dir": str(self.manifests),
             "ascend_runtime_binary": str(self.root / "usr/local/Ascend/ascend-docker-runtime"),
-            "npu_driver_version_file": str(self.root / "usr/local/Ascend/driver/version.info"),
+            "npu_device_share_driver_version_file": str(self.root / "usr/local/Ascend/driver/version.info"),
             "npu_device_share_arch": "aarch64",
             "npu_device_share_persist_marker": str(self.marker),
         }
@@ -145,8 +146,13 @@ class Run:
     stdout: str
 
 
-def run_site(host: Host, tmp: Path, *, check: bool = False, tags: str = "", **extravars: Any) -> Run:
-    """ansible-runner over playbooks/site.yml against localhost (connection local); ``tags`` limits the roles."""
+def run_site(
+    host: Host, tmp: Path, *, check: bool = False, tags: str = "", project: Path = PLAYBOOKS, **extravars: Any
+) -> Run:
+    """ansible-runner over ``project``/site.yml against localhost (connection local); ``tags`` limits the roles.
+
+    The dralab.node collection comes from ANSIBLE_COLLECTIONS_PATH, as for any user's playbook.
+    """
     import ansible_runner
 
     private = tmp / f"runner-{len(list(tmp.glob('runner-*')))}"
@@ -155,13 +161,14 @@ def run_site(host: Host, tmp: Path, *, check: bool = False, tags: str = "", **ex
     cmdline = ("--check --diff" if check else "--diff") + (f" --tags {tags}" if tags else "")
     result = ansible_runner.run(
         private_data_dir=str(private),
-        project_dir=str(PLAYBOOKS),
+        project_dir=str(project),
         playbook="site.yml",
         inventory=f"localhost ansible_connection=local ansible_python_interpreter={sys.executable}",
         extravars=host.extravars(**extravars),
         envvars={
             "PATH": env_path,
             "NPU_SMI_FAKE_STATE": str(host.state),
+            "ANSIBLE_COLLECTIONS_PATH": str(COLLECTIONS),
             "ANSIBLE_NOCOLOR": "1",
             "ANSIBLE_PIPELINING": "1",
             "ANSIBLE_LOCAL_TEMP": str(tmp / "ansible-tmp"),

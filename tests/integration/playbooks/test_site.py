@@ -101,7 +101,12 @@ def test_preflight_fails_clearly_where_soft_slicing_is_unsupported(host: Host, t
 
 def test_named_npus_skip_discovery_and_preflight_can_be_skipped(host: Host, tmp_path) -> None:
     run = run_site(
-        host, tmp_path, tags="npu", dralab_npu_ids=[4], npu_device_share_preflight=False, npu_device_share_arch="x86_64"
+        host,
+        tmp_path,
+        tags="npu",
+        npu_device_share_npu_ids=[4],
+        npu_device_share_preflight=False,
+        npu_device_share_arch="x86_64",
     )
     assert run.rc == 0, run.stdout[-3000:]
     calls = host.npu()["calls"]

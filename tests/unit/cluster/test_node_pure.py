@@ -110,10 +110,11 @@ def test_cni_bridge_has_no_gateway_and_no_masquerade(tmp_path: Path) -> None:
 def test_role_vars_point_only_at_private_files(tmp_path: Path) -> None:
     paths = _paths(tmp_path)
     values = config.role_vars(paths, tmp_path / "cdi", Path("/x/runc"))
-    for key in ("containerd_config_path", "kubelet_config_path", "kube_manifests_dir"):
+    keys = ("containerd_cdi_config_path", "kubelet_feature_gates_config_path", "kubelet_feature_gates_manifests_dir")
+    for key in keys:
         assert values[key].startswith(str(tmp_path)), key
     assert values["containerd_cdi_spec_dirs"] == [str(tmp_path / "cdi")]
-    assert values["containerd_manage_service"] is False and values["kubelet_manage_service"] is False
+    assert values["containerd_cdi_manage_service"] is False and values["kubelet_feature_gates_manage_service"] is False
     assert values["ascend_runtime_binary"] == "/x/runc"
 
 

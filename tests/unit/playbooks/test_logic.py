@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 PLAYBOOKS = Path(__file__).resolve().parents[3] / "playbooks"
+COLLECTION = PLAYBOOKS / "collections" / "ansible_collections" / "dralab" / "node"
 
 
 def _load(name: str, path: Path):
@@ -20,8 +21,8 @@ def _load(name: str, path: Path):
     return module
 
 
-cri = _load("dralab_containerd_cri_config", PLAYBOOKS / "library" / "containerd_cri_config.py")
-filters = _load("dralab_filters", PLAYBOOKS / "filter_plugins" / "dralab_filters.py")
+cri = _load("dralab_containerd_cri_config", COLLECTION / "plugins" / "modules" / "containerd_cri_config.py")
+filters = _load("dralab_filters", COLLECTION / "plugins" / "filter" / "node_filters.py")
 
 CDI = [
     {"table": "", "key": "enable_cdi", "value": True, "versions": [2, 3]},
