@@ -82,6 +82,12 @@ _LIMITS: dict[str, tuple[float, float]] = {
 }
 
 
+def _limit(attr: str) -> dict[str, Any]:
+    """A limit's range as field constraints, so the exported schema states it too."""
+    low, high = _LIMITS[attr]
+    return {"ge": low, "le": high, "strict": True}
+
+
 class WebhookConfig(BaseModel):
     """``webhook:``: how pods are converted and how much one admission may do."""
 
@@ -106,13 +112,15 @@ class WebhookConfig(BaseModel):
     object_selector: dict[str, Any] = Field(
         default_factory=dict, description="a label selector a pod must also match", json_schema_extra=_SELECTOR_SCHEMA
     )
-    max_claims_per_pod: int = Field(16, ge=1, le=1000, strict=True, description="more claims: the pod is denied")
+    max_claims_per_pod: int = Field(16, **_limit("max_claims_per_pod"), description="more claims: the pod is denied")
     claim_create_rate_per_second: float = Field(
-        50.0, ge=0.001, le=100_000, strict=True, description="per namespace: claims created per second, steady"
+        50.0, **_limit("claim_create_rate_per_second"), description="per namespace: claims created per second, steady"
     )
-    claim_create_burst: int = Field(500, ge=1, le=1_000_000, strict=True, description="... and burst")
+    claim_create_burst: int = Field(500, **_limit("claim_create_burst"), description="... and burst")
     admission_deadline_seconds: float = Field(
-        8.0, ge=0.5, le=29, strict=True, description="one deadline for a whole admission (below the apiserver's 30 s)"
+        8.0,
+        **_limit("admission_deadline_seconds"),
+        description="one deadline for a whole admission (below the apiserver's 30 s)",
     )
 
     @field_validator(*_LIMITS, mode="before")
