@@ -229,10 +229,16 @@ class VendorsSection(BaseModel):
     )
 
 
+def _sections_may_be_empty(schema: dict[str, Any]) -> None:
+    """A section written with nothing under it (``webhook:``) is its defaults: the schema says so too."""
+    for name, prop in schema.get("properties", {}).items():
+        schema["properties"][name] = {"anyOf": [prop, {"type": "null"}]}
+
+
 class ConfigFile(BaseModel):
     """A dralab config file: four sections, every key optional (defaults in ``DEFAULT_CONFIG_YAML``)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, json_schema_extra=_sections_may_be_empty)
 
     vendors: VendorsSection = Field(default_factory=VendorsSection)
     webhook: WebhookConfig = Field(default_factory=WebhookConfig)

@@ -22,7 +22,7 @@ def chart_schema() -> dict[str, Any]:
 
 def config_section(name: str) -> dict[str, Any]:
     schema = config_schema()
-    ref = schema["properties"][name]["$ref"].rsplit("/", 1)[-1]
+    ref = schema["properties"][name]["anyOf"][0]["$ref"].rsplit("/", 1)[-1]
     return schema["$defs"][ref]["properties"]
 
 

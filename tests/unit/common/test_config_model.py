@@ -85,6 +85,7 @@ def test_migration_mode_follows_a_hami_config_unless_the_file_says_otherwise() -
 
 def test_the_default_config_passes_the_exported_schema() -> None:
     jsonschema.validate(yaml.safe_load(DEFAULT_CONFIG_YAML), config_schema())
+    jsonschema.validate({"webhook": None, "driver": {}}, config_schema())  # empty sections: the defaults
 
 
 @pytest.mark.parametrize(
