@@ -1,7 +1,9 @@
 """dralab's one configuration schema, shared by ``dralab convert``, the webhook, the driver and the chart.
 
-A YAML file with three sections; every key is optional and has the default shown in
+A YAML file with four sections; every key is optional and has the default shown in
 ``DEFAULT_CONFIG_YAML``. Unknown keys are errors (a typo must not silently change nothing).
+The typed model (:class:`ConfigFile`, pydantic) validates it with one-line errors naming the key
+and exports its JSON Schema (``dralab schema config``); callers read the frozen section models.
 """
 
 from __future__ import annotations
@@ -54,7 +56,7 @@ migration:
 """
 
 
-def _section(name: str) -> dict[str, Any]:
+def _section_config(name: str) -> dict[str, Any]:
     """A section model's settings: camelCase keys in the file, snake_case attributes, no unknown keys."""
     return {"extra": "forbid", "frozen": True, "alias_generator": to_camel, "populate_by_name": True, "title": name}
 
@@ -91,7 +93,7 @@ def _limit(attr: str) -> dict[str, Any]:
 class WebhookConfig(BaseModel):
     """``webhook:``: how pods are converted and how much one admission may do."""
 
-    model_config = ConfigDict(**_section("webhook"))
+    model_config = ConfigDict(**_section_config("webhook"))
 
     lifecycle: Literal["claim", "template"] = Field(
         "claim", description="claim: named ResourceClaims + janitor; template: shared ResourceClaimTemplates"
@@ -162,7 +164,7 @@ class WebhookConfig(BaseModel):
 class DriverConfig(BaseModel):
     """``driver:``: the kubelet plugin's backend and host paths."""
 
-    model_config = ConfigDict(**_section("driver"))
+    model_config = ConfigDict(**_section_config("driver"))
 
     backend: Literal["fake", "ascend", "nvidia"] = Field("fake", description="fake | ascend | nvidia")
     cdi_dir: str = Field("/var/run/cdi", strict=True)
@@ -185,7 +187,7 @@ class DriverConfig(BaseModel):
 class MigrationConfig(BaseModel):
     """``migration:``: switching a cluster from HAMi / HAMi-DRA."""
 
-    model_config = ConfigDict(**_section("migration"))
+    model_config = ConfigDict(**_section_config("migration"))
 
     enabled: bool = Field(False, strict=True, description="migration mode (on with --hami-config)")
     adopt_claims: bool | None = Field(
@@ -219,7 +221,7 @@ class MigrationConfig(BaseModel):
 class VendorsSection(BaseModel):
     """``vendors:``: which vendors are on, and entries merged over the shipped vendor table."""
 
-    model_config = ConfigDict(**_section("vendors"))
+    model_config = ConfigDict(**_section_config("vendors"))
 
     enabled: list[str] | None = Field(
         None, description="vendors whose HAMi syntax is converted (default: all shipped vendors)"
