@@ -59,8 +59,19 @@ def _operation(kind: str, spec: lab.OpSpec) -> dict[str, Any]:
 
 
 def _operations(collectors_only: bool) -> dict[str, Any]:
-    ops = [_operation(k, s) for k, s in lab.OPERATIONS.items() if s.collector or not collectors_only]
-    return {"anyOf": [{"type": "array", "items": {"oneOf": ops}}, {"type": "null"}]}
+    """A list of operations (or of collectors only), by reference to ``$defs``."""
+    ref = {"$ref": "#/$defs/collector" if collectors_only else "#/$defs/operation"}
+    return {"anyOf": [{"type": "array", "items": ref}, {"type": "null"}]}
+
+
+def _definitions() -> dict[str, Any]:
+    ops = {kind: _operation(kind, spec) for kind, spec in lab.OPERATIONS.items()}
+    collectors = [{"$ref": f"#/$defs/op-{kind}"} for kind, spec in lab.OPERATIONS.items() if spec.collector]
+    return {
+        **{f"op-{kind}": op for kind, op in ops.items()},
+        "operation": {"oneOf": [{"$ref": f"#/$defs/op-{kind}"} for kind in ops]},
+        "collector": {"oneOf": collectors},
+    }
 
 
 def _closed(keys: set[str] | tuple[str, ...], **properties: Any) -> dict[str, Any]:
@@ -79,7 +90,7 @@ def lab_schema() -> dict[str, Any]:
             "description": {"type": "string"},
             "proves": _STRINGS,
             "requires": _STRINGS,
-            "try": {"type": "array", "minItems": 1, "items": _operations(False)["anyOf"][0]["items"]},
+            "try": {"type": "array", "minItems": 1, "items": {"$ref": "#/$defs/operation"}},
             "catch": _operations(True),
             "finally": _operations(False),
         },
@@ -128,4 +139,5 @@ def lab_schema() -> dict[str, Any]:
         "properties": properties,
         "required": ["apiVersion", "kind", "name", "steps"],
         "additionalProperties": False,
+        "$defs": _definitions(),
     }

@@ -47,11 +47,18 @@ def test_the_schema_names_every_key_the_loader_knows() -> None:
     assert set(exported["properties"]) == lab_format._LAB_KEYS
     step = exported["properties"]["steps"]["items"]
     assert set(step["properties"]) == lab_format._STEP_KEYS
-    operations = step["properties"]["try"]["items"]["oneOf"]
+    defs = exported["$defs"]
+
+    def resolved(refs: list[dict]) -> list[dict]:
+        return [defs[ref["$ref"].removeprefix("#/$defs/")] for ref in refs]
+
+    assert step["properties"]["try"]["items"] == {"$ref": "#/$defs/operation"}
+    operations = resolved(defs["operation"]["oneOf"])
     assert [op["title"] for op in operations] == list(lab_format.OPERATIONS)
     for op in operations:
         assert set(op["properties"]) == {op["title"], *lab_format.COMMON_KEYS}
-    catch = step["properties"]["catch"]["anyOf"][0]["items"]["oneOf"]
+    assert step["properties"]["catch"]["anyOf"][0]["items"] == {"$ref": "#/$defs/collector"}
+    catch = resolved(defs["collector"]["oneOf"])
     assert {op["title"] for op in catch} == {k for k, s in lab_format.OPERATIONS.items() if s.collector}
 
 
