@@ -1,20 +1,26 @@
 """dralab's one configuration schema, shared by ``dralab convert``, the webhook, the driver and the chart.
 
-A YAML file with three sections; every key is optional and has the default shown in
+A YAML file with four sections; every key is optional and has the default shown in
 ``DEFAULT_CONFIG_YAML``. Unknown keys are errors (a typo must not silently change nothing).
+The typed model (:class:`ConfigFile`, pydantic) validates it with one-line errors naming the key
+and exports its JSON Schema (``dralab schema config``); callers read the frozen section models.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal
 
 import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+from pydantic.alias_generators import to_camel
 
 from dralab.errors import UserError
 from dralab.model.hami_config import Translation
 from dralab.model.vendors import VendorTable, builtin_table_data, load_vendor_table
+from dralab.validation import fail, json_schema, validate
 
 DEFAULT_CONFIG_YAML = """\
 vendors:
@@ -50,45 +56,201 @@ migration:
 """
 
 
-@dataclass(frozen=True)
-class WebhookConfig:
-    lifecycle: str = "claim"
-    claim_grace_period_seconds: int = 30
-    exclude_namespaces: tuple[str, ...] = ("kube-system",)
-    opt_out_label: str = "dralab.io/convert"
-    failure_policy: str = "Fail"
-    namespace_selector: dict[str, Any] = field(default_factory=dict)
-    object_selector: dict[str, Any] = field(default_factory=dict)
-    max_claims_per_pod: int = 16
-    claim_create_rate_per_second: float = 50.0
-    claim_create_burst: int = 500
-    admission_deadline_seconds: float = 8.0
+def _section_config(name: str) -> dict[str, Any]:
+    """A section model's settings: camelCase keys in the file, snake_case attributes, no unknown keys."""
+    return {"extra": "forbid", "frozen": True, "alias_generator": to_camel, "populate_by_name": True, "title": name}
 
 
-@dataclass(frozen=True)
-class DriverConfig:
-    backend: str = "fake"
-    cdi_dir: str = "/var/run/cdi"
-    plugin_dir: str = "/var/lib/kubelet/plugins"
-    registry_dir: str = "/var/lib/kubelet/plugins_registry"
-    state_dir: str = "/var/lib/dralab"
-    enforcement_library: str = ""
-    inject_device_nodes: bool = True
+def _mapping_or_empty(name: str, value: Any) -> Any:
+    """A section left empty (``webhook:``) is its defaults; anything but a mapping is refused by name."""
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping) and not isinstance(value, BaseModel):
+        raise fail(f"'{name}' must be a mapping")
+    return value
 
 
-@dataclass(frozen=True)
-class MigrationConfig:
-    enabled: bool = False
-    adopt_claims: bool | None = None
-    claim_labels: dict[str, str] = field(default_factory=dict)
-    claim_annotations: dict[str, str] = field(default_factory=dict)
-    grace_seconds: int = 30
-    volcano_jobs: bool = False
+_SELECTOR_KEYS = ("matchLabels", "matchExpressions")
+_SELECTOR_SCHEMA = {"type": "object", "propertyNames": {"enum": list(_SELECTOR_KEYS)}}
+
+
+# attribute -> (lowest, highest): the admission limits a config file may set (the deadline stays below
+# the apiserver's 30 s maximum)
+_LIMITS: dict[str, tuple[float, float]] = {
+    "max_claims_per_pod": (1, 1000),
+    "claim_create_rate_per_second": (0.001, 100_000),
+    "claim_create_burst": (1, 1_000_000),
+    "admission_deadline_seconds": (0.5, 29),
+}
+
+
+def _limit(attr: str) -> dict[str, Any]:
+    """A limit's range as field constraints, so the exported schema states it too."""
+    low, high = _LIMITS[attr]
+    return {"ge": low, "le": high, "strict": True}
+
+
+class WebhookConfig(BaseModel):
+    """``webhook:``: how pods are converted and how much one admission may do."""
+
+    model_config = ConfigDict(**_section_config("webhook"))
+
+    lifecycle: Literal["claim", "template"] = Field(
+        "claim", description="claim: named ResourceClaims + janitor; template: shared ResourceClaimTemplates"
+    )
+    claim_grace_period_seconds: int = Field(
+        30, ge=0, strict=True, description="how long a managed claim may wait for its pod before the janitor deletes it"
+    )
+    exclude_namespaces: tuple[str, ...] = Field(("kube-system",), description="namespaces never converted")
+    opt_out_label: str = Field(
+        "dralab.io/convert", strict=True, description='label "false" on a namespace or pod: leave it alone'
+    )
+    failure_policy: Literal["Fail", "Ignore"] = Field("Fail", description="the mutating registration's failurePolicy")
+    namespace_selector: dict[str, Any] = Field(
+        default_factory=dict,
+        description="a label selector a namespace must also match",
+        json_schema_extra=_SELECTOR_SCHEMA,
+    )
+    object_selector: dict[str, Any] = Field(
+        default_factory=dict, description="a label selector a pod must also match", json_schema_extra=_SELECTOR_SCHEMA
+    )
+    max_claims_per_pod: int = Field(16, **_limit("max_claims_per_pod"), description="more claims: the pod is denied")
+    claim_create_rate_per_second: float = Field(
+        50.0, **_limit("claim_create_rate_per_second"), description="per namespace: claims created per second, steady"
+    )
+    claim_create_burst: int = Field(500, **_limit("claim_create_burst"), description="... and burst")
+    admission_deadline_seconds: float = Field(
+        8.0,
+        **_limit("admission_deadline_seconds"),
+        description="one deadline for a whole admission (below the apiserver's 30 s)",
+    )
+
+    @field_validator(*_LIMITS, mode="before")
+    @classmethod
+    def _in_range(cls, value: Any, info: ValidationInfo) -> Any:
+        """Each admission limit is a number in its range, named with both ends (the fix in one line)."""
+        low, high = _LIMITS[str(info.field_name)]
+        whole = info.field_name in ("max_claims_per_pod", "claim_create_burst")
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not low <= value <= high:
+            raise fail(f"webhook.{to_camel(str(info.field_name))} must be a number from {low} to {high}, got {value!r}")
+        if whole and value != int(value):
+            raise fail(f"webhook.{to_camel(str(info.field_name))} must be a whole number, got {value!r}")
+        return int(value) if whole else value
+
+    @field_validator("lifecycle", mode="before")
+    @classmethod
+    def _known_lifecycle(cls, value: Any) -> Any:
+        if value not in ("claim", "template"):
+            raise fail(f"webhook.lifecycle must be 'claim' or 'template', got {value!r}")
+        return value
+
+    @field_validator("failure_policy", mode="before")
+    @classmethod
+    def _known_policy(cls, value: Any) -> Any:
+        if value not in ("Fail", "Ignore"):
+            raise fail(f"webhook.failurePolicy must be 'Fail' or 'Ignore', got {value!r}")
+        return value
+
+    @field_validator("namespace_selector", "object_selector", mode="before")
+    @classmethod
+    def _label_selector(cls, value: Any, info: ValidationInfo) -> Any:
+        value = {} if value is None else value
+        if not isinstance(value, Mapping) or set(value) - set(_SELECTOR_KEYS):
+            key = to_camel(str(info.field_name))
+            raise fail(f"webhook.{key} must be a label selector with matchLabels and/or matchExpressions")
+        return dict(value)
+
+
+class DriverConfig(BaseModel):
+    """``driver:``: the kubelet plugin's backend and host paths."""
+
+    model_config = ConfigDict(**_section_config("driver"))
+
+    backend: Literal["fake", "ascend", "nvidia"] = Field("fake", description="fake | ascend | nvidia")
+    cdi_dir: str = Field("/var/run/cdi", strict=True)
+    plugin_dir: str = Field("/var/lib/kubelet/plugins", strict=True)
+    registry_dir: str = Field("/var/lib/kubelet/plugins_registry", strict=True)
+    state_dir: str = Field("/var/lib/dralab", strict=True)
+    enforcement_library: str = Field(
+        "", strict=True, description="host path of the enforcement library; empty: dralab's vcore"
+    )
+    inject_device_nodes: bool = Field(True, strict=True, description="add device nodes to CDI specs")
+
+    @field_validator("backend", mode="before")
+    @classmethod
+    def _known_backend(cls, value: Any) -> Any:
+        if value not in ("fake", "ascend", "nvidia"):
+            raise fail(f"driver.backend must be fake, ascend or nvidia, got {value!r}")
+        return value
+
+
+class MigrationConfig(BaseModel):
+    """``migration:``: switching a cluster from HAMi / HAMi-DRA."""
+
+    model_config = ConfigDict(**_section_config("migration"))
+
+    enabled: bool = Field(False, strict=True, description="migration mode (on with --hami-config)")
+    adopt_claims: bool | None = Field(
+        None, strict=True, description="adopt HAMi-DRA's claims and reap orphans; null: = enabled"
+    )
+    claim_labels: dict[str, Annotated[str, Field(strict=True)]] = Field(
+        default_factory=dict, description="adopt only claims that also carry these labels"
+    )
+    claim_annotations: dict[str, Annotated[str, Field(strict=True)]] = Field(
+        default_factory=dict, description="... and these annotations"
+    )
+    grace_seconds: int = Field(
+        30, ge=0, strict=True, description="how long an unreferenced HAMi-DRA claim may wait for a pod"
+    )
+    volcano_jobs: bool = Field(False, strict=True, description="also register the webhook for Volcano Jobs")
+
+    @field_validator("claim_labels", "claim_annotations", mode="before")
+    @classmethod
+    def _string_map(cls, value: Any, info: ValidationInfo) -> Any:
+        value = {} if value is None else value
+        if not isinstance(value, Mapping) or not all(isinstance(v, str) for v in value.values()):
+            raise fail(f"migration.{to_camel(str(info.field_name))} must map keys to string values")
+        return value
 
     @property
     def adopts(self) -> bool:
         """Adoption runs when asked for, or by default in migration mode."""
         return self.enabled if self.adopt_claims is None else bool(self.adopt_claims)
+
+
+class VendorsSection(BaseModel):
+    """``vendors:``: which vendors are on, and entries merged over the shipped vendor table."""
+
+    model_config = ConfigDict(**_section_config("vendors"))
+
+    enabled: list[str] | None = Field(
+        None, description="vendors whose HAMi syntax is converted (default: all shipped vendors)"
+    )
+    overrides: dict[str, Any] | None = Field(
+        None, description="partial vendor-table entries merged over the shipped table"
+    )
+
+
+def _sections_may_be_empty(schema: dict[str, Any]) -> None:
+    """A section written with nothing under it (``webhook:``) is its defaults: the schema says so too."""
+    for name, prop in schema.get("properties", {}).items():
+        schema["properties"][name] = {"anyOf": [prop, {"type": "null"}]}
+
+
+class ConfigFile(BaseModel):
+    """A dralab config file: four sections, every key optional (defaults in ``DEFAULT_CONFIG_YAML``)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, json_schema_extra=_sections_may_be_empty)
+
+    vendors: VendorsSection = Field(default_factory=VendorsSection)
+    webhook: WebhookConfig = Field(default_factory=WebhookConfig)
+    driver: DriverConfig = Field(default_factory=DriverConfig)
+    migration: MigrationConfig = Field(default_factory=MigrationConfig)
+
+    @field_validator("vendors", "webhook", "driver", "migration", mode="before")
+    @classmethod
+    def _section_mapping(cls, value: Any, info: ValidationInfo) -> Any:
+        return _mapping_or_empty(str(info.field_name), value)
 
 
 @dataclass(frozen=True)
@@ -104,130 +266,35 @@ class Config:
     notes: tuple[str, ...] = ()
 
 
-_WEBHOOK_KEYS = {
-    "lifecycle": "lifecycle",
-    "claimGracePeriodSeconds": "claim_grace_period_seconds",
-    "excludeNamespaces": "exclude_namespaces",
-    "optOutLabel": "opt_out_label",
-    "failurePolicy": "failure_policy",
-    "namespaceSelector": "namespace_selector",
-    "objectSelector": "object_selector",
-    "maxClaimsPerPod": "max_claims_per_pod",
-    "claimCreateRatePerSecond": "claim_create_rate_per_second",
-    "claimCreateBurst": "claim_create_burst",
-    "admissionDeadlineSeconds": "admission_deadline_seconds",
-}
-_MIGRATION_KEYS = {
-    "enabled": "enabled",
-    "adoptClaims": "adopt_claims",
-    "claimLabels": "claim_labels",
-    "claimAnnotations": "claim_annotations",
-    "graceSeconds": "grace_seconds",
-    "volcanoJobs": "volcano_jobs",
-}
-_DRIVER_KEYS = {
-    "backend": "backend",
-    "cdiDir": "cdi_dir",
-    "pluginDir": "plugin_dir",
-    "registryDir": "registry_dir",
-    "stateDir": "state_dir",
-    "enforcementLibrary": "enforcement_library",
-    "injectDeviceNodes": "inject_device_nodes",
-}
-
-
-def _section(raw: dict[str, Any], name: str, keys: dict[str, str], source: str) -> dict[str, Any]:
-    section = raw.get(name) or {}
-    if not isinstance(section, dict):
-        raise UserError(f"{source}: '{name}' must be a mapping")
-    unknown = sorted(set(section) - set(keys))
-    if unknown:
-        raise UserError(f"{source}: unknown key(s) {name}.{', '.join(unknown)}; valid keys: {', '.join(keys)}")
-    out = {}
-    for yaml_key, attr in keys.items():
-        if yaml_key in section:
-            value = section[yaml_key]
-            out[attr] = tuple(value) if isinstance(value, list) else value
-    return out
-
-
-# (key, attribute, lowest, highest): admission limits a config file may set, checked with their names.
-_WEBHOOK_LIMITS = (
-    ("maxClaimsPerPod", "max_claims_per_pod", 1, 1000),
-    ("claimCreateRatePerSecond", "claim_create_rate_per_second", 0.001, 100_000),
-    ("claimCreateBurst", "claim_create_burst", 1, 1_000_000),
-    ("admissionDeadlineSeconds", "admission_deadline_seconds", 0.5, 29),
-)
-
-
-def _check_webhook_limits(webhook: WebhookConfig, source: str) -> None:
-    """Each limit is a number in its range (the deadline must stay below the apiserver's 30 s maximum)."""
-    for key, attr, low, high in _WEBHOOK_LIMITS:
-        value = getattr(webhook, attr)
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not low <= value <= high:
-            raise UserError(f"{source}: webhook.{key} must be a number from {low} to {high}, got {value!r}")
-        if attr in ("max_claims_per_pod", "claim_create_burst") and value != int(value):
-            raise UserError(f"{source}: webhook.{key} must be a whole number, got {value!r}")
-
-
 def parse_config(raw: dict[str, Any] | None, source: str = "<memory>", hami: Translation | None = None) -> Config:
-    """Validate a config document and build the typed config.
+    """Validate a config document (:class:`ConfigFile`) and build the typed config.
 
     ``hami``: a translated HAMi device config; its vendor entries replace the shipped table and its
     ``vendors:`` list is the enabled list unless this document sets ``vendors.enabled`` itself.
     """
     raw = raw or {}
-    if not isinstance(raw, dict):
+    if not isinstance(raw, Mapping):
         raise UserError(f"{source}: the config must be a YAML mapping")
-    unknown = sorted(set(raw) - {"vendors", "webhook", "driver", "migration"})
-    if unknown:
-        raise UserError(
-            f"{source}: unknown section(s) {', '.join(unknown)}; valid: vendors, webhook, driver, migration"
-        )
-    vendors_raw = raw.get("vendors") or {}
-    bad = sorted(set(vendors_raw) - {"enabled", "overrides"})
-    if bad:
-        raise UserError(f"{source}: unknown key(s) vendors.{', '.join(bad)}; valid keys: enabled, overrides")
-    enabled = vendors_raw.get("enabled")
+    spec: ConfigFile = validate(ConfigFile, raw, source, root="config")
+    enabled = spec.vendors.enabled
     if enabled is None and hami is not None:
         enabled = hami.enabled
-    table = load_vendor_table(vendors_raw.get("overrides"), enabled, hami.vendors if hami else None)
-    webhook = WebhookConfig(**_section(raw, "webhook", _WEBHOOK_KEYS, source))
-    if webhook.lifecycle not in ("claim", "template"):
-        raise UserError(f"{source}: webhook.lifecycle must be 'claim' or 'template', got {webhook.lifecycle!r}")
-    if webhook.failure_policy not in ("Fail", "Ignore"):
-        raise UserError(f"{source}: webhook.failurePolicy must be 'Fail' or 'Ignore'")
-    _check_webhook_limits(webhook, source)
-    for key, value in (("namespaceSelector", webhook.namespace_selector), ("objectSelector", webhook.object_selector)):
-        if not isinstance(value, dict) or set(value) - {"matchLabels", "matchExpressions"}:
-            raise UserError(
-                f"{source}: webhook.{key} must be a label selector with matchLabels and/or matchExpressions"
-            )
-    driver = DriverConfig(**_section(raw, "driver", _DRIVER_KEYS, source))
-    if driver.backend not in ("fake", "ascend", "nvidia"):
-        raise UserError(f"{source}: driver.backend must be fake, ascend or nvidia, got {driver.backend!r}")
-    migration = _migration(raw, source, hami is not None)
+    table = load_vendor_table(spec.vendors.overrides, enabled, hami.vendors if hami else None)
+    migration = spec.migration
+    if "enabled" not in migration.model_fields_set:
+        # a HAMi device config turns migration mode on unless the document says otherwise
+        migration = migration.model_copy(update={"enabled": hami is not None})
     notes = tuple(hami.report()) if hami else ()
-    return Config(vendors=table, webhook=webhook, driver=driver, migration=migration, source=source, notes=notes)
+    return Config(
+        vendors=table, webhook=spec.webhook, driver=spec.driver, migration=migration, source=source, notes=notes
+    )
 
 
-def _migration(raw: dict[str, Any], source: str, hami_given: bool) -> MigrationConfig:
-    """The migration section; a HAMi device config turns migration mode on unless it says otherwise."""
-    values = _section(raw, "migration", _MIGRATION_KEYS, source)
-    values.setdefault("enabled", hami_given)
-    migration = MigrationConfig(**values)
-    if not isinstance(migration.enabled, bool) or migration.adopt_claims not in (None, True, False):
-        raise UserError(f"{source}: migration.enabled and migration.adoptClaims must be true or false")
-    if not isinstance(migration.volcano_jobs, bool):
-        raise UserError(f"{source}: migration.volcanoJobs must be true or false")
-    for key, value in (("claimLabels", migration.claim_labels), ("claimAnnotations", migration.claim_annotations)):
-        if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
-            raise UserError(f"{source}: migration.{key} must map keys to string values")
-    if isinstance(migration.grace_seconds, bool) or not isinstance(migration.grace_seconds, int) or (
-        migration.grace_seconds < 0
-    ):
-        raise UserError(f"{source}: migration.graceSeconds must be a whole number of seconds >= 0")
-    return migration
+def config_schema() -> dict[str, Any]:
+    """JSON Schema of config files, for editors (``dralab schema config``)."""
+    return json_schema(
+        ConfigFile, "dralab config", "dralab's configuration: dralab convert --config, the webhook, the driver"
+    )
 
 
 def default_config() -> Config:

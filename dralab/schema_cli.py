@@ -18,6 +18,8 @@ import click
 SCHEMAS: dict[str, str] = {
     "profile": "harness.profile:profile_schema",
     "infra": "dralab.schema_cli:infra_settings_schema",
+    "config": "dralab.config:config_schema",
+    "lab": "harness.lab_schema:lab_schema",
 }
 
 

@@ -8,6 +8,7 @@ Labs capture values with it (``spec.devices[name=npu-0-0].attributes.uuid.string
 - ``a[0]``, ``a[-1]``   list index
 - ``a[name=npu-0-0]``  the first list element whose (dotted) field equals the text
 - ``a[name!=x]``       the first element whose field differs
+- ``a[?(@.name=="x")]`` kubectl's JSONPath filter, the same as ``a[name=x]`` (``!=`` too)
 - ``a[*]``             every element; the rest of the path applies to each, giving a list
 """
 
@@ -51,6 +52,8 @@ Segment = Key | Index | Filter | Wildcard
 
 _IDENT = re.compile(r"[^.\[\]]+")
 _FILTER = re.compile(r"^\s*([^=!\]]+?)\s*(!=|=)\s*(.*?)\s*$")
+# kubectl's JSONPath filter: ?(@.field == "value") or ?(@.field != 'value')
+_JSONPATH_FILTER = re.compile(r"""^\?\(\s*@\.?([^=!<>&|()\s]+)\s*(==|!=)\s*("[^"]*"|'[^']*'|[^\s"'()&|]+)\s*\)$""")
 
 
 def _unquote(text: str) -> str:
@@ -114,13 +117,32 @@ def _bracket(inner: str, path: str) -> Segment:
         return Key(_unquote(inner))
     if re.fullmatch(r"-?\d+", inner):
         return Index(int(inner))
+    if inner.startswith("?"):
+        return _jsonpath_filter(inner, path)
     match = _FILTER.match(inner)
     if match:
-        field = parse(match.group(1))
-        if not field or any(not isinstance(s, Key | Index) for s in field):
-            raise PathError(f"path {path!r}: filter field {match.group(1)!r} must be a plain dotted path")
-        return Filter(field=field, value=_unquote(match.group(3)), negate=match.group(2) == "!=")
-    raise PathError(f'path {path!r}: cannot read [{inner}] (use [0], [*], ["key"] or [field=value])')
+        return _filter(match.group(1), match.group(3), match.group(2) == "!=", path)
+    raise PathError(
+        f'path {path!r}: cannot read [{inner}] (use [0], [*], ["key"], [field=value] or [?(@.field=="value")])'
+    )
+
+
+def _jsonpath_filter(inner: str, path: str) -> Filter:
+    """kubectl's ``?(@.field=="value")``: one comparison, == or !=, of a field with a literal."""
+    match = _JSONPATH_FILTER.match(inner)
+    if not match:
+        raise PathError(
+            f"path {path!r}: cannot read [{inner}]; a JSONPath filter compares one field with one value, "
+            f'e.g. [?(@.name=="npu-0-0")] or [?(@.name!="x")]'
+        )
+    return _filter(match.group(1), match.group(3), match.group(2) == "!=", path)
+
+
+def _filter(field_text: str, value: str, negate: bool, path: str) -> Filter:
+    field = parse(field_text)
+    if not field or any(not isinstance(s, Key | Index) for s in field):
+        raise PathError(f"path {path!r}: filter field {field_text!r} must be a plain dotted path")
+    return Filter(field=field, value=_unquote(value), negate=negate)
 
 
 def text_of(value: Any) -> str:
