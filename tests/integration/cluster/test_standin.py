@@ -120,6 +120,9 @@ def test_template_claim_prepared_before_running_unprepared_after_gone(cluster, k
 
     wait_for(claim_deleted, 60, "generated claim garbage-collected")
 
+    # the stand-in appends its record after the driver's answer arrives, so the driver may have seen
+    # the call before the line is written: wait for the second line, then check both
+    wait_for(lambda: len(_records(cluster, claim_uid)) >= 2, 30, "the unprepare record written")
     records = _records(cluster, claim_uid)
     assert [r["call"] for r in records] == ["NodePrepareResources", "NodeUnprepareResources"]
     assert records[0]["pod"] == "app" and records[0]["namespace"] == namespace
