@@ -19,7 +19,7 @@ SCHEMAS: dict[str, str] = {
     "profile": "harness.profile:profile_schema",
     "infra": "dralab.schema_cli:infra_settings_schema",
     "config": "dralab.config:config_schema",
-    "lab": "harness.lab_schema:lab_schema",
+    "lab": "harness.lab_model:lab_schema",
 }
 
 

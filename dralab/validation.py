@@ -13,6 +13,7 @@ import typing
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
+from pydantic.json_schema import GenerateJsonSchema
 from pydantic_core import PydanticCustomError
 
 from dralab.errors import UserError
@@ -107,9 +108,14 @@ def validate(model: type[BaseModel], data: Any, source: str, key_prefix: str = "
         raise UserError(prefix + one_line(exc, model, key_prefix, root)) from None
 
 
-def json_schema(model: type[BaseModel], title: str, description: str) -> dict[str, Any]:
-    """The model's JSON Schema (draft 2020-12) for editors, with a title and description."""
-    schema = model.model_json_schema(by_alias=True)
+def json_schema(
+    model: type[BaseModel], title: str, description: str, generator: type[GenerateJsonSchema] = GenerateJsonSchema
+) -> dict[str, Any]:
+    """The model's JSON Schema (draft 2020-12) for editors, with a title and description.
+
+    ``generator``: pydantic's schema generator, or a subclass that tunes its output.
+    """
+    schema = model.model_json_schema(by_alias=True, schema_generator=generator)
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         **schema,

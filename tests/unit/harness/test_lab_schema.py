@@ -1,5 +1,5 @@
 """The lab format's JSON Schema: every shipped lab passes it, it refuses what the loader refuses in
-shape, it names every key harness.schema knows, and the committed copy the labs point at is current."""
+shape, it names every key the model (harness.lab_model) knows, and the committed copy the labs point at is current."""
 
 from __future__ import annotations
 
@@ -13,8 +13,10 @@ from click.testing import CliRunner
 
 from dralab.errors import UserError
 from dralab.schema_cli import schema
+from dralab.validation import field_names
+from harness import lab_model
 from harness import schema as lab_format
-from harness.lab_schema import lab_schema
+from harness.lab_model import LabModel, StepModel, lab_schema
 
 LABS = Path(__file__).resolve().parents[3] / "labs"
 SHIPPED = sorted(LABS.glob("*/lab.yaml"))
@@ -44,22 +46,27 @@ def test_the_committed_schema_is_the_exported_one() -> None:
 
 def test_the_schema_names_every_key_the_loader_knows() -> None:
     exported = lab_schema()
-    assert set(exported["properties"]) == lab_format._LAB_KEYS
-    step = exported["properties"]["steps"]["items"]
-    assert set(step["properties"]) == lab_format._STEP_KEYS
     defs = exported["$defs"]
 
     def resolved(refs: list[dict]) -> list[dict]:
         return [defs[ref["$ref"].removeprefix("#/$defs/")] for ref in refs]
 
+    assert set(exported["properties"]) == set(field_names(LabModel))
+    step = resolved([exported["properties"]["steps"]["items"]])[0]
+    assert set(step["properties"]) == set(field_names(StepModel)) >= {"id", "try", "catch", "finally"}
     assert step["properties"]["try"]["items"] == {"$ref": "#/$defs/operation"}
     operations = resolved(defs["operation"]["oneOf"])
-    assert [op["title"] for op in operations] == list(lab_format.OPERATIONS)
+    assert [op["title"] for op in operations] == list(lab_model.OPERATIONS)
     for op in operations:
-        assert set(op["properties"]) == {op["title"], *lab_format.COMMON_KEYS}
+        assert set(op["properties"]) == {op["title"], *lab_model.COMMON_KEYS}
+        body = op["properties"][op["title"]]
+        ref = body["$ref"] if "$ref" in body else body["anyOf"][0]["$ref"]
+        keys = set(defs[ref.removeprefix("#/$defs/")]["properties"])
+        assert keys == set(lab_model.OPERATIONS[op["title"]].keys())
     assert step["properties"]["catch"]["anyOf"][0]["items"] == {"$ref": "#/$defs/collector"}
     catch = resolved(defs["collector"]["oneOf"])
-    assert {op["title"] for op in catch} == {k for k, s in lab_format.OPERATIONS.items() if s.collector}
+    collectors = {k for k, s in lab_model.OPERATIONS.items() if s.collector}
+    assert {op["title"] for op in catch} == collectors == {"events", "describe", "logs"}
 
 
 MINIMAL = {
