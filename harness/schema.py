@@ -37,18 +37,9 @@ from typing import Any
 import yaml
 
 from dralab.errors import UserError
-from harness.lab_model import (
-    API_VERSION,
-    BUILTIN_VARS,
-    COMMON_KEYS,
-    OPERATIONS,
-    Body,
-    LabModel,
-    OperationModel,
-    seconds,
-    tuple_of,
-    validate_lab,
-)
+from harness.lab_model import API_VERSION, BUILTIN_VARS, COMMON_KEYS, OPERATIONS, LabModel, validate_lab
+from harness.lab_ops import Body, OperationModel
+from harness.lab_values import seconds, tuple_of
 
 __all__ = ["API_VERSION", "BUILTIN_VARS", "COMMON_KEYS", "OPERATIONS", "Lab", "Operation", "Step", "load_lab"]
 

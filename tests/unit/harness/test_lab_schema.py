@@ -110,3 +110,17 @@ def test_the_schema_refuses_what_the_loader_refuses(doc: dict, tmp_path: Path) -
 def test_a_minimal_lab_passes_both(tmp_path: Path) -> None:
     lab_format.parse_lab(MINIMAL, tmp_path / "lab.yaml")
     jsonschema.validate(MINIMAL, lab_schema())
+
+
+def test_kubectl_jsonpath_filters_pass_both(tmp_path: Path) -> None:
+    filtered = 'items[0].spec.devices[?(@.name=="npu-0-0")].name'
+    doc = {
+        **MINIMAL,
+        "steps": [
+            {"id": "one", "try": [{"capture": {"resource": "ResourceSlice", "values": {"dev": filtered}}}]},
+            {"id": "two", "try": [{"assert": {"resource": "ResourceSlice", "match": {filtered: "${dev}"}}}]},
+        ],
+    }
+    lab = lab_format.parse_lab(doc, tmp_path / "lab.yaml")
+    assert lab.steps[1].ops[0].body["match"] == {filtered: "${dev}"}
+    jsonschema.validate(doc, lab_schema())

@@ -105,3 +105,65 @@ def test_not_a_lab_folder(tmp_path: Path) -> None:
 @pytest.mark.parametrize(("text", "seconds"), [("30s", 30.0), ("2m", 120.0), ("500ms", 0.5), (5, 5.0), ("1h", 3600.0)])
 def test_durations(text: object, seconds: float) -> None:
     assert parse_duration(text, "t") == seconds
+
+
+def _op_error(tmp_path: Path, op: object) -> str:
+    with pytest.raises(UserError) as caught:
+        load_lab(_lab(tmp_path, {"steps": [{"id": "alloc", "try": [{"events": {}}, op]}]}))
+    return str(caught.value).removeprefix(f"{tmp_path.resolve() / 'lab.yaml'}: ")
+
+
+@pytest.mark.parametrize(
+    ("op", "message"),
+    [
+        (
+            {"assert": {"resource": "Pod/x", "mach": {}}},
+            "steps[0] (alloc).try[1].assert: unknown key(s) mach (valid: absent, match, resource, timeout)",
+        ),
+        ({"assert": {"match": {}}}, "steps[0] (alloc).try[1].assert: 'resource' is required"),
+        ({"assert": "Pod/x"}, "steps[0] (alloc).try[1].assert: the body must be a mapping (keys: absent, match,"),
+        (
+            {"assert": {"resource": "Pod/x", "absent": True, "timeout": 3}, "timeout": 4},
+            "steps[0] (alloc).try[1].assert: timeout is given twice (inside and next to the operation)",
+        ),
+        ({"assert": {"resource": "Pod/x", "absent": "yes"}}, "steps[0] (alloc).try[1].assert.absent: must be true"),
+        ({"logs": None, "measure": {"since": "a"}}, "steps[0] (alloc).try[1].logs.measure: 'as' is required"),
+        ({"logs": None, "requires": 3}, "steps[0] (alloc).try[1].logs.requires: must be a list of strings"),
+        ({"events": {}, "logs": {}}, "steps[0] (alloc).try[1]: needs exactly one operation key, found events, logs"),
+        ({"dralab": {"args": []}}, "steps[0] (alloc).try[1].dralab.args: a non-empty list of arguments"),
+        (
+            {"capture": {"resource": "Pod/x", "values": {"a b": "x"}}},
+            "steps[0] (alloc).try[1].capture.values: 'a b' is not a valid variable name",
+        ),
+    ],
+)
+def test_operation_errors_name_the_step_the_operation_and_the_key(tmp_path: Path, op: object, message: str) -> None:
+    assert _op_error(tmp_path, op).startswith(message)
+
+
+@pytest.mark.parametrize(
+    ("doc", "message"),
+    [
+        ({"prerequisites": {"gpus": 2}}, "prerequisites: unknown key(s) gpus (valid: capabilities, featureGates,"),
+        ({"proved": [{"id": "p"}]}, "proved[0]: 'claim' is required"),
+        ({"namespace": {"prefix": "Bad"}}, "namespace.prefix 'Bad' must be a DNS label"),
+        ({"vars": {"a": "${b}"}}, "vars refer to undefined ${b}"),
+        ({"catch": [{"apply": {"object": {}}}]}, "catch[0].apply: only collectors (events, describe, logs) may run"),
+    ],
+)
+def test_lab_level_errors_name_the_key(tmp_path: Path, doc: dict, message: str) -> None:
+    with pytest.raises(UserError) as caught:
+        load_lab(_lab(tmp_path, {**doc, "steps": [STEP]}))
+    assert str(caught.value).removeprefix(f"{tmp_path.resolve() / 'lab.yaml'}: ").startswith(message)
+
+
+def test_the_loaded_operation_keeps_its_body_and_where_it_is(tmp_path: Path) -> None:
+    path = 'items[0].spec.devices[?(@.name=="d")].name'
+    capture = {"capture": {"resource": "ResourceSlice", "values": {"uuid": path}, "timeout": "1m"},
+               "mark": "t0", "requires": "hardware"}  # fmt: skip
+    lab = load_lab(_lab(tmp_path, {"steps": [{"id": "a", "try": [capture]}]}))
+    op = lab.steps[0].ops[0]
+    assert op.body == {"resource": "ResourceSlice", "values": {"uuid": path}}
+    assert (op.timeout, op.mark, op.requires) == (60.0, "t0", ("hardware",))
+    assert op.where == f"{tmp_path.resolve() / 'lab.yaml'}: steps[0] (a).try[0].capture"
+    assert op.effective_timeout == 60.0 and lab.steps[0].ops[0].spec.default_timeout == 30.0
