@@ -23,7 +23,7 @@ from dralab.errors import UserError
 from dralab.validation import json_schema
 from harness.lab_errors import describe
 from harness.lab_ops import COMMON_KEYS, OPERATIONS, ApplyBody, Collector, Operation, OperationModel
-from harness.lab_values import DNS_LABEL, Mapping_, Strings, dns_label, problem, tuple_of
+from harness.lab_values import DNS_LABEL, Mapping_, Strings, dns_label, mapping_or_empty, problem, tuple_of
 from harness.subst import references
 
 __all__ = ["API_VERSION", "BUILTIN_VARS", "COMMON_KEYS", "OPERATIONS", "LabModel", "lab_schema", "validate_lab"]
@@ -88,8 +88,8 @@ class ProofModel(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    id: str
-    claim: str
+    id: str = Field(min_length=1)
+    claim: str = Field(min_length=1)
     evidence: str = ""
 
 
@@ -136,6 +136,11 @@ class LabModel(BaseModel):
     @classmethod
     def _name(cls, value: Any) -> Any:
         return dns_label("must be a DNS label: lower-case letters, digits and '-'", value)
+
+    @field_validator("prerequisites", "namespace", mode="before")
+    @classmethod
+    def _section(cls, value: Any) -> Any:
+        return mapping_or_empty(value)
 
     @property
     def namespace_prefix(self) -> str:

@@ -69,7 +69,7 @@ def dns_label(what: str, value: Any) -> Any:
     return value
 
 
-def _mapping(value: Any) -> Any:
+def mapping_or_empty(value: Any) -> Any:
     """``None`` is empty; anything but a mapping is refused."""
     if value is None:
         return {}
@@ -80,7 +80,7 @@ def _mapping(value: Any) -> Any:
 
 def _variables(value: Any) -> Any:
     """``{variable: where to read it}``: the names must be usable as ``${name}``."""
-    value = _mapping(value)
+    value = mapping_or_empty(value)
     for var in value:
         if not VAR_NAME.fullmatch(str(var)):
             raise problem(f"{var!r} is not a valid variable name")
@@ -139,7 +139,7 @@ Matcher = Annotated[Any, AfterValidator(_matcher), Field(description="a partial 
 Variables = Annotated[dict[str, Any], BeforeValidator(_variables)]
 Manifests = Annotated[str | list[str], BeforeValidator(_manifests)]
 Absent = Annotated[bool, shaped(bool, "must be true or false")]
-Mapping_ = Annotated[dict[str, Any] | None, BeforeValidator(_mapping)]
+Mapping_ = Annotated[dict[str, Any] | None, BeforeValidator(mapping_or_empty)]
 
 
 def tuple_of(value: str | list[str] | None) -> tuple[str, ...]:
