@@ -22,7 +22,7 @@ from pydantic.json_schema import GenerateJsonSchema
 from dralab.errors import UserError
 from dralab.validation import json_schema
 from harness.lab_errors import describe
-from harness.lab_ops import COMMON_KEYS, OPERATIONS, ApplyBody, Collector, Operation, OperationModel
+from harness.lab_ops import COMMON_KEYS, OPERATIONS, AnyCollector, AnyOperation, ApplyBody, OperationModel
 from harness.lab_values import DNS_LABEL, Mapping_, Strings, dns_label, mapping_or_empty, problem, tuple_of
 from harness.subst import references
 
@@ -42,9 +42,9 @@ class StepModel(BaseModel):
     description: str | None = None
     proves: Strings = Field(None, description="ids of rows of the lab's proved table")
     requires: Strings = None
-    try_: list[Operation] = Field(alias="try", min_length=1)
-    catch: list[Collector] | None = None
-    finally_: list[Operation] | None = Field(None, alias="finally")
+    try_: list[AnyOperation] = Field(alias="try", min_length=1)
+    catch: list[AnyCollector] | None = None
+    finally_: list[AnyOperation] | None = Field(None, alias="finally")
 
     @model_validator(mode="before")
     @classmethod
@@ -93,7 +93,7 @@ class ProofModel(BaseModel):
     evidence: str = ""
 
 
-Where = tuple[str, OperationModel, bool]
+Where = tuple[str, OperationModel]
 
 
 class LabModel(BaseModel):
@@ -114,8 +114,8 @@ class LabModel(BaseModel):
     profile_vars: dict[str, Mapping_] | None = Field(
         None, alias="profileVars", description="per-profile values of declared vars"
     )
-    catch: list[Collector] | None = Field(None, description="collectors run after any failed step")
-    cleanup: list[Operation] | None = Field(None, description="run once at the end, whatever happened")
+    catch: list[AnyCollector] | None = Field(None, description="collectors run after any failed step")
+    cleanup: list[AnyOperation] | None = Field(None, description="run once at the end, whatever happened")
     proved: list[ProofModel] | None = None
     steps: list[StepModel] = Field(min_length=1)
 
@@ -154,10 +154,10 @@ class LabModel(BaseModel):
             at = f"steps[{i}] ({step.id})"
             for section, ops in (("try", step.try_), ("catch", step.catch), ("finally", step.finally_)):
                 for j, op in enumerate(ops or ()):
-                    yield f"{at}.{section}[{j}].{op.kind}", op, False
+                    yield f"{at}.{section}[{j}].{op.kind}", op
         for section, ops in (("catch", self.catch), ("cleanup", self.cleanup)):
             for j, op in enumerate(ops or ()):
-                yield f"{section}[{j}].{op.kind}", op, True
+                yield f"{section}[{j}].{op.kind}", op
 
     @model_validator(mode="after")
     def _consistent(self, info: ValidationInfo) -> LabModel:
@@ -184,7 +184,7 @@ class LabModel(BaseModel):
     def _check_references(self, lab_dir: Path | None) -> None:
         """Every ``${var}`` is declared, built in, or captured by an earlier operation."""
         known = set(BUILTIN_VARS) | set(self.vars or {})
-        for where, op, _ in self.operations():
+        for where, op in self.operations():
             used = references(op.body.model_dump(by_alias=True, exclude_unset=True) if op.body else {})
             if isinstance(op.body, ApplyBody) and op.body.file is not None and lab_dir is not None:
                 for name in tuple_of(op.body.file):

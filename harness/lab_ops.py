@@ -1,8 +1,8 @@
 """Operations of the lab format: one body model per operation key, and the operation models around them.
 
 An operation is a mapping with exactly one operation key (its body model is in :data:`OPERATIONS`)
-next to the common keys of :class:`OperationModel`. The union :data:`Operation` (and
-:data:`Collector`, the operations that only gather diagnostics) picks the model by that key, so
+next to the common keys of :class:`OperationModel`. The union :data:`AnyOperation` (and
+:data:`AnyCollector`, the operations that only gather diagnostics) picks the model by that key, so
 an error speaks of that operation alone; in the JSON Schema each is defined once under ``$defs``
 and lists refer to ``#/$defs/operation`` or ``#/$defs/collector``.
 """
@@ -355,9 +355,9 @@ def _union(kinds: tuple[str, ...]) -> Any:
     return Annotated[Union[members], Discriminator(_kind_of)]  # noqa: UP007 (a runtime tuple of members)
 
 
-Operation = TypeAliasType(
+AnyOperation = TypeAliasType(
     "operation", Annotated[_union(tuple(OPERATIONS)), BeforeValidator(partial(_operation_key, collectors_only=False))]
 )
-Collector = TypeAliasType(
+AnyCollector = TypeAliasType(
     "collector", Annotated[_union(COLLECTORS), BeforeValidator(partial(_operation_key, collectors_only=True))]
 )
