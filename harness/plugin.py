@@ -44,6 +44,9 @@ def pytest_configure(config: pytest.Config) -> None:
     for line in (
         "e2e: end-to-end lab replay on a cluster profile",
         "hardware: needs a real accelerator (Ascend 310P or NVIDIA)",
+        # the plugin groups a lab's steps with this; declared here so --strict-markers accepts it
+        # when pytest-xdist is not loaded (-p no:xdist)
+        "xdist_group(name): steps of one lab run on one xdist worker",
     ):
         config.addinivalue_line("markers", line)
     workerinput = getattr(config, "workerinput", None)
