@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from dralab.kube.aio import AsyncKube
 from dralab.kube.client import PARTIAL_METADATA, PATCH_TYPES, Kube
-from dralab.kube.config import KubeConfig, TokenFile, load_config, load_incluster, load_kubeconfig
+from dralab.kube.config import KubeConfig, TokenFile, load_config, load_files, load_incluster, load_kubeconfig
 from dralab.kube.discovery import Discovery
 from dralab.kube.errors import KubeError
 from dralab.kube.watch import Expired, ListWatch
@@ -37,6 +37,7 @@ __all__ = [
     "ListWatch",
     "TokenFile",
     "load_config",
+    "load_files",
     "load_incluster",
     "load_kubeconfig",
 ]

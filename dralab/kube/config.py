@@ -22,6 +22,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import os
+import shutil
 import ssl
 import tempfile
 import threading
@@ -81,12 +82,27 @@ class TokenFile:
             configuration.api_key_prefix.pop("BearerToken", None)
 
 
+def _close_all(fds: list[int], folders: list[str]) -> None:
+    for fd in fds:
+        with contextlib.suppress(OSError):
+            os.close(fd)
+    fds.clear()
+    for folder in folders:
+        shutil.rmtree(folder, ignore_errors=True)
+    folders.clear()
+
+
 class _MemoryFiles:
-    """Anonymous in-memory files standing in for certificate and key files (Linux ``memfd``)."""
+    """Anonymous in-memory files standing in for certificate and key files (Linux ``memfd``).
+
+    They close when the last reference goes: the client configuration that names their paths
+    holds one, so a configuration never outlives its files.
+    """
 
     def __init__(self) -> None:
         self.fds: list[int] = []
-        self._folder: str | None = None
+        self._folders: list[str] = []
+        self._finalizer = weakref.finalize(self, _close_all, self.fds, self._folders)
 
     def add(self, name: str, data: bytes) -> str:
         """A path to a file with ``data`` that exists nowhere on disk."""
@@ -95,24 +111,16 @@ class _MemoryFiles:
             os.write(fd, data)
             self.fds.append(fd)
             return f"/proc/self/fd/{fd}"
-        # no memfd (not Linux): a private folder that close() removes
-        if self._folder is None:
-            self._folder = tempfile.mkdtemp(prefix="dralab-kube-")
-        path = Path(self._folder) / name
+        # no memfd (not Linux): a private folder, removed with these files
+        if not self._folders:
+            self._folders.append(tempfile.mkdtemp(prefix="dralab-kube-"))
+        path = Path(self._folders[0]) / name
         path.write_bytes(data)
         path.chmod(0o600)
         return str(path)
 
     def close(self) -> None:
-        for fd in self.fds:
-            with contextlib.suppress(OSError):
-                os.close(fd)
-        self.fds.clear()
-        if self._folder is not None:
-            import shutil
-
-            shutil.rmtree(self._folder, ignore_errors=True)
-            self._folder = None
+        self._finalizer()
 
 
 @dataclass
@@ -124,7 +132,8 @@ class KubeConfig:
     _files: _MemoryFiles = field(default_factory=_MemoryFiles, repr=False)
 
     def __post_init__(self) -> None:
-        weakref.finalize(self, self._files.close)
+        # the configuration names the memory files' paths: it keeps them open as long as it lives
+        self.configuration.dralab_memory_files = self._files
 
     @property
     def host(self) -> str:
@@ -235,6 +244,17 @@ def load_incluster() -> KubeConfig:
     hook(cfg)
     cfg.refresh_api_key_hook = hook
     return KubeConfig(cfg, "in-cluster")
+
+
+def load_files(server: str, ca: str | None, cert: str | None = None, key: str | None = None) -> KubeConfig:
+    """Credentials already in files of their own (a local cluster's PKI): used in place, nothing copied."""
+    from kubernetes import client
+
+    cfg = client.Configuration()
+    cfg.host = server.rstrip("/")
+    cfg.ssl_ca_cert = ca
+    cfg.cert_file, cfg.key_file = cert, key
+    return KubeConfig(cfg, server)
 
 
 def load_config(kubeconfig: str | os.PathLike[str] | None = None, context: str | None = None) -> KubeConfig:
