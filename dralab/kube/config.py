@@ -122,6 +122,9 @@ class _MemoryFiles:
     def close(self) -> None:
         self._finalizer()
 
+    def __deepcopy__(self, memo: dict[int, Any]) -> _MemoryFiles:
+        return self  # a copied configuration names the same files: it shares them
+
 
 @dataclass
 class KubeConfig:

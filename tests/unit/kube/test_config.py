@@ -139,3 +139,15 @@ def test_bad_embedded_data_names_the_entry(tmp_path: Path) -> None:
 def test_an_unknown_context_is_a_user_error(apiserver) -> None:
     with pytest.raises(UserError, match="context 'nope'"):
         load_kubeconfig(apiserver.kubeconfig, context="nope")
+
+
+def test_a_copied_configuration_keeps_the_files_open(apiserver) -> None:
+    import copy
+    import gc
+
+    config = load_kubeconfig(apiserver.kubeconfig)
+    twin = copy.deepcopy(config.configuration)
+    del config
+    gc.collect()
+    assert os.path.exists(twin.cert_file)
+    assert Path(twin.key_file).read_bytes().startswith(b"-----BEGIN")
