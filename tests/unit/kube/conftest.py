@@ -6,6 +6,7 @@ loader, TLS context, connection pool and watch code against it.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import ssl
 import threading
@@ -36,6 +37,14 @@ Answer = tuple[int, Any] | list[dict[str, Any]]  # (status, JSON body) or a watc
 
 
 @dataclass
+class Held:
+    """A watch stream that sends ``events`` and then stays open until ``release`` is set."""
+
+    events: list[dict[str, Any]]
+    release: threading.Event = field(default_factory=threading.Event)
+
+
+@dataclass
 class Script:
     """Answers by (method, path): a list is consumed in order, its last entry then repeats."""
 
@@ -63,6 +72,13 @@ class _Server(ThreadingHTTPServer):
     daemon_threads = True
     script: Script
 
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that closed its stream (a stopped watch) is expected; anything else is reported."""
+        import sys
+
+        if not isinstance(sys.exc_info()[1], (OSError, ssl.SSLError)):
+            super().handle_error(request, client_address)
+
 
 def _handler() -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
@@ -81,15 +97,19 @@ def _handler() -> type[BaseHTTPRequestHandler]:
             answer = server.script.answer(self.command, url.path, query)
             if callable(answer):
                 answer = answer(query)
-            if isinstance(answer, list):  # a watch stream, ended by the server
+            if isinstance(answer, (list, Held)):  # a watch stream, ended by the server
                 self.send_response(200)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Transfer-Encoding", "chunked")
                 self.end_headers()
-                for event in answer:
+                for event in answer.events if isinstance(answer, Held) else answer:
                     data = json.dumps(event).encode() + b"\n"
                     self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
-                self.wfile.write(b"0\r\n\r\n")
+                    self.wfile.flush()
+                if isinstance(answer, Held):
+                    answer.release.wait(120)
+                with contextlib.suppress(OSError):  # the client may have closed the stream first
+                    self.wfile.write(b"0\r\n\r\n")
                 return
             status, payload = answer
             data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()

@@ -95,3 +95,23 @@ def test_error_events_raise_the_right_error() -> None:
     assert err.value.status == 500 and err.value.message == "boom"
     watch.handle({"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": "42"}}})
     assert watch.resource_version == "42"
+
+
+def test_stop_closes_an_open_watch(apiserver) -> None:
+    from .conftest import Held
+
+    held = Held([{"type": "ADDED", "object": _obj("a", "11")}])
+    apiserver.script.on("GET", PATH, (200, {"items": [], "metadata": {"resourceVersion": "10"}}))
+    apiserver.script.on("WATCH", PATH, held)
+    arrived = threading.Event()
+    with Kube.from_kubeconfig(apiserver.kubeconfig) as kube:
+        watch = ListWatch(kube, PATH, on_list=lambda items, version: None, on_event=lambda k, o: arrived.set())
+        thread = threading.Thread(target=watch.run, daemon=True)
+        thread.start()
+        assert arrived.wait(60), "the first event never arrived"
+        watch.stop()  # the stream is still open: only closing it ends the loop
+        thread.join(60)
+        ended = not thread.is_alive()
+        held.release.set()
+    assert ended, "stop() did not end a watch whose stream stayed open"
+    assert watch.resource_version == "11"
