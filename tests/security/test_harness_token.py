@@ -15,7 +15,7 @@ import yaml
 
 from dralab.util import free_port
 from dralab.webhook import certs
-from harness.client import KubeClient
+from harness.cluster import KubeCluster
 
 
 class _Recorder(http.server.BaseHTTPRequestHandler):
@@ -63,7 +63,7 @@ def test_harness_client_sends_the_rotated_token(tmp_path: Path) -> None:
                                                   "interactiveMode": "Never"}}}],
     }))
     _Recorder.seen = []
-    client = KubeClient(kubeconfig)
+    client = KubeCluster.from_kubeconfig(kubeconfig)
     try:
         assert client.namespaced("v1", "Pod") is True
         token.write_text("rotated-token")
