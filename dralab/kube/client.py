@@ -93,14 +93,22 @@ class Kube:
     """Raw JSON calls to one apiserver; thread-safe (the connection pool is)."""
 
     def __init__(
-        self, config: KubeConfig, *, timeout: float = 30.0, pool_size: int = 32, user_agent: str = "dralab"
+        self,
+        config: KubeConfig,
+        *,
+        timeout: float = 30.0,
+        pool_size: int = 32,
+        user_agent: str = "dralab",
+        headers: Mapping[str, str] | None = None,
     ) -> None:
+        """``headers``: sent with every request (e.g. ``Impersonate-User`` to act as another identity)."""
         from kubernetes import client
 
         self.config = config
         self.timeout = timeout
         self.pool_size = pool_size
         self.user_agent = user_agent
+        self.headers = dict(headers or {})
         config.configuration.connection_pool_maxsize = pool_size
         self._api = client.ApiClient(config.configuration)
         self._pool = self._api.rest_client.pool_manager
@@ -128,7 +136,8 @@ class Kube:
         Closing a client while another thread reads one of its sockets can hand the socket's number
         to a new connection that the reader then corrupts; a clone is closed by its own thread.
         """
-        return Kube(self.config, timeout=self.timeout, pool_size=self.pool_size, user_agent=self.user_agent)
+        return Kube(self.config, timeout=self.timeout, pool_size=self.pool_size, user_agent=self.user_agent,
+                    headers=self.headers)
 
     def close(self) -> None:
         self._api.rest_client.close()
@@ -142,7 +151,7 @@ class Kube:
     # -- transport --------------------------------------------------------------------------------
 
     def _headers(self, accept: str, content_type: str | None) -> dict[str, str]:
-        headers = {"Accept": accept, "User-Agent": self.user_agent}
+        headers = {**self.headers, "Accept": accept, "User-Agent": self.user_agent}
         if content_type:
             headers["Content-Type"] = content_type
         auth = self.config.authorization()
