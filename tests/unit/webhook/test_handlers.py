@@ -12,9 +12,9 @@ import pytest
 import yaml
 
 from dralab.config import default_config, parse_config
+from dralab.kube.paths import claims_path, templates_path
 from dralab.model import jsonpatch
 from dralab.webhook.handlers import BadReview, parse_review
-from dralab.webhook.kube import claims_path, templates_path
 from dralab.webhook.server import build
 
 FIXTURE = Path(__file__).parent / "fixtures" / "lab20-pod.yaml"
