@@ -96,7 +96,7 @@ def budget_burst(
             kube.create(f"/api/v1/namespaces/{namespace}/pods", _pod(namespace, f"burst-{i}", limits))
             result = ("admitted", "")
         except KubeError as exc:
-            result = ("denied" if "ShareBudget" in str(exc) else "error", str(exc)[:300])
+            result = ("denied" if "ShareBudget" in exc.message else "error", exc.message[:300])
         with lock:
             outcomes.append(result)
 
