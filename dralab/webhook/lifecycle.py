@@ -75,11 +75,11 @@ class ClaimLifecycle:
         self._convert_threads: anyio.CapacityLimiter | None = None
         self._templates: dict[tuple[str, str], float] = {}
 
-    async def _call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    async def _call(self, fn: Callable[..., Any], *args: Any) -> Any:
         """Await an asyncio API; run a blocking one in a worker thread."""
         if inspect.iscoroutinefunction(fn):
-            return await fn(*args, **kwargs)
-        return await anyio.to_thread.run_sync(functools.partial(fn, *args, **kwargs))
+            return await fn(*args)
+        return await anyio.to_thread.run_sync(fn, *args)
 
     async def admit(
         self,
@@ -191,7 +191,8 @@ class ClaimLifecycle:
         assert self.api is not None
         for name, claim_uid in created.items():
             try:
-                await self._call(self.api.delete, claims_path(namespace, name), uid=claim_uid or None)
+                delete = functools.partial(self.api.delete, uid=claim_uid or None)  # only the claim we made
+                await self._call(delete, claims_path(namespace, name))
                 self.metrics.claims_rolled_back.inc()
             except KubeError as exc:
                 if exc.status != 404:

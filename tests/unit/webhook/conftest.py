@@ -29,6 +29,7 @@ class FakeApi:
         self.objects: dict[str, dict[str, Any]] = {}
         self.calls: list[tuple[str, str]] = []
         self.fail_creates: set[int] = set()
+        self.delete_uids: list[str | None] = []  # the uid precondition of each delete
         self._creates = 0
         self._uids = itertools.count(1)
 
@@ -56,6 +57,7 @@ class FakeApi:
 
     def delete(self, path: str, *, uid: str | None = None) -> bool:
         self.calls.append(("delete", path))
+        self.delete_uids.append(uid)
         if path not in self.objects:
             raise KubeError(404, "NotFound", what=f"DELETE {path}")
         if uid and self.objects[path]["metadata"].get("uid") != uid:

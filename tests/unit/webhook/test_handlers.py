@@ -93,6 +93,7 @@ def test_partial_failure_rolls_back_the_claims_already_created(fake_api) -> None
     )
     assert fake_api.names(CLAIMS) == []  # the first claim was deleted again
     assert ("delete", f"{CLAIMS}/{LAB20_CLAIM}") in fake_api.calls
+    assert fake_api.delete_uids == ["uid-1"]  # only the claim this request made (a uid precondition)
     assert b"dralab_webhook_claims_rolled_back_total 1.0" in wh.metrics.render()
 
 
