@@ -88,6 +88,7 @@ def test_reconcile_adopts_and_reaps_after_checking_live_pods(fake_api) -> None:
     jan.pods.items = {("ns", "p"): pod("p", "u1", "adopt-me")}
     jan.reconcile_once()
     assert fake_api.names(path) == ["adopt-me", "raced"]
+    assert fake_api.delete_uids == ["c-orphan"]  # deleted only if it is still the claim the janitor saw
     adopted = fake_api.objects[f"{path}/adopt-me"]["metadata"]
     assert adopted["ownerReferences"][0]["uid"] == "u1"
     assert adopted["labels"]["dralab.io/pod"] == "p"
