@@ -20,7 +20,7 @@ from typing import Any
 import yaml
 
 from dralab.errors import UserError
-from harness.client import ClusterClient, KubeClient
+from harness.cluster import ClusterClient, KubeCluster
 from harness.profile import Profile
 
 Progress = Callable[[str], None]
@@ -99,7 +99,7 @@ def _local(profile: Profile, inventory: str | None, kubeconfig: Path | None, pro
         config_path = Path(handle.kubeconfig)
     env = Environment(
         profile=profile,
-        client=KubeClient(config_path),
+        client=KubeCluster.from_kubeconfig(config_path),
         capabilities=frozenset(caps),
         cluster_name=name,
         kubeconfig=config_path,
@@ -212,7 +212,7 @@ def open_environment(
     started = time.monotonic()
     path = _kubeconfig_path(profile, override)
     _, context = environment_overrides(profile, os.environ)
-    client = KubeClient(path, context=context)
+    client = KubeCluster.from_kubeconfig(path, context=context)
     if profile.deploy_method == "helm":
         deploy_helm(profile, path, say)
     return Environment(

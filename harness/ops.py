@@ -25,11 +25,11 @@ from typing import Any
 import yaml
 
 from dralab.errors import UserError
+from dralab.kube import KubeError
 from dralab.model.quantity import quantity_value
 from dralab.util import WaitTimeout, wait_for
 from harness import cdi, jpath
 from harness import match as matching
-from harness.client import ClusterError
 from harness.environment import Environment
 from harness.resources import Ref, parse_ref, ref_of
 from harness.results import OpOutcome
@@ -123,7 +123,7 @@ def op_apply(ctx: Context, body: dict[str, Any], op: Operation) -> OpOutcome:
         ref = ref_of(obj)
         try:
             result = ctx.env.client.apply(obj)
-        except ClusterError as exc:
+        except KubeError as exc:
             if expect_error is None:
                 raise StepFailed(f"apply {ref.describe()} was refused: {exc.message}") from None
             mismatch = (

@@ -27,8 +27,8 @@ from collections.abc import Callable
 from typing import Any
 
 from dralab.errors import UserError
+from dralab.kube import KubeError
 from dralab.util import WaitTimeout, get_logger, wait_for
-from harness.client import ClusterError
 from harness.collectors import COLLECTORS
 from harness.environment import Environment, describe
 from harness.ops import HANDLERS, Context, StepFailed
@@ -302,7 +302,7 @@ class LabRunner:
                 result.reason = f"not on profile {self.env.profile.name}: {describe_skipped(skipped)}"
         except StepFailed as exc:
             self._fail(result, FAILED, str(exc))
-        except (UserError, ClusterError) as exc:
+        except (UserError, KubeError) as exc:
             self._fail(result, ERROR, str(exc))
         except Exception as exc:  # an unexpected harness or client error still fails only this lab
             self._fail(result, ERROR, f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=6)}")
@@ -344,7 +344,7 @@ class LabRunner:
             try:
                 if client.get(ref) is not None:
                     client.delete(ref)
-            except (ClusterError, UserError) as exc:
+            except (KubeError, UserError) as exc:
                 self.result.cleanup.append(
                     OpOutcome(kind="delete", where="cleanup", status=ERROR, error=f"{ref.describe()}: {exc}")
                 )
@@ -363,7 +363,7 @@ class LabRunner:
                     error=None if gone else f"namespace {self.ctx.namespace} still terminating",
                 )
             )
-        except (ClusterError, UserError) as exc:
+        except (KubeError, UserError) as exc:
             self.result.cleanup.append(OpOutcome(kind="delete", where="cleanup", status=ERROR, error=str(exc)))
 
     def _proof_rows(self) -> list[ProofRow]:

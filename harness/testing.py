@@ -14,13 +14,14 @@ import itertools
 import time
 import uuid
 from collections.abc import Callable, Mapping
+from http import HTTPStatus
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from dralab.kube import KubeError
 from harness import jpath
-from harness.client import ClusterError
 from harness.resources import CLUSTER_SCOPED, Ref, ref_of
 
 ApplyReactor = Callable[["FakeCluster", dict[str, Any]], dict[str, Any] | None]
@@ -49,6 +50,11 @@ def _selector_matches(obj: Mapping[str, Any], labels: str | None, fields: str | 
         if (actual == value.strip()) == negate:
             return False
     return True
+
+
+def refusal(status: int, message: str) -> KubeError:
+    """The error a refusing apiserver raises (its Status carries ``message``), for the fake and its reactors."""
+    return KubeError(status, HTTPStatus(status).phrase, {"kind": "Status", "code": status, "message": message})
 
 
 class FakeCluster:
@@ -104,13 +110,13 @@ class FakeCluster:
         ref = ref_of(new)
         self.calls.append(("apply", ref.describe()))
         if not ref.name:
-            raise ClusterError(422, f"{ref.kind}: metadata.name is required")
+            raise refusal(422, f"{ref.kind}: metadata.name is required")
         if ref.namespaced and not ref.namespace:
-            raise ClusterError(422, f"{ref.kind} {ref.name}: metadata.namespace is required")
+            raise refusal(422, f"{ref.kind} {ref.name}: metadata.namespace is required")
         if ref.namespaced and ref.kind != "Namespace":
             ns = self.objects.get(("v1", "Namespace", None, ref.namespace or ""))
             if ns is None:
-                raise ClusterError(404, f'namespaces "{ref.namespace}" not found')
+                raise refusal(404, f'namespaces "{ref.namespace}" not found')
         for reactor in list(self.on_apply):
             result = reactor(self, new)
             if result is not None:

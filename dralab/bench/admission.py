@@ -326,13 +326,12 @@ def _kubeconfig(explicit: str | None, cluster_name: str) -> tuple[str | None, st
         if handle is None:
             return None, f"local cluster {cluster_name!r} is not up (dralab cluster up)"
         path = str(handle.kubeconfig)
-    from dralab.webhook.kube import ApiError, KubeApi
+    from dralab.kube import Kube
 
     try:
-        api = KubeApi.from_kubeconfig(path)
-        api.request("GET", "/version", timeout=5)
-        api.close()
-    except (ApiError, Exception) as exc:
+        with Kube.from_kubeconfig(path) as api:
+            api.request("GET", "/version", timeout=5)
+    except Exception as exc:  # KubeError, or credentials that do not load
         return None, f"apiserver not reachable through {path}: {exc}"
     return path, ""
 
@@ -526,12 +525,14 @@ def run(quick: bool, kubeconfig: str | None, cluster_name: str, duration: float 
     workers = workers if workers is not None else max(1, len(os.sched_getaffinity(0)))
     kube, skip_reason = _kubeconfig(kubeconfig, cluster_name)
     namespace = f"bench-admission-{uuid.uuid4().hex[:6]}"
+    from dralab.kube.paths import namespace_path
+
     api = None
     if kube is not None:
-        from dralab.webhook.kube import KubeApi
+        from dralab.kube import Kube
 
-        api = KubeApi.from_kubeconfig(kube)
-        api.create("/api/v1/namespaces", {"metadata": {"name": namespace, "labels": {"dralab.io/bench": "admission"}}})
+        api = Kube.from_kubeconfig(kube)
+        api.create(namespace_path(), {"metadata": {"name": namespace, "labels": {"dralab.io/bench": "admission"}}})
     load_before = os.getloadavg()
     sequential = _apiserver_baseline(api, namespace, 20 if quick else 100) if api is not None else None
     rounds: list[dict[str, Any]] = []
@@ -545,7 +546,7 @@ def run(quick: bool, kubeconfig: str | None, cluster_name: str, duration: float 
                 targets.pop("create")
             else:
                 direct, port = _apiserver_target(kube, Path(tmp))
-                from dralab.webhook.kube import claims_path
+                from dralab.kube.paths import claims_path
 
                 targets["direct"] = (direct, claims_path(namespace), ClaimBodies(namespace))
                 api_pid = apiserver_pid(port)
@@ -561,7 +562,7 @@ def run(quick: bool, kubeconfig: str | None, cluster_name: str, duration: float 
                 proc.kill()
             if api is not None:
                 try:
-                    api.delete(f"/api/v1/namespaces/{namespace}")
+                    api.delete(namespace_path(namespace))
                 finally:
                     api.close()
     summary = summarize(rounds, rates)
@@ -583,8 +584,8 @@ def run(quick: bool, kubeconfig: str | None, cluster_name: str, duration: float 
 def _apiserver_baseline(api: Any, namespace: str, n: int) -> dict[str, Any]:
     """The apiserver's own latency for the claim create the create handler makes (sequential, direct)."""
     from dralab.config import default_config
+    from dralab.kube.paths import claims_path
     from dralab.model.convert import Converter
-    from dralab.webhook.kube import claims_path
 
     converter = Converter(default_config().vendors)
     latencies = []

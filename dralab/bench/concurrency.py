@@ -268,7 +268,7 @@ def wait_slices(handle: Any, devices: int = DEVICES, timeout: float = 90.0) -> N
     kube = handle.kube()
 
     def published() -> bool:
-        items = (kube.get("/apis/resource.k8s.io/v1/resourceslices") or {}).get("items") or []
+        items = (kube.get("/apis/resource.k8s.io/v1/resourceslices", missing_ok=True) or {}).get("items") or []
         return sum(len((s.get("spec") or {}).get("devices") or []) for s in items) >= devices
 
     try:

@@ -46,10 +46,10 @@ from rich.progress import Progress
 from dralab.bench import DEFAULT_OUT
 from dralab.bench.common import percentile, write_result
 from dralab.driver.claims import ClaimSource, InMemoryClaimSource, KubeClaimSource
-from dralab.driver.kube import KubeClient, KubeError
 from dralab.driver.proto import dra_v1_pb2, dra_v1_pb2_grpc
 from dralab.driver.runner import DriverProcess, RunOptions
 from dralab.driver.samples import NODE, lab20_claim
+from dralab.kube import Kube, KubeError
 from dralab.util import WaitTimeout, wait_for
 
 NAMESPACE = "dralab-bench-driver"
@@ -100,7 +100,7 @@ def _across_runs(runs: list[dict[str, float]]) -> dict[str, Any]:
     return out
 
 
-def _cluster_client() -> tuple[KubeClient | None, str]:
+def _cluster_client() -> tuple[Kube | None, str]:
     """A client for the local cluster, or None and the reason it is not used."""
     try:
         from dralab.cluster.api import get_cluster
@@ -110,7 +110,7 @@ def _cluster_client() -> tuple[KubeClient | None, str]:
     if handle is None:
         return None, "no local cluster (run `dralab cluster up`)"
     try:
-        client = KubeClient(str(handle.kubeconfig), timeout=5)
+        client = Kube.from_kubeconfig(handle.kubeconfig, timeout=5, user_agent="dralab-driver")
         client.request("GET", "/version")
     except Exception as exc:
         return None, f"local apiserver not reachable: {exc}"
@@ -120,7 +120,7 @@ def _cluster_client() -> tuple[KubeClient | None, str]:
 class ApiClaims:
     """Allocated claims created on the apiserver (status written through the status subresource)."""
 
-    def __init__(self, client: KubeClient) -> None:
+    def __init__(self, client: Kube) -> None:
         self.client = client
         with contextlib.suppress(KubeError):
             client.create("/api/v1/namespaces", {"metadata": {"name": NAMESPACE}})
@@ -333,9 +333,11 @@ class _MemoryApi:
         self.items: dict[str, dict[str, Any]] = {}
         self.n = 0
 
-    def get(self, path: str, params: dict[str, Any] | None = None) -> dict[str, Any] | None:
-        if path.startswith("/api/v1/nodes/"):
-            return {"metadata": {"name": path.rsplit("/", 1)[1], "uid": "bench-node-uid"}}
+    def get(self, path: str, missing_ok: bool = False) -> dict[str, Any] | None:
+        assert path.startswith("/api/v1/nodes/")
+        return {"metadata": {"name": path.rsplit("/", 1)[1], "uid": "bench-node-uid"}}
+
+    def list(self, path: str, field_selector: str | None = None) -> dict[str, Any]:
         return {"items": list(self.items.values())}
 
     def create(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
@@ -344,7 +346,7 @@ class _MemoryApi:
         self.items[name] = {**body, "metadata": {**body["metadata"], "name": name}}
         return self.items[name]
 
-    def delete(self, path: str) -> bool:
+    def delete(self, path: str, missing_ok: bool = False) -> bool:
         return self.items.pop(path.rsplit("/", 1)[1], None) is not None
 
 
@@ -360,7 +362,7 @@ def _bench_publish(client: Any, rounds: int) -> list[float]:
     vendor = load_vendor_table().get("ascend")
     base = from_inventory(load_inventory("lab20").node(NODE).devices[0])
     node = f"dralab-bench-{uuid.uuid4().hex[:6]}"
-    if isinstance(client, KubeClient):
+    if isinstance(client, Kube):
         client.create("/api/v1/nodes", {"metadata": {"name": node, "labels": {"dralab.io/bench": "true"}}})
     box: dict[str, Any] = {}
     pub = SlicePublisher(client, vendor, node, lambda: box["devices"])
@@ -376,7 +378,7 @@ def _bench_publish(client: Any, rounds: int) -> list[float]:
             samples.append(time.perf_counter() - start)
     finally:
         pub.delete_all()
-        if isinstance(client, KubeClient):
+        if isinstance(client, Kube):
             with contextlib.suppress(KubeError):
                 client.delete(f"/api/v1/nodes/{node}")
     return samples

@@ -204,33 +204,33 @@ class Ctx:
 
     def discard(self, namespaces: list[str]) -> None:
         """Delete what a failed scenario left behind, so the next scenario starts from a clean node."""
-        from dralab.cluster.kubeapi import ApiError
+        from dralab.kube import KubeError
         from dralab.util import WaitTimeout
 
         for ns in namespaces:
-            with contextlib.suppress(ApiError):
-                self.kube.delete(f"/api/v1/namespaces/{ns}", params={"propagationPolicy": "Background"})
+            with contextlib.suppress(KubeError):
+                self.kube.delete(f"/api/v1/namespaces/{ns}", missing_ok=True)
         for ns in namespaces:
-            with contextlib.suppress(ApiError, WaitTimeout):
+            with contextlib.suppress(KubeError, WaitTimeout):
                 self.gone(ns, 180)
 
     def pods(self, ns: str | None = None) -> list[dict[str, Any]]:
         path = f"/api/v1/namespaces/{ns}/pods" if ns else "/api/v1/pods"
-        return (self.kube.get(path) or {}).get("items") or []
+        return (self.kube.get(path, missing_ok=True) or {}).get("items") or []
 
     def claims(self, ns: str | None = None) -> list[dict[str, Any]]:
         path = f"/apis/resource.k8s.io/v1/namespaces/{ns}/resourceclaims" if ns else CLAIMS
-        return (self.kube.get(path) or {}).get("items") or []
+        return (self.kube.get(path, missing_ok=True) or {}).get("items") or []
 
     def create_pods(self, ns: str, pods: list[dict[str, Any]], workers: int = 16) -> list[str]:
         """Create pods concurrently; returns the error messages of those refused."""
-        from dralab.cluster.kubeapi import ApiError
+        from dralab.kube import KubeError
 
         def one(pod: dict[str, Any]) -> str:
             try:
                 self.kube.create(f"/api/v1/namespaces/{ns}/pods", pod)
                 return ""
-            except ApiError as exc:
+            except KubeError as exc:
                 return f"{exc.status}: {exc.message}"
 
         with ThreadPoolExecutor(max_workers=workers) as pool:
@@ -260,7 +260,7 @@ class Ctx:
 
     def audit(self) -> Audit:
         claims, pods = self.claims(), self.pods()
-        slices = (self.kube.get(SLICES) or {}).get("items") or []
+        slices = (self.kube.get(SLICES, missing_ok=True) or {}).get("items") or []
         return Audit(
             leaked_claims=leaked_claims(claims, pods),
             leaked_capacity=capacity_leaks(claims, pods),
@@ -385,7 +385,9 @@ class Denier:
     def __exit__(self, *exc: object) -> None:
         kube = self.handle.kube()
         try:
-            kube.delete(f"/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/{DENIER_NAME}")
+            kube.delete(
+                f"/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/{DENIER_NAME}", missing_ok=True
+            )
         finally:
             kube.close()
         self.server.shutdown()
@@ -450,7 +452,7 @@ def stall_reason(ctx: Ctx, ns: str) -> str:
         and any(c.get("type") == "Ready" and c.get("status") != "True" for c in (p.get("status") or {}).get(
             "conditions") or [])
     )
-    node = ctx.kube.get(f"/api/v1/nodes/{NODE}") or {}
+    node = ctx.kube.get(f"/api/v1/nodes/{NODE}", missing_ok=True) or {}
     ready = [c.get("status") for c in (node.get("status") or {}).get("conditions") or [] if c.get("type") == "Ready"]
     return f"{unready} of {len(pods)} pods Running but not Ready; node Ready={ready[0] if ready else '?'}"
 
@@ -462,7 +464,7 @@ def reready(ctx: Ctx, ns: str) -> int:
     controller sets every pod of a NotReady node to Ready=False, and on the local cluster the node
     goes NotReady for a few seconds about once a minute, so without this a rollout stalls for good.
     """
-    node = ctx.kube.get(f"/api/v1/nodes/{NODE}") or {}
+    node = ctx.kube.get(f"/api/v1/nodes/{NODE}", missing_ok=True) or {}
     if not any(c.get("type") == "Ready" and c.get("status") == "True"
                for c in (node.get("status") or {}).get("conditions") or []):
         return 0
@@ -490,7 +492,7 @@ def wait_rollout(ctx: Ctx, ns: str, name: str, replicas: int, what: str, timeout
     path = f"/apis/apps/v1/namespaces/{ns}/deployments/{name}"
 
     def done() -> bool:
-        if rolled_out(ctx.kube.get(path), replicas):
+        if rolled_out(ctx.kube.get(path, missing_ok=True), replicas):
             return True
         ctx.readiness_repairs += reready(ctx, ns)
         return False
@@ -519,7 +521,7 @@ def webhook_killed_during_deletions(ctx: Ctx) -> tuple[bool, dict[str, Any]]:
     lock = threading.Lock()
 
     def delete(name: str) -> None:
-        ctx.kube.delete(f"/api/v1/namespaces/{ns}/pods/{name}", params={"gracePeriodSeconds": "0"})
+        ctx.kube.delete(f"/api/v1/namespaces/{ns}/pods/{name}", grace_period_seconds=0, missing_ok=True)
         with lock:
             deleted.append(time.monotonic())
             if len(deleted) == n // 3:
@@ -573,7 +575,7 @@ def deployment_churn(ctx: Ctx) -> tuple[bool, dict[str, Any]]:
         wait_rollout(ctx, ns, "churn", replicas, f"rollout {rollouts}")
         created += replicas
     steady = ctx.settle()
-    ctx.kube.delete(f"{base}/churn", params={"propagationPolicy": "Foreground"})
+    ctx.kube.delete(f"{base}/churn", propagation="Foreground", missing_ok=True)
     ctx.gone(ns, 300)
     detail = {"replicas": replicas, "pods_created": created, "rollouts": rollouts,
               "leaks_while_running": len(steady.leaked_claims) + len(steady.leaked_capacity)}
@@ -606,7 +608,7 @@ def statefulset_same_names(ctx: Ctx) -> tuple[bool, dict[str, Any]]:
             claim = next(iter(pod_claim_names(pod)), "")
             variants += int(not claim.startswith(f"{ns}-{_meta(pod)['name']}-app"))
     steady = ctx.settle()
-    ctx.kube.delete(f"{base}/db")
+    ctx.kube.delete(f"{base}/db", missing_ok=True)
     ctx.kube.request("DELETE", f"/api/v1/namespaces/{ns}/pods", params={"gracePeriodSeconds": "0"})
     ctx.gone(ns)
     names_kept = all(_meta(p)["name"].startswith("db-") for p in pods)
@@ -673,7 +675,7 @@ def cdi_wiped_reboot(ctx: Ctx) -> tuple[bool, dict[str, Any]]:
     ctx.kube.patch(f"{base}/svc", patch)
     wait_rollout(ctx, ns, "svc", replicas, "the restarted pods")
     steady = ctx.settle()
-    ctx.kube.delete(f"{base}/svc", params={"propagationPolicy": "Foreground"})
+    ctx.kube.delete(f"{base}/svc", propagation="Foreground", missing_ok=True)
     ctx.gone(ns)
     detail = {"pods": replicas, "cdi_files_wiped": wiped, "reprepare_errors": errors[:3],
               "missing_cdi_specs_after_reprepare": after["missing_cdi_specs"], "common_spec_rewritten": common_back,
@@ -725,7 +727,7 @@ def apiserver_restarted_mid_run(ctx: Ctx) -> tuple[bool, dict[str, Any]]:
     ctx.kube.patch(f"{base}/grow", {"spec": {"replicas": second}})
     wait_rollout(ctx, ns, "grow", second, "the scale-up after the restart")
     steady = ctx.settle()
-    ctx.kube.delete(f"{base}/grow", params={"propagationPolicy": "Foreground"})
+    ctx.kube.delete(f"{base}/grow", propagation="Foreground", missing_ok=True)
     ctx.gone(ns)
     detail = {"replicas": [first, second], "apiserver_restart_s": round(outage, 1),
               "leaks_while_running": len(steady.leaked_claims) + len(steady.leaked_capacity)}

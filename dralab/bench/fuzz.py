@@ -307,16 +307,16 @@ class MemoryApi:
     """The few apiserver calls the claim lifecycle makes, in memory (creates succeed, names collide)."""
 
     def __init__(self) -> None:
-        from dralab.webhook.kube import ApiError
+        from dralab.kube import KubeError
 
-        self.error = ApiError
+        self.error = KubeError
         self.objects: dict[str, dict[str, Any]] = {}
         self.uids = itertools.count(1)
 
-    def create(self, path: str, body: dict[str, Any], dry_run: bool = False) -> dict[str, Any]:
+    def create(self, path: str, body: dict[str, Any], *, dry_run: bool = False) -> dict[str, Any]:
         full = f"{path}/{body['metadata']['name']}"
         if full in self.objects:
-            raise self.error(409, "Conflict", {"message": "already exists"})
+            raise self.error(409, "AlreadyExists", {"message": "already exists"}, what=f"POST {path}")
         obj = copy.deepcopy(body)
         obj["metadata"]["uid"] = f"uid-{next(self.uids)}"
         if len(self.objects) > 5000:
@@ -326,13 +326,14 @@ class MemoryApi:
 
     def get(self, path: str) -> dict[str, Any]:
         if path not in self.objects:
-            raise self.error(404, "Not Found")
+            raise self.error(404, "NotFound", what=f"GET {path}")
         return copy.deepcopy(self.objects[path])
 
-    def delete(self, path: str, uid: str | None = None) -> dict[str, Any]:
+    def delete(self, path: str, *, uid: str | None = None) -> bool:
         if path not in self.objects:
-            raise self.error(404, "Not Found")
-        return self.objects.pop(path)
+            raise self.error(404, "NotFound", what=f"DELETE {path}")
+        del self.objects[path]
+        return True
 
 
 def webhook_client() -> Any:

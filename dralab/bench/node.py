@@ -100,7 +100,7 @@ class Bench:
         return name
 
     def phase(self, ns: str, name: str) -> str | None:
-        obj = self.kube.get(f"/api/v1/namespaces/{ns}/pods/{name}")
+        obj = self.kube.get(f"/api/v1/namespaces/{ns}/pods/{name}", missing_ok=True)
         return (obj or {}).get("status", {}).get("phase")
 
     def wait(self, check: Callable[[], Any], timeout: float, what: str) -> Any:
@@ -117,11 +117,13 @@ class Bench:
         self.wait(lambda: all(self.phase(ns, n) == "Running" for n in names), timeout, f"{len(names)} pods Running")
 
     def delete_namespace(self, ns: str) -> None:
-        self.kube.delete(f"/api/v1/namespaces/{ns}")
-        self.wait(lambda: self.kube.get(f"/api/v1/namespaces/{ns}") is None, 180, f"namespace {ns} gone")
+        self.kube.delete(f"/api/v1/namespaces/{ns}", missing_ok=True)
+        self.wait(
+            lambda: self.kube.get(f"/api/v1/namespaces/{ns}", missing_ok=True) is None, 180, f"namespace {ns} gone"
+        )
 
     def container_ids(self, ns: str) -> dict[str, str]:
-        pods = (self.kube.get(f"/api/v1/namespaces/{ns}/pods") or {}).get("items") or []
+        pods = (self.kube.get(f"/api/v1/namespaces/{ns}/pods", missing_ok=True) or {}).get("items") or []
         return {
             p["metadata"]["name"]: ((p["status"].get("containerStatuses") or [{}])[0].get("containerID", ""))
             for p in pods
@@ -137,7 +139,8 @@ class Bench:
         return sorted(p.name for p in self.handle.cdi_dir(self.node).iterdir() if p.name.endswith(".yaml"))
 
     def live_claim_uids(self, ns: str) -> set[str]:
-        items = (self.kube.get(f"/apis/resource.k8s.io/v1/namespaces/{ns}/resourceclaims") or {}).get("items") or []
+        path = f"/apis/resource.k8s.io/v1/namespaces/{ns}/resourceclaims"
+        items = (self.kube.get(path, missing_ok=True) or {}).get("items") or []
         return {c["metadata"]["uid"] for c in items}
 
     def missing_specs(self, uids: set[str]) -> list[str]:
@@ -170,7 +173,7 @@ class Bench:
         api.stop(self.handle.name, f"driver/{self.node}")
 
     def node_ready(self) -> bool:
-        obj = self.kube.get(f"/api/v1/nodes/{self.node}") or {}
+        obj = self.kube.get(f"/api/v1/nodes/{self.node}", missing_ok=True) or {}
         return any(c["type"] == "Ready" and c["status"] == "True" for c in obj.get("status", {}).get("conditions", []))
 
 

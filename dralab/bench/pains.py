@@ -78,10 +78,10 @@ def budget_burst(
 ) -> dict[str, Any]:
     """Create ``pods`` pods (each ``memory_mib``) at once against a ``budget_mib`` ShareBudget.
 
-    ``kube`` is a :class:`dralab.cluster.kubeapi.Kube` (thread-safe); ``namespace`` must exist.
+    ``kube`` is a :class:`dralab.kube.Kube` (thread-safe); ``namespace`` must exist.
     Returns the counts, what the namespace's claims request afterwards and the overshoot.
     """
-    from dralab.cluster.kubeapi import ApiError
+    from dralab.kube import KubeError
 
     base = f"/apis/{model.API_VERSION}/namespaces/{namespace}/{model.PLURAL}"
     kube.create(base, _budget(namespace, device_class, budget_mib))
@@ -95,8 +95,8 @@ def budget_burst(
         try:
             kube.create(f"/api/v1/namespaces/{namespace}/pods", _pod(namespace, f"burst-{i}", limits))
             result = ("admitted", "")
-        except ApiError as exc:
-            result = ("denied" if "ShareBudget" in str(exc) else "error", str(exc)[:300])
+        except KubeError as exc:
+            result = ("denied" if "ShareBudget" in exc.message else "error", exc.message[:300])
         with lock:
             outcomes.append(result)
 
@@ -104,7 +104,7 @@ def budget_burst(
     with ThreadPoolExecutor(max_workers=workers) as pool:
         list(pool.map(one, range(pods)))
     wall = time.monotonic() - started
-    claims = kube.get(f"/apis/resource.k8s.io/v1/namespaces/{namespace}/resourceclaims") or {}
+    claims = kube.get(f"/apis/resource.k8s.io/v1/namespaces/{namespace}/resourceclaims", missing_ok=True) or {}
     used = model.namespace_use(claims.get("items") or [], device_class)
     budget_bytes = budget_mib * MIB
     admitted = sum(1 for kind, _ in outcomes if kind == "admitted")
@@ -188,7 +188,7 @@ def _burst(cluster: str, pods: int) -> dict[str, Any]:
             pods=pods,
         )
     finally:
-        kube.delete(f"/api/v1/namespaces/{namespace}")
+        kube.delete(f"/api/v1/namespaces/{namespace}", missing_ok=True)
         kube.close()
 
 

@@ -22,7 +22,6 @@ import httpx
 
 from dralab.cluster import build, components, kwok
 from dralab.cluster.components import CONTROL_PLANE, WEBHOOK_NAMESPACE, ComponentSpec, Health
-from dralab.cluster.kubeapi import ApiError, Kube
 from dralab.cluster.kubeconfig import render_kubeconfig
 from dralab.cluster.layout import DEFAULT_NAME, Layout, check_socket_paths, dralab_home
 from dralab.cluster.node import integration
@@ -39,6 +38,8 @@ from dralab.cluster.supervisor import (
 )
 from dralab.config import load_config
 from dralab.errors import UserError
+from dralab.kube import Kube, load_files
+from dralab.kube.paths import node_path
 from dralab.model.budget import crd as sharebudget_crd
 from dralab.model.inventory import load_inventory
 from dralab.model.objects import device_classes, runtime_class
@@ -142,7 +143,7 @@ class ClusterHandle:
     def kube(self) -> Kube:
         """A REST client with the admin identity."""
         pki = Pki(self.layout.pki_dir)
-        return Kube(self.server, str(pki.ca_cert), str(pki.cert("admin")), str(pki.key("admin")))
+        return Kube(load_files(self.server, str(pki.ca_cert), str(pki.cert("admin")), str(pki.key("admin"))))
 
 
 # ---------------------------------------------------------------- state and lock
@@ -386,7 +387,7 @@ def _nodes_ready(handle: ClusterHandle) -> bool:
     kube = handle.kube()
     try:
         for name in handle.nodes:
-            node = kube.get(f"/api/v1/nodes/{name}")
+            node = kube.get(node_path(name), missing_ok=True)
             conditions = (node or {}).get("status", {}).get("conditions") or []
             if not any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions):
                 return False
@@ -737,13 +738,12 @@ def apiserver_metrics(handle: ClusterHandle) -> str:
     """The API server's /metrics text."""
     kube = handle.kube()
     try:
-        return kube.raw("/metrics")
+        return kube.text("/metrics")
     finally:
         kube.close()
 
 
 __all__ = [
-    "ApiError",
     "ClusterHandle",
     "ComponentStatus",
     "control_plane_rss",

@@ -44,10 +44,10 @@ SA_ISSUER = "https://kubernetes.default.svc.cluster.local"
 WEBHOOK_NAMESPACE = "dralab-system"
 KWOK_NODE_ANNOTATION = "kwok.x-k8s.io/node"
 CONTROL_PLANE = ("etcd", "apiserver", "controller-manager", "scheduler", "kwok")
-_COMMON_CODE = ("model", "config.py", "util.py", "errors.py", "cli.py")
+_COMMON_CODE = ("model", "kube", "config.py", "util.py", "errors.py", "cli.py")
 WEBHOOK_CODE = ("webhook", *_COMMON_CODE)
 DRIVER_CODE = ("driver", "vcore.py", *_COMMON_CODE)
-STANDIN_CODE = ("cluster/standin", "cluster/kubeapi.py", "cluster/kwok.py", "driver/proto", "util.py")
+STANDIN_CODE = ("cluster/standin", "kube", "cluster/kwok.py", "driver/proto", "util.py", "errors.py")
 
 
 def feature_gates() -> str:

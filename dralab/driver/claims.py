@@ -6,7 +6,8 @@ import copy
 import threading
 from typing import Any, Protocol
 
-from dralab.driver.kube import KubeClient, claim_path
+from dralab.kube import Kube
+from dralab.kube.paths import claim_path
 
 
 class ClaimSource(Protocol):
@@ -24,11 +25,11 @@ class ClaimCache(Protocol):
 class KubeClaimSource:
     """Claims from the apiserver."""
 
-    def __init__(self, client: KubeClient) -> None:
+    def __init__(self, client: Kube) -> None:
         self.client = client
 
     def get_claim(self, namespace: str, name: str) -> dict[str, Any] | None:
-        return self.client.get(claim_path(namespace, name))
+        return self.client.get(claim_path(namespace, name), missing_ok=True)
 
 
 class InMemoryClaimSource:

@@ -16,9 +16,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from dralab.driver.devices import Device
-from dralab.driver.kube import SLICES_PATH, KubeClient, KubeError, node_path
 from dralab.driver.metrics import DriverMetrics
 from dralab.driver.slices import build_slices, comparable
+from dralab.kube import Kube, KubeError, ListWatch
+from dralab.kube.paths import SLICES_PATH, node_path, slice_path
 from dralab.model.vendors import Vendor
 from dralab.util import get_logger
 
@@ -71,7 +72,7 @@ class SlicePublisher:
 
     def __init__(
         self,
-        client: KubeClient,
+        client: Kube,
         vendor: Vendor,
         node: str,
         devices: Callable[[], list[Device]],
@@ -89,19 +90,20 @@ class SlicePublisher:
         self._trigger = threading.Event()
         self._node_uid: str | None = None
 
-    def _selector(self) -> dict[str, str]:
-        return {"fieldSelector": f"spec.nodeName={self.node},spec.driver={self.driver}"}
+    def _selector(self) -> str:
+        return f"spec.nodeName={self.node},spec.driver={self.driver}"
 
     def node_uid(self) -> str:
         if self._node_uid is None:
-            node = self.client.get(node_path(self.node))
+            node = self.client.get(node_path(self.node), missing_ok=True)
             if node is None:
-                raise KubeError(f"Node {self.node} does not exist: slices need it as their owner", 404)
+                message = f"Node {self.node} does not exist: slices need it as their owner"
+                raise KubeError(404, "NotFound", {"message": message})
             self._node_uid = node["metadata"]["uid"]
         return self._node_uid
 
     def current(self) -> list[dict[str, Any]]:
-        return list((self.client.get(SLICES_PATH, params=self._selector()) or {}).get("items") or [])
+        return list(self.client.list(SLICES_PATH, field_selector=self._selector()).get("items") or [])
 
     def publish_once(self) -> PublishResult:
         """Make the server's pool match the devices; returns whether anything changed."""
@@ -124,7 +126,7 @@ class SlicePublisher:
                     extra={"fields": {"driver": self.driver}},
                 )
         for old in current:
-            self.client.delete(f"{SLICES_PATH}/{old['metadata']['name']}")
+            self.client.delete(slice_path(old["metadata"]["name"]), missing_ok=True)
         self.metrics.publishes.labels(self.driver, "changed").inc()
         self.metrics.generation.labels(self.driver).set(generation)
         log.info(
@@ -159,23 +161,24 @@ class SlicePublisher:
                 self._trigger.wait(min(0.5, max(0.0, deadline - time.monotonic())))
 
     def watch(self, stop: threading.Event) -> None:
-        """Trigger a republish whenever a slice of this pool is deleted or changed by someone else."""
-        while not stop.is_set():
-            try:
-                for event in self.client.watch(SLICES_PATH, self._selector(), timeout_seconds=30):
-                    if stop.is_set():
-                        return
-                    if event.get("type") in ("DELETED", "MODIFIED"):
-                        self.trigger()
-            except Exception as exc:  # a closed client at shutdown, a dropped connection: rewatch
-                if stop.is_set():
-                    return
-                log.debug("slice watch ended", extra={"fields": {"error": str(exc)}})
-                stop.wait(1.0)
+        """Trigger a republish whenever a slice of this pool is deleted or changed by someone else.
+
+        A (re)list triggers one too: after a 410 the deletions in between are not replayed.
+        """
+        ListWatch(
+            self.client,
+            SLICES_PATH,
+            field_selector=self._selector(),
+            on_list=lambda items, version: self.trigger(),
+            on_event=lambda kind, obj: self.trigger() if kind in ("DELETED", "MODIFIED") else None,
+            watch_seconds=30,
+            backoff=(1.0, 10.0),
+            name=f"slices of {self.driver} on {self.node}",
+        ).run(stop)
 
     def delete_all(self) -> int:
         """Delete this pool's slices (used by tests and when a driver is removed for good)."""
         items = self.current()
         for item in items:
-            self.client.delete(f"{SLICES_PATH}/{item['metadata']['name']}")
+            self.client.delete(slice_path(item["metadata"]["name"]), missing_ok=True)
         return len(items)

@@ -17,12 +17,12 @@ from dralab.config import Config, load_config
 from dralab.driver.claims import ClaimSource, KubeClaimSource
 from dralab.driver.devices import Backend, BackendOptions, load_backend
 from dralab.driver.informer import ClaimInformer
-from dralab.driver.kube import KubeClient
 from dralab.driver.metrics import DriverMetrics, StatusServer
 from dralab.driver.publisher import SlicePublisher
 from dralab.driver.server import PluginServer, SocketPaths
 from dralab.driver.state import DriverState
 from dralab.errors import UserError
+from dralab.kube import Kube
 from dralab.model.vendors import Vendor
 from dralab.util import get_logger
 
@@ -88,13 +88,18 @@ class _Served:
     publisher: SlicePublisher | None = None
 
 
+def _client(kubeconfig: str | None) -> Kube:
+    """The driver's API client: 10 s per call (Prepare waits on it), its own user agent."""
+    return Kube.from_kubeconfig(kubeconfig, timeout=10.0, user_agent="dralab-driver")
+
+
 @dataclass
 class DriverProcess:
     """Owns everything the driver runs; ``start`` then ``stop``."""
 
     options: RunOptions
     claims: ClaimSource | None = None
-    kube: KubeClient | None = None
+    kube: Kube | None = None
     metrics: DriverMetrics = field(default_factory=DriverMetrics)
     served: list[_Served] = field(default_factory=list)
     backend: Backend | None = None
@@ -145,10 +150,10 @@ class DriverProcess:
                 "check --devices / --node or vendors.enabled in the config"
             )
         if self.options.publish and self.kube is None:
-            self.kube = KubeClient(self.options.kubeconfig)
+            self.kube = _client(self.options.kubeconfig)
         if self.claims is None:
             if self.kube is None:
-                self.kube = KubeClient(self.options.kubeconfig)
+                self.kube = _client(self.options.kubeconfig)
             self.claims = KubeClaimSource(self.kube)
         library = self.options.enforcement_library or cfg.driver.enforcement_library or None
         claim_dir_bytes = _claim_dir_bytes(self.options.claim_dir_size)

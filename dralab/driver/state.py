@@ -39,9 +39,9 @@ from dralab.driver.cdi import ClaimRef, ContainerEdits, PreparedDevice
 from dralab.driver.checkpoint import PREPARE_COMPLETED, Checkpoint, CheckpointStore, ClaimEntry, GroupCommit
 from dralab.driver.claims import ClaimCache, ClaimSource
 from dralab.driver.devices import Backend, Device, Mount
-from dralab.driver.kube import KubeError
 from dralab.driver.metrics import DriverMetrics
 from dralab.errors import UserError
+from dralab.kube import KubeError
 from dralab.model import enforcement
 from dralab.model.enforcement import DeviceShare
 from dralab.model.quantity import to_int

@@ -36,12 +36,12 @@ def _options(fn):
 
 def _plan(kubeconfig: str | None, config_path: str | None, hami_config: str | None, namespace: str | None,
           grace_seconds: int | None):
+    from dralab.kube import Kube
     from dralab.migrate.apply import snapshot
     from dralab.migrate.plan import build_plan
-    from dralab.webhook.kube import KubeApi
 
     cfg = load_config(config_path, hami_config)
-    api = KubeApi.from_kubeconfig(kubeconfig)
+    api = Kube.from_kubeconfig(kubeconfig)
     snap = snapshot(api, namespace)
     return api, snap, build_plan(snap, cfg.vendors, _settings(cfg, grace_seconds), time.time())
 

@@ -20,18 +20,18 @@ def monitor(host: str, port: int, kubeconfig: str | None, once: bool) -> None:
       dralab monitor --host 0.0.0.0 --port 9464
       curl -s localhost:9464/metrics | grep dralab_device_shares
     """
+    from dralab.kube import Kube
     from dralab.monitor.collector import AllocationWatch, registry_for
     from dralab.monitor.server import MonitorServer
-    from dralab.webhook.kube import KubeApi
 
-    api = KubeApi.from_kubeconfig(kubeconfig)
+    api = Kube.from_kubeconfig(kubeconfig)
     if once:
         from prometheus_client import CollectorRegistry, generate_latest
 
         from dralab.monitor.allocation import compute
         from dralab.monitor.collector import CLAIMS, SLICES, families
 
-        alloc = compute(api.list(SLICES).get("items") or [], api.list(CLAIMS).get("items") or [])
+        alloc = compute(api.list_all(SLICES)[0], api.list_all(CLAIMS)[0])
 
         class _Once:
             def collect(self):
@@ -68,14 +68,14 @@ def top(namespace: str | None, once: bool, output: str, kubeconfig: str | None) 
       dralab top                    # redrawn on every slice or claim change; Ctrl-C ends it
       dralab top -n team-a --once
     """
+    from dralab.kube import Kube
     from dralab.monitor.allocation import compute
     from dralab.monitor.collector import CLAIMS, SLICES, AllocationWatch
     from dralab.monitor.top import as_json, plain, table
-    from dralab.webhook.kube import KubeApi
 
-    api = KubeApi.from_kubeconfig(kubeconfig)
+    api = Kube.from_kubeconfig(kubeconfig)
     if once:
-        alloc = compute(api.list(SLICES).get("items") or [], api.list(CLAIMS).get("items") or [], namespace)
+        alloc = compute(api.list_all(SLICES)[0], api.list_all(CLAIMS)[0], namespace)
         click.echo(as_json(alloc) if output == "json" else plain(alloc), nl=output == "json")
         return
     from rich.live import Live

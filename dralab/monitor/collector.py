@@ -1,8 +1,8 @@
 """The allocation gauges: a Prometheus collector over watched ResourceSlices and ResourceClaims.
 
-The watches (the janitor's list-then-watch :class:`Informer`) keep a cache; every scrape computes
-the gauges from it, so a device, pod or namespace that is gone disappears from ``/metrics`` at
-once instead of leaving a stale series behind. Nothing polls the nodes.
+The watches (the janitor's :class:`Informer`, a cache fed by a :class:`dralab.kube.ListWatch`) keep
+a cache; every scrape computes the gauges from it, so a device, pod or namespace that is gone
+disappears from ``/metrics`` at once instead of leaving a stale series behind. Nothing polls the nodes.
 """
 
 from __future__ import annotations
@@ -15,12 +15,13 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from dralab.kube import Kube
+from dralab.kube.paths import CLAIMS_PATH, SLICES_PATH
 from dralab.monitor.allocation import Allocation, compute
 from dralab.webhook.janitor import Informer
-from dralab.webhook.kube import KubeApi
 
-SLICES = "/apis/resource.k8s.io/v1/resourceslices"
-CLAIMS = "/apis/resource.k8s.io/v1/resourceclaims"
+SLICES = SLICES_PATH
+CLAIMS = CLAIMS_PATH
 _DEVICE_LABELS = ["node", "driver", "pool", "device"]
 
 
@@ -66,7 +67,7 @@ def families(alloc: Allocation) -> list[GaugeMetricFamily]:
 class AllocationWatch:
     """Watches slices and claims; :meth:`allocation` is the picture now; ``changed`` fires on every event."""
 
-    def __init__(self, api: KubeApi) -> None:
+    def __init__(self, api: Kube) -> None:
         self.changed = threading.Event()
         self.slices = Informer(api, SLICES, "", self.changed.set, "monitor-slices")
         self.claims = Informer(api, CLAIMS, "", self.changed.set, "monitor-claims")

@@ -23,12 +23,13 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from dralab.kube import Kube, KubeError
+from dralab.kube.paths import CLAIMS_PATH, claims_path, pods_path
 from dralab.model.convert import DRA_LABEL, LIFECYCLE_LABEL
 from dralab.model.objects import MANAGED_BY
 from dralab.model.vendors import VendorTable
 from dralab.util import get_logger
 from dralab.webhook.janitor import Informer, PodClaimLoop, claim_refs, owner_patch, parse_time
-from dralab.webhook.kube import ApiError, KubeApi, claims_path, pods_path
 
 log = get_logger("dralab.webhook.adoption")
 
@@ -185,7 +186,7 @@ class Adopter(PodClaimLoop):
 
     def __init__(
         self,
-        api: KubeApi,
+        api: Kube,
         table: VendorTable,
         settings: AdoptionSettings,
         metrics: Any = None,
@@ -202,9 +203,7 @@ class Adopter(PodClaimLoop):
         self.reaped = 0
         self._prepare_loop("adopter")
         self.pods = Informer(api, pods_path(), POD_SELECTOR, self._kick.set, "adoption-pods")
-        self.claims = Informer(
-            api, "/apis/resource.k8s.io/v1/resourceclaims", CANDIDATE_SELECTOR, self._kick.set, "adoption-claims"
-        )
+        self.claims = Informer(api, CLAIMS_PATH, CANDIDATE_SELECTOR, self._kick.set, "adoption-claims")
 
     def _loop(self) -> None:
         while not self._stop.is_set():
@@ -234,8 +233,8 @@ class Adopter(PodClaimLoop):
     def _adopt(self, claim: dict[str, Any], pod: dict[str, Any]) -> None:
         ns, name = _meta(claim).get("namespace", ""), _meta(claim).get("name", "")
         try:
-            self.api.merge_patch(claims_path(ns, name), adoption_patch(claim, pod))
-        except ApiError as exc:
+            self.api.patch(claims_path(ns, name), adoption_patch(claim, pod))
+        except KubeError as exc:
             if exc.status not in (404, 409):
                 log.warning("could not adopt a HAMi-DRA claim", extra={"fields": {"claim": name, "error": str(exc)}})
             return
@@ -251,7 +250,7 @@ class Adopter(PodClaimLoop):
         # check the live pods (not the cache) before deleting anything
         try:
             live = self.api.list(pods_path(ns)).get("items") or []
-        except ApiError as exc:
+        except KubeError as exc:
             log.warning("cannot list pods before reaping", extra={"fields": {"namespace": ns, "error": str(exc)}})
             return
         uids = {_meta(p).get("uid") for p in live}
@@ -259,8 +258,8 @@ class Adopter(PodClaimLoop):
         if claim_refs(live).get((ns, name)) or reserved & uids:
             return
         try:
-            self.api.delete(claims_path(ns, name), meta.get("uid"))
-        except ApiError as exc:
+            self.api.delete(claims_path(ns, name), uid=meta.get("uid"))
+        except KubeError as exc:
             if exc.status not in (404, 409):
                 log.warning("could not delete a HAMi-DRA claim", extra={"fields": {"claim": name, "error": str(exc)}})
             return
@@ -270,7 +269,7 @@ class Adopter(PodClaimLoop):
         log.info("orphaned HAMi-DRA claim deleted", extra={"fields": {"namespace": ns, "claim": name}})
 
 
-def build_adopter(config: Any, api: KubeApi | None, metrics: Any = None) -> Adopter | None:
+def build_adopter(config: Any, api: Kube | None, metrics: Any = None) -> Adopter | None:
     """The adopter a webhook runs: only with an API and when the config's migration settings ask for it."""
     migration = config.migration
     if api is None or not migration.adopts:

@@ -21,8 +21,9 @@ from typing import Any
 
 import anyio
 
+from dralab.kube import AsyncKube, Kube, KubeError
+from dralab.kube.client import PATCH_TYPES
 from dralab.util import get_logger
-from dralab.webhook.kube import ApiError, AsyncKubeApi, KubeApi
 
 log = get_logger("dralab.webhook.budget_lock")
 
@@ -52,7 +53,7 @@ class BudgetLock:
 
     def __init__(
         self,
-        api: KubeApi | AsyncKubeApi,
+        api: Kube | AsyncKube,
         identity: str | None = None,
         wall_clock: Callable[[], float] = time.time,
     ) -> None:
@@ -64,7 +65,7 @@ class BudgetLock:
         fn = self.api.request
         kwargs: dict[str, Any] = {}
         if body is not None:
-            kwargs = {"body": body, "content_type": "application/merge-patch+json"}
+            kwargs = {"body": body, "content_type": PATCH_TYPES["merge"]}
         if inspect.iscoroutinefunction(fn):
             return await fn(method, path, **kwargs)
         return await anyio.to_thread.run_sync(lambda: fn(method, path, **kwargs))
@@ -83,7 +84,7 @@ class BudgetLock:
                 try:
                     await self._call("PATCH", path, patch)
                     return token
-                except ApiError as exc:
+                except KubeError as exc:
                     if exc.status != 409:
                         raise
             obj = None  # taken, or changed under us: look again after a short wait
@@ -102,7 +103,7 @@ class BudgetLock:
                                       "annotations": {LOCK_ANNOTATION: None}}}
                 await self._call("PATCH", path, patch)
                 return
-            except ApiError as exc:
+            except KubeError as exc:
                 if exc.status == 404:
                     return
                 if exc.status != 409:

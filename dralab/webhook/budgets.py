@@ -32,11 +32,12 @@ import anyio
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from dralab.errors import UserError
+from dralab.kube import AsyncKube, Kube, KubeError
+from dralab.kube.paths import CLAIMS_PATH, claims_path
 from dralab.model import budget as model
 from dralab.model.denials import Denied
 from dralab.util import get_logger
 from dralab.webhook.budget_lock import BudgetLock
-from dralab.webhook.kube import ApiError, AsyncKubeApi, KubeApi, claims_path
 
 log = get_logger("dralab.webhook.budgets")
 
@@ -98,7 +99,7 @@ class BudgetGate:
     """Admission: deny a pod whose claims would take its namespace past a ShareBudget."""
 
     def __init__(
-        self, api: KubeApi | AsyncKubeApi, metrics: BudgetMetrics, clock: Callable[[], float] = time.monotonic
+        self, api: Kube | AsyncKube, metrics: BudgetMetrics, clock: Callable[[], float] = time.monotonic
     ) -> None:
         self.api = api
         self.metrics = metrics
@@ -126,7 +127,7 @@ class BudgetGate:
             return []
         try:
             listed = await self._get(budgets_path(namespace))
-        except ApiError as exc:
+        except KubeError as exc:
             if exc.status == 404:
                 self._absent_until = self.clock() + CRD_RECHECK_SECONDS
                 return []
@@ -217,7 +218,7 @@ class BudgetReconciler:
     corrected: deleting a team's pods is the team's call.
     """
 
-    def __init__(self, api: KubeApi, metrics: BudgetMetrics, min_interval: float = 0.2) -> None:
+    def __init__(self, api: Kube, metrics: BudgetMetrics, min_interval: float = 0.2) -> None:
         from dralab.webhook.janitor import Informer
 
         self.api = api
@@ -226,7 +227,7 @@ class BudgetReconciler:
         self._kick = threading.Event()
         self._stop = threading.Event()
         # A claim event matters only in a namespace with a budget: the webhook's own claims elsewhere cost nothing.
-        self.claims = Informer(api, "/apis/resource.k8s.io/v1/resourceclaims", "", self._kick.set, "budget-claims",
+        self.claims = Informer(api, CLAIMS_PATH, "", self._kick.set, "budget-claims",
                                relevant=self._has_budget)
         self.budgets = Informer(api, budgets_path(), "", self._kick.set, "budgets")
         self._thread = threading.Thread(target=self._loop, name="budgets", daemon=True)
@@ -255,7 +256,7 @@ class BudgetReconciler:
         try:
             self.api.get(GROUP_PATH)
             return True
-        except ApiError:
+        except KubeError:
             return False
 
     def _loop(self) -> None:
@@ -303,10 +304,10 @@ class BudgetReconciler:
             if self._written.get(key) == status and obj.get("status", {}).get("used") == status["used"]:
                 continue
             try:
-                self.api.merge_patch(budgets_path(b.namespace, b.name) + "/status", {"status": status})
+                self.api.patch(budgets_path(b.namespace, b.name) + "/status", {"status": status})
                 self._written[key] = status
                 written += 1
-            except ApiError as exc:
+            except KubeError as exc:
                 if exc.status != 404:
                     log.warning("could not write budget status", extra={"fields": {"budget": b.ref, "error": str(exc)}})
         self.metrics.forget_except(keep)

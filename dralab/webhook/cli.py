@@ -176,12 +176,13 @@ def serve(
     for line in cfg.notes:
         click.echo(f"note: {line}", err=True)
 
-    from dralab.webhook.kube import AsyncKubeApi, KubeApi
+    from dralab.kube import AsyncKube, Kube
     from dralab.webhook.lease import LeaderElector
     from dralab.webhook.server import Server, background, build
 
-    api = None if no_kube else KubeApi.from_kubeconfig(kubeconfig)  # also checks the credentials now
-    admission_api = None if no_kube else AsyncKubeApi(kubeconfig)
+    # also checks the credentials now; 10 s per call keeps a hung lease renewal within the renew deadline
+    api = None if no_kube else Kube.from_kubeconfig(kubeconfig, timeout=10.0)
+    admission_api = None if api is None else AsyncKube(api.config)  # the same loaded credentials
     elect = leader_elect and api is not None
     webhook = build(cfg, api, own_namespace, janitor=not elect, admission_api=admission_api, workers=count,
                     watch_classes=api is not None)

@@ -13,9 +13,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from dralab.kube import Kube
 from dralab.model.convert import CONTAINER_KINDS
 from dralab.webhook.janitor import Informer
-from dralab.webhook.kube import KubeApi
 
 DEVICE_CLASSES = "/apis/resource.k8s.io/v1/deviceclasses"
 
@@ -54,7 +54,7 @@ def warnings_for(device_classes: Iterable[dict[str, Any]], converted: set[str]) 
 class DeviceClassWatch:
     """A watched cache of DeviceClasses; :meth:`warnings` for one conversion."""
 
-    def __init__(self, api: KubeApi) -> None:
+    def __init__(self, api: Kube) -> None:
         self.classes = Informer(api, DEVICE_CLASSES, "", lambda: None, "deviceclasses")
 
     def start(self) -> None:

@@ -10,7 +10,6 @@ grace period. The decision is the pure :func:`plan`; the rest is watches and API
 from __future__ import annotations
 
 import abc
-import contextlib
 import datetime as dt
 import functools
 import threading
@@ -19,11 +18,13 @@ from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from dralab.kube import Kube, KubeError, ListWatch
+from dralab.kube.client import JSON
+from dralab.kube.paths import CLAIMS_PATH, claims_path, pods_path
 from dralab.model.convert import ANN_POD_NAME, DRA_LABEL, LIFECYCLE_LABEL, POD_LABEL
 from dralab.model.naming import label_value
 from dralab.model.objects import MANAGED_BY
 from dralab.util import get_logger
-from dralab.webhook.kube import ApiError, KubeApi, claims_path, pods_path
 from dralab.webhook.metrics import Metrics
 
 log = get_logger("dralab.webhook.janitor")
@@ -33,7 +34,8 @@ POD_SELECTOR = f"{DRA_LABEL}=true"
 ADOPT_PENDING_AFTER = 10.0  # seconds: a pod not bound by then gets its claim's owner anyway
 # The janitor reads only claims' metadata (names, owners, timestamps): watch just that.
 METADATA_ONLY = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json"
-METADATA_LIST = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json"
+WATCH_SECONDS = 240  # the server ends a watch after this; the informer resumes from the last version
+BACKOFF_S = (0.2, 5.0)  # first and largest wait after a failed list or watch
 
 
 def _meta(obj: dict[str, Any]) -> dict[str, Any]:
@@ -157,11 +159,17 @@ def owner_patch(claim: dict[str, Any], pod: dict[str, Any]) -> dict[str, Any]:
 
 
 class Informer:
-    """A list-then-watch cache of one kind of object; relists when the watch ends or expires."""
+    """A list-then-watch cache of one kind of object, fed by a :class:`~dralab.kube.ListWatch`.
+
+    The ListWatch resumes from the last resourceVersion, relists on 410 and backs off on failures;
+    this keeps the objects by (namespace, name) and calls ``on_change`` after each (re)list and
+    each relevant event. ``synced`` is set by the first list and stays set (a relist after an
+    expired watch keeps serving the cached state, so readiness does not flap).
+    """
 
     def __init__(
         self,
-        api: KubeApi,
+        api: Kube,
         path: str,
         label_selector: str,
         on_change: Callable[[], None],
@@ -178,73 +186,42 @@ class Informer:
         self.on_change = on_change
         self.name = name
         self.relevant = relevant
-        self.accept = METADATA_ONLY if metadata_only else "application/json"
+        self.accept = METADATA_ONLY if metadata_only else JSON
         self.items: dict[tuple[str, str], dict[str, Any]] = {}
         self.synced = threading.Event()
-        self._stop = threading.Event()
         self._lock = threading.Lock()
-        self._resp: Any = None
-        self._thread = threading.Thread(target=self._run, name=f"informer-{name}", daemon=True)
+        self.watch = ListWatch(
+            api, path, on_list=self._listed, on_event=self._changed, label_selector=label_selector or None,
+            accept=self.accept, watch_seconds=WATCH_SECONDS, backoff=BACKOFF_S, name=name,
+        )
+        self._thread = threading.Thread(target=self.watch.run, name=f"informer-{name}", daemon=True)
 
     def start(self) -> None:
         self._thread.start()
 
     def stop(self) -> None:
-        self._stop.set()
-        resp = self._resp
-        if resp is not None:
-            for method in ("shutdown", "close"):
-                fn = getattr(resp, method, None)
-                if fn is not None:
-                    # closing a half-read response may complain; it is closed anyway
-                    with contextlib.suppress(Exception):
-                        fn()
-        self._thread.join(timeout=5)
+        self.watch.stop()
+        if self._thread.is_alive():
+            self._thread.join(timeout=5)
 
     def snapshot(self) -> list[dict[str, Any]]:
         with self._lock:
             return list(self.items.values())
 
-    def _opened(self, resp: Any) -> None:
-        self._resp = resp
+    def _listed(self, items: list[dict[str, Any]], version: str) -> None:
+        with self._lock:
+            self.items = {_key(o): o for o in items}
+        self.synced.set()
+        self.on_change()
 
-    def _run(self) -> None:
-        backoff = 0.2
-        while not self._stop.is_set():
-            try:
-                extra = {"accept": self.accept} if self.accept != "application/json" else {}
-                listed = self.api.list(self.path, self.selector, **extra)
-                version = (listed.get("metadata") or {}).get("resourceVersion", "")
-                with self._lock:
-                    self.items = {_key(o): o for o in listed.get("items") or []}
-                self.synced.set()
-                self.on_change()
-                backoff = 0.2
-                while not self._stop.is_set():
-                    for event in self.api.watch(
-                        self.path, version, self.selector, timeout_seconds=240, stop=self._stop, on_open=self._opened,
-                        **extra,
-                    ):
-                        kind = event.get("type")
-                        obj = event.get("object") or {}
-                        if kind == "ERROR":
-                            raise ApiError(int(obj.get("code") or 0), str(obj.get("message") or "watch error"))
-                        version = _meta(obj).get("resourceVersion", version)
-                        if kind == "BOOKMARK":
-                            continue
-                        with self._lock:
-                            if kind == "DELETED":
-                                self.items.pop(_key(obj), None)
-                            else:
-                                self.items[_key(obj)] = obj
-                        if self.relevant is None or self.relevant(kind, obj):
-                            self.on_change()
-            except Exception as exc:
-                if self._stop.is_set():
-                    return
-                log.info("watch restarting", extra={"fields": {"informer": self.name, "reason": str(exc)[:200]}})
-                self._stop.wait(backoff)
-                backoff = min(backoff * 2, 5.0)
+    def _changed(self, kind: str, obj: dict[str, Any]) -> None:
+        with self._lock:
+            if kind == "DELETED":
+                self.items.pop(_key(obj), None)
+            else:
+                self.items[_key(obj)] = obj
+        if self.relevant is None or self.relevant(kind, obj):
+            self.on_change()
 
 
 class PodClaimLoop(abc.ABC):
@@ -287,7 +264,7 @@ class Janitor(PodClaimLoop):
 
     def __init__(
         self,
-        api: KubeApi,
+        api: Kube,
         metrics: Metrics,
         grace_seconds: float = 30.0,
         resync_seconds: float = 60.0,
@@ -304,7 +281,7 @@ class Janitor(PodClaimLoop):
         self._wake_at: float | None = None  # wall-clock time the loop's current wait ends
         self._seen_used: set[tuple[str, str]] = set()  # unowned claims whose pod the last pass saw
         self.pods = Informer(api, pods_path(), POD_SELECTOR, self._kick.set, "pods")
-        self.claims = Informer(api, "/apis/resource.k8s.io/v1/resourceclaims", CLAIM_SELECTOR, self._kick.set,
+        self.claims = Informer(api, CLAIMS_PATH, CLAIM_SELECTOR, self._kick.set,
                                "claims", relevant=self.claim_needs_pass, metadata_only=True)
 
     def claim_needs_pass(self, kind: str, claim: dict[str, Any]) -> bool:
@@ -364,11 +341,11 @@ class Janitor(PodClaimLoop):
     def _adopt(self, claim: dict[str, Any], pod: dict[str, Any]) -> None:
         ns, name = _key(claim)
         try:
-            self.api.merge_patch(claims_path(ns, name), owner_patch(claim, pod))
+            self.api.patch(claims_path(ns, name), owner_patch(claim, pod))
             self.metrics.janitor_adopted.inc()
             log.info("claim adopted by its pod", extra={"fields": {"namespace": ns, "claim": name,
                                                                     "pod": _meta(pod).get("name")}})
-        except ApiError as exc:
+        except KubeError as exc:
             if exc.status not in (404, 409):
                 log.warning("could not adopt claim", extra={"fields": {"claim": name, "error": str(exc)}})
 
@@ -380,7 +357,7 @@ class Janitor(PodClaimLoop):
             # Check the live pods (not the cache) before deleting anything.
             try:
                 live = self.api.list(pods_path(ns)).get("items") or []
-            except ApiError as exc:
+            except KubeError as exc:
                 log.warning("cannot list pods before reaping", extra={"fields": {"namespace": ns, "error": str(exc)}})
                 continue
             refs = claim_refs(live)
@@ -391,10 +368,10 @@ class Janitor(PodClaimLoop):
                 if (owners and any(u in uids for u in owners)) or (not owners and refs.get(_key(claim))):
                     continue
                 try:
-                    self.api.delete(claims_path(ns, meta.get("name", "")), meta.get("uid"))
+                    self.api.delete(claims_path(ns, meta.get("name", "")), uid=meta.get("uid"))
                     self.metrics.janitor_reaped.inc()
                     log.info("orphaned claim deleted", extra={"fields": {"namespace": ns, "claim": meta.get("name")}})
-                except ApiError as exc:
+                except KubeError as exc:
                     if exc.status not in (404, 409):
                         log.warning("could not delete claim", extra={"fields": {"claim": meta.get("name"),
                                                                               "error": str(exc)}})

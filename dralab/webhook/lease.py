@@ -26,8 +26,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from dralab.kube import KubeError
+from dralab.kube.paths import segment
 from dralab.util import get_logger
-from dralab.webhook.kube import ApiError, segment
 
 log = get_logger("dralab.webhook.lease")
 
@@ -35,9 +36,9 @@ LEASE_GROUP = "/apis/coordination.k8s.io/v1"
 
 
 class LeaseApi(Protocol):
-    """The calls the elector makes (``KubeApi`` has them)."""
+    """The calls the elector makes (:class:`dralab.kube.Kube` has them)."""
 
-    def request(self, method: str, path: str, *, body: Any = None, timeout: float = 10.0) -> dict[str, Any]: ...
+    def request(self, method: str, path: str, *, body: Any = None, timeout: float | None = None) -> Any: ...
 
 
 def lease_path(namespace: str, name: str | None = None) -> str:
@@ -152,7 +153,7 @@ class LeaderElector:
         path = lease_path(self.namespace, self.name)
         try:
             lease = self.api.request("GET", path)
-        except ApiError as exc:
+        except KubeError as exc:
             if exc.status != 404:
                 log.info("cannot read the lease", extra={"fields": {"lease": path, "error": str(exc)}})
                 return False
@@ -160,7 +161,7 @@ class LeaderElector:
                     "metadata": {"name": self.name, "namespace": self.namespace}, "spec": self._spec(None)}
             try:
                 self.api.request("POST", lease_path(self.namespace), body=body)
-            except ApiError as create_exc:  # 409: another candidate created it first
+            except KubeError as create_exc:  # 409: another candidate created it first
                 if create_exc.status != 409:
                     log.info("cannot create the lease", extra={"fields": {"lease": path, "error": str(create_exc)}})
                 return False
@@ -177,7 +178,7 @@ class LeaderElector:
         updated = {**lease, "metadata": {**meta, "resourceVersion": version}, "spec": {**spec, **self._spec(spec)}}
         try:
             self.api.request("PUT", path, body=updated)
-        except ApiError as exc:  # 409: someone else wrote it since we read it
+        except KubeError as exc:  # 409: someone else wrote it since we read it
             if exc.status != 409:
                 log.info("cannot update the lease", extra={"fields": {"lease": path, "error": str(exc)}})
             return False
@@ -199,7 +200,7 @@ class LeaderElector:
                         "renewTime": micro_time(self.wall())}
             self.api.request("PUT", path, body={**lease, "spec": released})
             return True
-        except ApiError as exc:
+        except KubeError as exc:
             log.info("could not release the lease; it expires on its own", extra={"fields": {"error": str(exc)}})
             return False
 

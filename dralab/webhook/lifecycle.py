@@ -9,6 +9,7 @@ resourceclaim controller then makes pod-owned claims from them.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import time
 from collections.abc import Callable
@@ -16,6 +17,8 @@ from typing import Any
 
 import anyio
 
+from dralab.kube import AsyncKube, Kube, KubeError
+from dralab.kube.paths import claims_path, templates_path
 from dralab.model import naming
 from dralab.model.convert import (
     ANN_ADMISSION_UID,
@@ -24,7 +27,6 @@ from dralab.model.convert import (
 )
 from dralab.util import get_logger
 from dralab.webhook.budgets import BudgetGate
-from dralab.webhook.kube import ApiError, AsyncKubeApi, KubeApi, claims_path, templates_path
 from dralab.webhook.limits import NamespaceRate
 from dralab.webhook.metrics import Metrics
 
@@ -58,7 +60,7 @@ class ClaimLifecycle:
     def __init__(
         self,
         converter: Converter,
-        api: KubeApi | AsyncKubeApi | None,
+        api: Kube | AsyncKube | None,
         metrics: Metrics,
         clock: Callable[[], float] = time.monotonic,
         budgets: BudgetGate | None = None,
@@ -144,7 +146,7 @@ class ClaimLifecycle:
                     )
                 try:
                     made = await self._call(self.api.create, claims_path(namespace), claim)
-                except ApiError as exc:
+                except KubeError as exc:
                     if exc.status != 409:
                         await self._rollback(namespace, created)
                         raise LifecycleError(
@@ -180,7 +182,7 @@ class ClaimLifecycle:
         assert self.api is not None
         try:
             return await self._call(self.api.get, claims_path(namespace, name))
-        except ApiError as exc:
+        except KubeError as exc:
             if exc.status == 404:
                 return None
             raise LifecycleError(f"could not read ResourceClaim {namespace}/{name}: {exc.message}") from None
@@ -189,9 +191,10 @@ class ClaimLifecycle:
         assert self.api is not None
         for name, claim_uid in created.items():
             try:
-                await self._call(self.api.delete, claims_path(namespace, name), claim_uid or None)
+                delete = functools.partial(self.api.delete, uid=claim_uid or None)  # only the claim we made
+                await self._call(delete, claims_path(namespace, name))
                 self.metrics.claims_rolled_back.inc()
-            except ApiError as exc:
+            except KubeError as exc:
                 if exc.status != 404:
                     log.warning(
                         "rollback could not delete a claim; the janitor will reap it",
@@ -208,7 +211,7 @@ class ClaimLifecycle:
             try:
                 await self._call(self.api.create, templates_path(conv.namespace), template)
                 self.metrics.templates_created.inc()
-            except ApiError as exc:
+            except KubeError as exc:
                 if exc.status != 409:
                     raise LifecycleError(
                         f"could not create ResourceClaimTemplate {key[0]}/{key[1]}: {exc.message}; retry the pod"

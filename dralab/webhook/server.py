@@ -23,6 +23,7 @@ from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Route
 
 from dralab.config import Config
+from dralab.kube import AsyncKube, Kube
 from dralab.model.convert import Converter
 from dralab.model.volcano import template_converter
 from dralab.util import get_logger
@@ -31,7 +32,6 @@ from dralab.webhook.budgets import BudgetGate, BudgetMetrics, BudgetReconciler
 from dralab.webhook.extended import DeviceClassWatch
 from dralab.webhook.handlers import AdmissionHandler, BadReview, parse_review, respond
 from dralab.webhook.janitor import Janitor
-from dralab.webhook.kube import AsyncKubeApi, KubeApi
 from dralab.webhook.lifecycle import ClaimLifecycle
 from dralab.webhook.limits import Inflight, NamespaceRate, ServerLimits
 from dralab.webhook.metrics import Metrics
@@ -56,9 +56,9 @@ class Webhook:
     config: Config
     handler: AdmissionHandler
     metrics: Metrics
-    api: KubeApi | None
+    api: Kube | None
     janitor: Janitor | None
-    admission_api: AsyncKubeApi | None = None
+    admission_api: AsyncKube | None = None
     budgets: BudgetReconciler | None = None
     adopter: Adopter | None = None  # migration: HAMi-DRA's claims get owners, orphans are reaped
     budget_metrics: BudgetMetrics | None = None
@@ -85,10 +85,10 @@ class Webhook:
 
 def build(
     config: Config,
-    api: KubeApi | None,
+    api: Kube | None,
     own_namespace: str = "",
     janitor: bool = True,
-    admission_api: AsyncKubeApi | None = None,
+    admission_api: AsyncKube | None = None,
     workers: int = 1,
     watch_classes: bool | None = None,
 ) -> Webhook:

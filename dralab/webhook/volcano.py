@@ -13,12 +13,13 @@ from typing import Any
 
 import anyio
 
+from dralab.kube import KubeError
+from dralab.kube.paths import templates_path
 from dralab.model.convert import Converter
 from dralab.model.denials import Denied
 from dralab.model.volcano import GROUP, KIND, convert_job
 from dralab.util import get_logger
 from dralab.webhook.handlers import respond
-from dralab.webhook.kube import ApiError, templates_path
 from dralab.webhook.limits import check_namespace
 
 log = get_logger("dralab.webhook.volcano")
@@ -62,7 +63,7 @@ class VolcanoMutator:
             for template in conv.objects:
                 try:
                     await self._call(self.api.create, templates_path(namespace), template)
-                except ApiError as exc:
+                except KubeError as exc:
                     if exc.status != 409:
                         self.metrics.errors.labels("mutate").inc()
                         return respond(

@@ -38,10 +38,16 @@ def cluster() -> ClusterHandle:
 
 @pytest.fixture(scope="session")
 def k8s_client(cluster: ClusterHandle):
-    """A ``kubernetes.client.ApiClient`` with the cluster's admin identity."""
-    from kubernetes import config
+    """A typed ``kubernetes.client.ApiClient`` with the cluster's admin identity.
 
-    client = config.new_client_from_config(config_file=str(cluster.kubeconfig))
+    Loaded by dralab.kube: the official loader would write the kubeconfig's embedded admin key into
+    the temp dir, where a killed test session leaves it behind.
+    """
+    from kubernetes.client import ApiClient
+
+    from dralab.kube import load_kubeconfig
+
+    client = ApiClient(load_kubeconfig(cluster.kubeconfig).configuration)
     yield client
     client.close()
 

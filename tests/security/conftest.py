@@ -42,9 +42,9 @@ def cluster():
 @pytest.fixture(scope="session")
 def kube(cluster):
     """The webhook's own API client with the cluster's admin identity."""
-    from dralab.webhook.kube import KubeApi
+    from dralab.kube import Kube
 
-    api = KubeApi.from_kubeconfig(cluster.kubeconfig)
+    api = Kube.from_kubeconfig(cluster.kubeconfig)
     yield api
     api.close()
 
@@ -54,13 +54,9 @@ def namespace(request: pytest.FixtureRequest, kube):
     """A fresh namespace for one test, deleted afterwards."""
     import uuid
 
-    from dralab.webhook.kube import ApiError
+    from dralab.kube.paths import namespace_path
 
     name = f"sec-{uuid.uuid4().hex[:8]}"
-    kube.create("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+    kube.create(namespace_path(), {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
     yield name
-    try:
-        kube.delete(f"/api/v1/namespaces/{name}")
-    except ApiError as exc:
-        if exc.status != 404:
-            raise
+    kube.delete(namespace_path(name), missing_ok=True)

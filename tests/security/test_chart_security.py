@@ -102,8 +102,9 @@ def test_admission_policy_denies_the_webhook_deleting_unmanaged_claims(
     """The chart's RBAC and policy applied to the real apiserver; requests impersonate the webhook's account."""
     import uuid
 
+    from dralab.kube import Kube, KubeError
+    from dralab.kube.paths import claims_path
     from dralab.util import wait_for
-    from dralab.webhook.kube import ApiError, KubeApi, claims_path
 
     release = f"sec-{uuid.uuid4().hex[:6]}"
     out = subprocess.run([str(helm), "template", release, str(chart_dir()), "--namespace", namespace],
@@ -123,23 +124,22 @@ def test_admission_policy_denies_the_webhook_deleting_unmanaged_claims(
         kube.create(claims_path(namespace), {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
                                              "metadata": {"name": name, "labels": labels}, "spec": spec})
     made = []
-    as_webhook = KubeApi.from_kubeconfig(cluster.kubeconfig)
-    as_webhook.api_client.set_default_header("Impersonate-User", f"system:serviceaccount:{namespace}:{webhook}")
+    as_webhook = Kube(kube.config, headers={"Impersonate-User": f"system:serviceaccount:{namespace}:{webhook}"})
     try:
         for obj in wanted:
             kube.create(plural[obj["kind"]], obj)
             made.append(f"{plural[obj['kind']]}/{obj['metadata']['name']}")
 
-        def dry_delete(name: str) -> ApiError | None:
+        def dry_delete(name: str) -> KubeError | None:
             try:
                 # with a body the apiserver reads dryRun from the DeleteOptions, not the query
                 as_webhook.request("DELETE", claims_path(namespace, name),
                                    body={"kind": "DeleteOptions", "apiVersion": "v1", "dryRun": ["All"]})
-            except ApiError as exc:
+            except KubeError as exc:
                 return exc
             return None
 
-        def policy_denies() -> ApiError | None:
+        def policy_denies() -> KubeError | None:
             err = dry_delete("foreign")
             return err if err is not None and "managed-by=dralab" in err.message else None
 

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from kubernetes.config import incluster_config
 
-from dralab.driver.kube import KubeClient
+from dralab.kube import Kube
 from dralab.webhook import certs
 
 
@@ -77,7 +77,7 @@ def test_in_cluster_client_sends_the_rotated_token(apiserver, tmp_path: Path, mo
     monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "127.0.0.1")
     monkeypatch.setenv("KUBERNETES_SERVICE_PORT", str(server.server_address[1]))
 
-    client = KubeClient()  # no kubeconfig: the in-cluster service account
+    client = Kube.from_kubeconfig()  # no kubeconfig: the in-cluster service account
     try:
         client.get("/version")
         _rotate(token, "second-token")

@@ -11,7 +11,8 @@ import uuid
 import pytest
 
 from dralab.config import parse_config
-from dralab.webhook.kube import ApiError, pods_path
+from dralab.kube import KubeError
+from dralab.kube.paths import pods_path
 from dralab.webhook.registration import webhook_configurations
 
 from ._webhook import gpu_pod
@@ -88,9 +89,9 @@ def test_webhook_outage_holds_up_only_accelerator_pods(kube, namespace: str) -> 
         created = kube.create(pods_path(namespace), plain)
         assert created["metadata"]["name"] == "plain"
         # a finalizer removal is an UPDATE: it must not need the webhook either
-        kube.merge_patch(pods_path(namespace, "plain"), {"metadata": {"finalizers": ["example.com/x"]}})
-        kube.merge_patch(pods_path(namespace, "plain"), {"metadata": {"finalizers": None}})
-        with pytest.raises(ApiError) as err:
+        kube.patch(pods_path(namespace, "plain"), {"metadata": {"finalizers": ["example.com/x"]}})
+        kube.patch(pods_path(namespace, "plain"), {"metadata": {"finalizers": None}})
+        with pytest.raises(KubeError) as err:
             kube.create(pods_path(namespace), gpu_pod("accel"))
         assert "failed calling webhook" in err.value.message
     finally:

@@ -88,12 +88,10 @@ def fake_service_account(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     token.write_text("first-token")
     monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "127.0.0.1")
     monkeypatch.setenv("KUBERNETES_SERVICE_PORT", str(port))
-    from kubernetes.aio.config import incluster_config as aio_incluster
-    from kubernetes.config import incluster_config
+    from kubernetes.config import incluster_config  # dralab.kube's in-cluster loader reads these
 
-    for module in (incluster_config, aio_incluster):
-        monkeypatch.setattr(module, "SERVICE_TOKEN_FILENAME", str(token))
-        monkeypatch.setattr(module, "SERVICE_CERT_FILENAME", str(ca))
+    monkeypatch.setattr(incluster_config, "SERVICE_TOKEN_FILENAME", str(token))
+    monkeypatch.setattr(incluster_config, "SERVICE_CERT_FILENAME", str(ca))
     _Recorder.seen = []
     yield token, _Recorder.seen
     httpd.shutdown()
@@ -101,10 +99,10 @@ def fake_service_account(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
 
 
 def test_webhook_api_sends_the_rotated_token(fake_service_account) -> None:
-    from dralab.webhook.kube import KubeApi
+    from dralab.kube import Kube
 
     token, seen = fake_service_account
-    api = KubeApi.from_kubeconfig(None)
+    api = Kube.from_kubeconfig(None)
     try:
         api.get("/api/v1/namespaces/default")
         token.write_text("rotated-token")
@@ -117,12 +115,12 @@ def test_webhook_api_sends_the_rotated_token(fake_service_account) -> None:
 def test_webhook_async_api_sends_the_rotated_token(fake_service_account) -> None:
     import anyio
 
-    from dralab.webhook.kube import AsyncKubeApi
+    from dralab.kube import AsyncKube
 
     token, seen = fake_service_account
 
     async def go() -> None:
-        api = AsyncKubeApi(None)
+        api = AsyncKube(None)
         try:
             await api.get("/api/v1/namespaces/default")
             token.write_text("rotated-token")

@@ -26,12 +26,13 @@ from pathlib import Path
 from typing import Any
 
 from dralab.cluster import build
-from dralab.cluster.kubeapi import ApiError, Kube
 from dralab.cluster.kubeconfig import render_kubeconfig
 from dralab.cluster.node import config, images
 from dralab.cluster.node.paths import NodePaths
 from dralab.cluster.pki import Pki, issue
 from dralab.errors import UserError
+from dralab.kube import Kube, KubeError
+from dralab.kube.paths import node_path
 from dralab.tls import write_pem
 from dralab.util import WaitTimeout, atomic_write, get_logger, wait_for
 
@@ -170,17 +171,17 @@ def patch_node(kube: Kube, node: str, labels: dict[str, str]) -> None:
     exec/logs from the apiserver go to 127.0.0.1, never to the host's other addresses).
     """
     addresses = [{"type": "InternalIP", "address": NODE_ADDRESS}]
-    kube.patch(f"/api/v1/nodes/{node}/status", {"status": {"addresses": addresses}})
-    obj = kube.get(f"/api/v1/nodes/{node}") or {}
+    kube.patch(f"{node_path(node)}/status", {"status": {"addresses": addresses}})
+    obj = kube.get(node_path(node), missing_ok=True) or {}
     taints = [t for t in (obj.get("spec") or {}).get("taints") or [] if t.get("key") != UNINITIALIZED_TAINT]
-    kube.patch(f"/api/v1/nodes/{node}", {"metadata": {"labels": labels or None}, "spec": {"taints": taints or None}})
+    kube.patch(node_path(node), {"metadata": {"labels": labels or None}, "spec": {"taints": taints or None}})
 
 
 def wait_node_registered(kube: Kube, node: str, alive: Callable[[], bool], timeout: float) -> dict[str, Any]:
     def registered() -> dict[str, Any] | None:
         if not alive():
             raise UserError(f"the kubelet of node {node} exited before registering; see its log")
-        return kube.get(f"/api/v1/nodes/{node}")
+        return kube.get(node_path(node), missing_ok=True)
 
     try:
         return wait_for(registered, timeout, f"the kubelet to register node {node}", interval=0.1)
@@ -190,7 +191,7 @@ def wait_node_registered(kube: Kube, node: str, alive: Callable[[], bool], timeo
 
 def node_initialized(kube: Kube, node: str) -> bool:
     """True when the Node has only the loopback address and no "uninitialized" taint."""
-    obj = kube.get(f"/api/v1/nodes/{node}") or {}
+    obj = kube.get(node_path(node), missing_ok=True) or {}
     addresses = (obj.get("status") or {}).get("addresses") or []
     taints = (obj.get("spec") or {}).get("taints") or []
     return addresses == [{"type": "InternalIP", "address": NODE_ADDRESS}] and not any(
@@ -325,5 +326,5 @@ def teardown_host(paths: NodePaths, mntns: str | None) -> list[str]:
 
 
 def safe_delete(kube: Kube, path: str) -> None:
-    with contextlib.suppress(ApiError):
+    with contextlib.suppress(KubeError):
         kube.delete(path)

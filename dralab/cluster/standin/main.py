@@ -10,8 +10,8 @@ from pathlib import Path
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, generate_latest
 
-from dralab.cluster.kubeapi import Kube
 from dralab.cluster.standin.runner import StandIn
+from dralab.kube import Kube
 from dralab.util import get_logger
 
 log = get_logger("dralab.standin")

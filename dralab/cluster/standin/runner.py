@@ -16,13 +16,13 @@ from pathlib import Path
 from typing import Any
 
 import grpc
-import httpx
 
-from dralab.cluster.kubeapi import ApiError, Kube
 from dralab.cluster.kwok import PREPARED_ANNOTATION
 from dralab.cluster.standin import logic
 from dralab.cluster.standin.checkpoint import Checkpoint, PreparedClaim
 from dralab.cluster.standin.plugins import PluginManager
+from dralab.kube import Kube, KubeError, ListWatch
+from dralab.kube.paths import SLICES_PATH, claim_path, pods_path, segment
 from dralab.util import get_logger
 
 log = get_logger("dralab.standin")
@@ -77,8 +77,17 @@ class StandIn:
         self._queue: list[tuple[float, str]] = []
         self._queued: dict[str, float] = {}
         self._cond = threading.Condition()
-        self._resource_version = ""
         self._orphan_drivers: set[str] = set()
+        self.pod_watch = ListWatch(
+            kube,
+            pods_path(),
+            field_selector=f"spec.nodeName={node}",
+            on_list=self._listed,
+            on_event=self._pod_event,
+            watch_seconds=120,
+            backoff=(1.0, 5.0),
+            name=f"pods of {node}",
+        )
 
     # ------------------------------------------------------------ queue
 
@@ -147,50 +156,30 @@ class StandIn:
         with self._cond:
             self._cond.notify_all()
 
-    def _pods_path(self) -> str:
-        return "/api/v1/pods"
-
     def _list_pods(self) -> None:
-        listing = self.kube.request("GET", self._pods_path(), params={"fieldSelector": f"spec.nodeName={self.node}"})
-        seen = {}
-        for pod in listing.get("items", []):
-            seen[pod["metadata"]["uid"]] = pod
+        """List this node's pods (through the watch, whose version then moves to the list's)."""
+        self.pod_watch.relist()
+
+    def _listed(self, items: list[dict[str, Any]], version: str) -> None:
+        seen = {pod["metadata"]["uid"]: pod for pod in items}
         gone = set(self.pods) - set(seen)
         self.pods = seen
-        self._resource_version = listing.get("metadata", {}).get("resourceVersion", "")
         for uid in list(seen) + list(gone):
             self.enqueue(uid)
         for uid in self.checkpoint.pod_uids() - set(seen):
             self.enqueue(uid)
 
+    def _pod_event(self, kind: str, pod: dict[str, Any]) -> None:
+        uid = pod["metadata"]["uid"]
+        if kind == "DELETED":
+            self.pods.pop(uid, None)
+        else:
+            self.pods[uid] = pod
+        self.enqueue(uid)
+
     def _watch_loop(self) -> None:
-        while not self.stopping.is_set():
-            try:
-                params = {"fieldSelector": f"spec.nodeName={self.node}", "resourceVersion": self._resource_version}
-                for event in self.kube.watch(self._pods_path(), params, timeout=120):
-                    if self.stopping.is_set():
-                        return
-                    kind, obj = event.get("type"), event.get("object") or {}
-                    if kind == "ERROR":
-                        raise ApiError(obj.get("code", 500), obj.get("reason", ""), obj.get("message", ""))
-                    self._resource_version = obj.get("metadata", {}).get("resourceVersion", self._resource_version)
-                    if kind == "BOOKMARK":
-                        continue
-                    uid = obj["metadata"]["uid"]
-                    if kind == "DELETED":
-                        self.pods.pop(uid, None)
-                    else:
-                        self.pods[uid] = obj
-                    self.enqueue(uid)
-            except Exception as exc:  # expired resourceVersion, apiserver restart: relist
-                if self.stopping.is_set():
-                    return
-                log.info("pod watch restarting", extra={"fields": {"error": str(exc)[:200]}})
-                self.stopping.wait(1.0)
-                try:
-                    self._list_pods()
-                except Exception as list_exc:
-                    log.info("pod list failed", extra={"fields": {"error": str(list_exc)[:200]}})
+        """Watch from the last version; :class:`ListWatch` relists on 410 and backs off on failures."""
+        self.pod_watch.run(self.stopping)
 
     def _resync_loop(self) -> None:
         while not self.stopping.wait(RESYNC_SECONDS):
@@ -221,13 +210,11 @@ class StandIn:
         watch); drivers whose slices come back but that never register get them removed later too."""
         try:
             selector = {"fieldSelector": f"spec.nodeName={self.node}"}
-            self.kube.delete("/apis/resource.k8s.io/v1/resourceslices", params=selector)
+            self.kube.delete(SLICES_PATH, params=selector)
         except Exception as exc:
             log.info("removing the node's slices at start failed", extra={"fields": {"error": str(exc)[:200]}})
         try:
-            listing = self.kube.request(
-                "GET", "/apis/resource.k8s.io/v1/resourceslices", params={"fieldSelector": f"spec.nodeName={self.node}"}
-            )
+            listing = self.kube.list(SLICES_PATH, field_selector=f"spec.nodeName={self.node}")
         except Exception as exc:
             log.info("listing slices failed", extra={"fields": {"error": str(exc)[:200]}})
             return
@@ -251,7 +238,7 @@ class StandIn:
     def _wipe_slices(self, driver: str) -> None:
         selector = f"spec.nodeName={self.node},spec.driver={driver}"
         try:
-            self.kube.delete("/apis/resource.k8s.io/v1/resourceslices", params={"fieldSelector": selector})
+            self.kube.delete(SLICES_PATH, params={"fieldSelector": selector})
             log.warning("removed ResourceSlices of unreachable driver", extra={"fields": {"driver": driver}})
         except Exception as exc:
             log.warning("slice cleanup failed", extra={"fields": {"driver": driver, "error": str(exc)[:200]}})
@@ -275,7 +262,7 @@ class StandIn:
         except logic.NotReady as exc:
             log.info("pod not ready for prepare", extra={"fields": {"pod": pod["metadata"]["name"], "why": str(exc)}})
             self.enqueue(uid, 0.5)
-        except (ApiError, httpx.HTTPError) as exc:  # API server restarting: retry soon, no event
+        except KubeError as exc:  # API server restarting: retry soon, no event
             failures = self.failures.get(uid, 0) + 1
             self.failures[uid] = failures
             log.info(
@@ -302,9 +289,7 @@ class StandIn:
         to_prepare: dict[str, list[dict[str, Any]]] = {}
         claims: dict[str, dict[str, Any]] = {}
         for ref in refs:
-            claim = self.kube.get(
-                f"/apis/resource.k8s.io/v1/namespaces/{meta['namespace']}/resourceclaims/{ref.claim_name}"
-            )
+            claim = self.kube.get(claim_path(meta["namespace"], ref.claim_name), missing_ok=True)
             if claim is None:
                 raise logic.PrepareError(f"resource claim {meta['namespace']}/{ref.claim_name} not found")
             logic.check_claim_for_pod(claim, pod)
@@ -329,7 +314,7 @@ class StandIn:
             self.checkpoint.add(entry, meta["uid"], meta["name"])
         self.checkpoint.save()
         self.kube.patch(
-            f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}",
+            pods_path(meta["namespace"], meta["name"]),
             {"metadata": {"annotations": {PREPARED_ANNOTATION: "true"}}},
         )
         self._count("prepared_pods")
@@ -442,15 +427,15 @@ class StandIn:
                 name, count = self.events[key]
                 count += 1
                 self.kube.patch(
-                    f"/api/v1/namespaces/{meta['namespace']}/events/{name}",
+                    f"/api/v1/namespaces/{segment(meta['namespace'])}/events/{segment(name)}",
                     {"count": count, "lastTimestamp": _now_iso()},
                 )
                 self.events[key] = (name, count)
             else:
                 body = logic.event_body(pod, self.node, reason, message, _now_iso())
-                created = self.kube.create(f"/api/v1/namespaces/{meta['namespace']}/events", body)
+                created = self.kube.create(f"/api/v1/namespaces/{segment(meta['namespace'])}/events", body)
                 self.events[key] = (created["metadata"]["name"], 1)
-        except ApiError as exc:
+        except KubeError as exc:
             self.events.pop(key, None)
             log.info("event not recorded", extra={"fields": {"error": str(exc)[:200]}})
 

@@ -12,8 +12,9 @@ from collections.abc import Iterator
 import pytest
 
 from dralab.driver.informer import ClaimInformer, Expired
-from dralab.driver.kube import KubeClient, claim_path
 from dralab.driver.samples import DRIVER, lab20_claim
+from dralab.kube import Kube
+from dralab.kube.paths import claim_path
 from dralab.util import wait_for
 
 from ..helpers import resource_claim
@@ -24,14 +25,14 @@ DEVICE_CLASS = "hami-vnpu-core.project-hami.io"
 
 
 @pytest.fixture
-def kube(cluster) -> Iterator[KubeClient]:
-    client = KubeClient(str(cluster.kubeconfig))
+def kube(cluster) -> Iterator[Kube]:
+    client = Kube.from_kubeconfig(cluster.kubeconfig)
     yield client
     client.close()
 
 
 @pytest.fixture
-def informer(kube: KubeClient) -> Iterator[ClaimInformer]:
+def informer(kube: Kube) -> Iterator[ClaimInformer]:
     node = f"it-cache-{uuid.uuid4().hex[:6]}"  # a pool no other test allocates from
     own = kube.clone()
     informer = ClaimInformer(own, node, [DRIVER], watch_seconds=3)
@@ -44,7 +45,7 @@ def informer(kube: KubeClient) -> Iterator[ClaimInformer]:
     own.close()
 
 
-def _allocate(kube: KubeClient, namespace: str, name: str, node: str) -> str:
+def _allocate(kube: Kube, namespace: str, name: str, node: str) -> str:
     base = f"/apis/resource.k8s.io/v1/namespaces/{namespace}/resourceclaims"
     made = kube.create(base, resource_claim(name, DEVICE_CLASS))
     made["status"] = lab20_claim(uid=made["metadata"]["uid"], name=name, namespace=namespace, node=node)["status"]
@@ -52,14 +53,14 @@ def _allocate(kube: KubeClient, namespace: str, name: str, node: str) -> str:
     return made["metadata"]["uid"]
 
 
-def test_allocated_claims_of_the_node_arrive_and_leave(informer: ClaimInformer, kube: KubeClient, namespace: str):
+def test_allocated_claims_of_the_node_arrive_and_leave(informer: ClaimInformer, kube: Kube, namespace: str):
     wait_for(informer.synced.is_set, 60, "the first list of claims")
     uid = _allocate(kube, namespace, "mine", informer.node)
     _allocate(kube, namespace, "elsewhere", "some-other-node")
     claim = wait_for(lambda: informer.lookup(namespace, "mine", uid), 60, "the allocated claim in the cache")
     assert claim["status"]["allocation"]["devices"]["results"][0]["pool"] == informer.node
     assert informer.lookup(namespace, "elsewhere", "any") is None
-    kube.delete(claim_path(namespace, "mine"))
+    kube.delete(claim_path(namespace, "mine"), missing_ok=True)
     wait_for(lambda: informer.lookup(namespace, "mine", uid) is None, 60, "the deleted claim leaving the cache")
 
 
@@ -82,7 +83,7 @@ def _compact_etcd(cluster) -> None:
     post("compaction", {"revision": revision, "physical": True})
 
 
-def test_a_watch_from_an_expired_version_asks_for_a_relist(kube: KubeClient, cluster, namespace: str) -> None:
+def test_a_watch_from_an_expired_version_asks_for_a_relist(kube: Kube, cluster, namespace: str) -> None:
     """A watch from a compacted version ends in Expired (then a relist), or is replayed in full.
 
     Which of the two the apiserver does depends on its watch cache's age: on a long-lived cluster

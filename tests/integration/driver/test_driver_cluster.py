@@ -22,10 +22,11 @@ import pytest
 import yaml
 
 from dralab.driver.cdi import env_of
-from dralab.driver.kube import SLICES_PATH, KubeClient, KubeError, claim_path
 from dralab.driver.proto import dra_v1_pb2, dra_v1_pb2_grpc
 from dralab.driver.runner import DriverProcess, RunOptions
 from dralab.driver.samples import lab20_claim
+from dralab.kube import Kube, KubeError
+from dralab.kube.paths import SLICES_PATH, claim_path
 from dralab.util import wait_for
 
 from ..helpers import allocation, claim_pod, resource_claim
@@ -39,15 +40,14 @@ DEVICE_CLASS = "hami-vnpu-core.project-hami.io"
 
 
 @pytest.fixture
-def kube(cluster) -> Iterator[KubeClient]:
-    client = KubeClient(str(cluster.kubeconfig))
+def kube(cluster) -> Iterator[Kube]:
+    client = Kube.from_kubeconfig(cluster.kubeconfig)
     yield client
     client.close()
 
 
-def _slices(kube: KubeClient, node: str) -> list[dict]:
-    params = {"fieldSelector": f"spec.nodeName={node},spec.driver={DRIVER}"}
-    return (kube.get(SLICES_PATH, params=params) or {}).get("items") or []
+def _slices(kube: Kube, node: str) -> list[dict]:
+    return kube.list(SLICES_PATH, field_selector=f"spec.nodeName={node},spec.driver={DRIVER}").get("items") or []
 
 
 def _inventory(folder: Path, node: str, memory: str = "21525Mi") -> Path:
@@ -75,7 +75,7 @@ def _inventory(folder: Path, node: str, memory: str = "21525Mi") -> Path:
 class PrivateDriver:
     """A driver process of this test for a private Node object."""
 
-    def __init__(self, cluster, kube: KubeClient) -> None:
+    def __init__(self, cluster, kube: Kube) -> None:
         self.cluster = cluster
         self.kube = kube
         self.node = f"it-drv-{uuid.uuid4().hex[:6]}"
@@ -113,8 +113,8 @@ class PrivateDriver:
     def close(self) -> None:
         self.stop()
         for item in _slices(self.kube, self.node):
-            self.kube.delete(f"{SLICES_PATH}/{item['metadata']['name']}")
-        self.kube.delete(f"/api/v1/nodes/{self.node}")
+            self.kube.delete(f"{SLICES_PATH}/{item['metadata']['name']}", missing_ok=True)
+        self.kube.delete(f"/api/v1/nodes/{self.node}", missing_ok=True)
         shutil.rmtree(self.root, ignore_errors=True)
 
 
@@ -125,7 +125,7 @@ def private(cluster, kube) -> Iterator[PrivateDriver]:
     drv.close()
 
 
-def test_slices_are_published_as_lab20_shows(private: PrivateDriver, kube: KubeClient) -> None:
+def test_slices_are_published_as_lab20_shows(private: PrivateDriver, kube: Kube) -> None:
     private.start()
     [slc] = wait_for(lambda: _slices(kube, private.node), 30, "the driver's ResourceSlice")
     assert slc["metadata"]["name"].startswith(f"{private.node}-{DRIVER}-")
@@ -148,10 +148,10 @@ def test_slices_are_published_as_lab20_shows(private: PrivateDriver, kube: KubeC
     assert not ready and "not registered" in detail
 
 
-def test_deleted_slice_is_republished(private: PrivateDriver, kube: KubeClient) -> None:
+def test_deleted_slice_is_republished(private: PrivateDriver, kube: Kube) -> None:
     private.start()
     [slc] = wait_for(lambda: _slices(kube, private.node), 30, "the first slice")
-    kube.delete(f"{SLICES_PATH}/{slc['metadata']['name']}")  # what the kubelet does at its start
+    kube.delete(f"{SLICES_PATH}/{slc['metadata']['name']}", missing_ok=True)  # what the kubelet does at its start
     again = wait_for(
         lambda: [s for s in _slices(kube, private.node) if s["metadata"]["uid"] != slc["metadata"]["uid"]],
         30,
@@ -161,7 +161,7 @@ def test_deleted_slice_is_republished(private: PrivateDriver, kube: KubeClient) 
 
 
 def test_restart_with_changed_devices_bumps_generation_and_removes_stale(
-    private: PrivateDriver, kube: KubeClient
+    private: PrivateDriver, kube: Kube
 ) -> None:
     private.start()
     [first] = wait_for(lambda: _slices(kube, private.node), 30, "generation 1")
@@ -182,22 +182,22 @@ def test_restart_with_changed_devices_bumps_generation_and_removes_stale(
     assert same["metadata"]["uid"] == second["metadata"]["uid"]
 
 
-def test_slices_go_with_their_node(private: PrivateDriver, kube: KubeClient) -> None:
+def test_slices_go_with_their_node(private: PrivateDriver, kube: Kube) -> None:
     private.start()
     wait_for(lambda: _slices(kube, private.node), 30, "a slice")
     private.stop()
-    kube.delete(f"/api/v1/nodes/{private.node}")
+    kube.delete(f"/api/v1/nodes/{private.node}", missing_ok=True)
     wait_for(lambda: not _slices(kube, private.node), 60, "garbage collection of the node's slices")
 
 
-def _allocated_claim(kube: KubeClient, namespace: str, name: str, node: str) -> dict:
+def _allocated_claim(kube: Kube, namespace: str, name: str, node: str) -> dict:
     base = f"/apis/resource.k8s.io/v1/namespaces/{namespace}/resourceclaims"
     made = kube.create(base, resource_claim(name, DEVICE_CLASS))
     made["status"] = lab20_claim(uid=made["metadata"]["uid"], name=name, namespace=namespace, node=node)["status"]
     return kube.request("PUT", f"{base}/{name}/status", body=made)
 
 
-def test_prepare_reads_the_claim_from_the_apiserver(private: PrivateDriver, kube: KubeClient, namespace: str) -> None:
+def test_prepare_reads_the_claim_from_the_apiserver(private: PrivateDriver, kube: Kube, namespace: str) -> None:
     proc = private.start()
     claim = _allocated_claim(kube, namespace, "claim-a", private.node)
     uid = claim["metadata"]["uid"]
@@ -216,8 +216,8 @@ def test_prepare_reads_the_claim_from_the_apiserver(private: PrivateDriver, kube
         env = env_of(spec)
         assert (env["NPU_MEM_QUOTA"], env["NPU_PRIORITY"], env["ASCEND_VISIBLE_DEVICES"]) == ("8192", "50", "0")
         # replaced claim: same name, new uid -> the old uid is refused
-        kube.delete(claim_path(namespace, "claim-a"))
-        wait_for(lambda: kube.get(claim_path(namespace, "claim-a")) is None, 30, "claim deletion")
+        kube.delete(claim_path(namespace, "claim-a"), missing_ok=True)
+        wait_for(lambda: kube.get(claim_path(namespace, "claim-a"), missing_ok=True) is None, 30, "claim deletion")
         _allocated_claim(kube, namespace, "claim-a", private.node)
         stale = stub.NodePrepareResources(
             dra_v1_pb2.NodePrepareResourcesRequest(
@@ -238,7 +238,7 @@ def _records(cluster, node: str) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
-def test_prepare_through_the_kubelet_standin(cluster, kube: KubeClient, namespace: str) -> None:
+def test_prepare_through_the_kubelet_standin(cluster, kube: Kube, namespace: str) -> None:
     """Lab 20's claim A, scheduled by the real scheduler onto Lab 20's node, prepared via the stand-in."""
     base = f"/apis/resource.k8s.io/v1/namespaces/{namespace}/resourceclaims"
     kube.create(
@@ -253,7 +253,7 @@ def test_prepare_through_the_kubelet_standin(cluster, kube: KubeClient, namespac
     )
     kube.create(f"/api/v1/namespaces/{namespace}/pods", pod)
     claim = wait_for(
-        lambda: (c := kube.get(claim_path(namespace, "share-a"))) and allocation(c) and c,
+        lambda: (c := kube.get(claim_path(namespace, "share-a"), missing_ok=True)) and allocation(c) and c,
         60,
         "the claim's allocation",
     )
@@ -275,7 +275,7 @@ def test_prepare_through_the_kubelet_standin(cluster, kube: KubeClient, namespac
     env = env_of(yaml.safe_load(spec_path.read_text()))
     assert env["NPU_MEM_QUOTA"] == "8192" and env["NPU_PRIORITY"] == "50"
     assert env["ASCEND_VISIBLE_DEVICES"] == ("0" if result["device"] == "npu-0-0" else "2")
-    kube.delete(f"/api/v1/namespaces/{namespace}/pods/share-a")
+    kube.delete(f"/api/v1/namespaces/{namespace}/pods/share-a", missing_ok=True)
     wait_for(lambda: not spec_path.exists(), 90, "NodeUnprepareResources to remove the CDI spec")
     with pytest.raises(KubeError):
         kube.request("GET", f"/api/v1/namespaces/{namespace}/pods/share-a")

@@ -72,7 +72,7 @@ def _planned_objects(steps: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def _present(handle: ClusterHandle, objects: list[dict[str, Any]]) -> list[str]:
     kube = handle.kube()
     try:
-        return [object_path(o) for o in objects if kube.get(object_path(o)) is not None]
+        return [object_path(o) for o in objects if kube.get(object_path(o), missing_ok=True) is not None]
     finally:
         kube.close()
 
@@ -81,7 +81,7 @@ def _remove(handle: ClusterHandle, objects: list[dict[str, Any]]) -> None:
     kube = handle.kube()
     try:
         for obj in objects:
-            kube.delete(object_path(obj))
+            kube.delete(object_path(obj), missing_ok=True)
     finally:
         kube.close()
     wait_for(lambda: not _present(handle, objects), 120, "pre-existing objects to be deleted")
@@ -130,10 +130,10 @@ def test_preview_up_noop_destroy(pulumi_tools, infra_cluster: ClusterHandle, tmp
     assert _present(infra_cluster, objects) == [object_path(o) for o in objects]
     kube = infra_cluster.kube()
     try:
-        rc = kube.get("/apis/node.k8s.io/v1/runtimeclasses/ascend")
+        rc = kube.get("/apis/node.k8s.io/v1/runtimeclasses/ascend", missing_ok=True)
         assert rc["handler"] == "ascend"
         for obj in objects:
-            live = kube.get(object_path(obj))
+            live = kube.get(object_path(obj), missing_ok=True)
             for key, value in (obj["metadata"].get("labels") or {}).items():
                 assert live["metadata"]["labels"].get(key) == value, (object_path(obj), key)
     finally:

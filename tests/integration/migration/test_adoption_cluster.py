@@ -6,10 +6,11 @@ from typing import Any
 
 import pytest
 
+from dralab.kube import Kube
+from dralab.kube.paths import claims_path, pods_path
 from dralab.model.vendors import load_vendor_table
 from dralab.util import wait_for
 from dralab.webhook.adoption import Adopter, AdoptionSettings, hami_dra_claim_name
-from dralab.webhook.kube import ApiError, KubeApi, claims_path, pods_path
 
 pytestmark = pytest.mark.integration
 
@@ -20,7 +21,7 @@ SELECTOR = (
 
 @pytest.fixture(scope="module")
 def api(cluster) -> Any:
-    kube = KubeApi.from_kubeconfig(cluster.kubeconfig)
+    kube = Kube.from_kubeconfig(cluster.kubeconfig)
     yield kube
     kube.close()
 
@@ -53,16 +54,11 @@ def hami_dra_pod(name: str, claim: str) -> dict[str, Any]:
     }
 
 
-def _get(api: KubeApi, path: str) -> dict[str, Any] | None:
-    try:
-        return api.get(path)
-    except ApiError as exc:
-        if exc.status == 404:
-            return None
-        raise
+def _get(api: Kube, path: str) -> dict[str, Any] | None:
+    return api.get(path, missing_ok=True)
 
 
-def test_adopter_owns_live_claims_reaps_orphans_and_gc_frees_them(api: KubeApi, namespace: str) -> None:
+def test_adopter_owns_live_claims_reaps_orphans_and_gc_frees_them(api: Kube, namespace: str) -> None:
     # named as HAMi-DRA names them (cut to 63 characters with its hash when the namespace is long)
     live = hami_dra_claim_name(namespace, "p", "app", "ascend310p")
     orphan = hami_dra_claim_name(namespace, "gone", "app", "ascend310p")
@@ -93,7 +89,7 @@ def test_adopter_owns_live_claims_reaps_orphans_and_gc_frees_them(api: KubeApi, 
     wait_for(lambda: _get(api, claims_path(namespace, live)) is None, 90, "the adopted claim gone with its pod")
 
 
-def test_adopter_leaves_claims_of_other_shapes_alone(api: KubeApi, namespace: str) -> None:
+def test_adopter_leaves_claims_of_other_shapes_alone(api: Kube, namespace: str) -> None:
     user = hami_dra_claim(f"{namespace}-shared", namespace)  # no vendor suffix: not HAMi-DRA's naming
     api.create(claims_path(namespace), user)
     settings = AdoptionSettings(match_labels={"it-adopt": namespace}, grace_seconds=0.0)

@@ -15,7 +15,10 @@ import pytest
 
 from dralab.cluster.api import ClusterHandle, down, ensure_cluster
 from dralab.cluster.components import EXTRA_GATES_ENV
+from dralab.kube import Kube
+from dralab.kube.paths import claims_path, namespace_path, pods_path
 from dralab.util import wait_for
+from dralab.webhook.extended import DEVICE_CLASSES
 
 pytestmark = pytest.mark.integration
 
@@ -43,12 +46,9 @@ def gated(cluster) -> Iterator[ClusterHandle]:  # `cluster`: the binaries are bu
 
 
 @pytest.fixture(scope="module")
-def core(gated: ClusterHandle) -> Iterator[Any]:
-    from kubernetes import config
-
-    api_client = config.new_client_from_config(config_file=str(gated.kubeconfig))
-    yield api_client
-    api_client.close()
+def core(gated: ClusterHandle) -> Iterator[Kube]:
+    with Kube.from_kubeconfig(gated.kubeconfig) as kube:
+        yield kube
 
 
 def _pod(name: str, opted_out: bool) -> dict[str, Any]:
@@ -63,50 +63,47 @@ def _pod(name: str, opted_out: bool) -> dict[str, Any]:
         "containers": [{"name": "app", "image": "busybox", "resources": {"limits": limits}}]}}
 
 
-def test_both_paths(core: Any) -> None:
-    from kubernetes import client
-
-    v1 = client.CoreV1Api(core)
-    custom = client.CustomObjectsApi(core)
-    ns = "extres"
+def dry_run_warning(kube: Kube, namespace: str, pod: dict[str, Any]) -> str:
+    """The ``Warning`` header of a dry-run pod create (admission warnings travel only there)."""
+    resp = kube.open("POST", pods_path(namespace), params={"dryRun": "All"}, body=pod)
     try:
-        v1.create_namespace({"metadata": {"name": ns}})
-    except client.ApiException as exc:
-        if exc.status != 409:
-            raise
+        data = resp.data
+    finally:
+        resp.release_conn()
+    assert resp.status == 201, (resp.status, data[:500])
+    return str(resp.headers.get("Warning") or "")
+
+
+def test_both_paths(core: Kube) -> None:
+    ns = "extres"
+    core.create(namespace_path(), {"metadata": {"name": ns}}, exist_ok=True)
     dc = {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": CLASS},
           "spec": {"extendedResourceName": RESOURCE, "selectors": [{"cel": {"expression": SELECTOR}}]}}
-    try:
-        custom.create_cluster_custom_object("resource.k8s.io", "v1", "deviceclasses", dc)
-    except client.ApiException as exc:
-        if exc.status != 409:
-            raise
-    stored = custom.get_cluster_custom_object("resource.k8s.io", "v1", "deviceclasses", CLASS)
+    core.create(DEVICE_CLASSES, dc, exist_ok=True)
+    stored = core.get(f"{DEVICE_CLASSES}/{CLASS}")
     assert stored["spec"].get("extendedResourceName") == RESOURCE, "the apiserver dropped the field: gate off?"
 
     # 1. the claim path: dralab converts the pod and warns that the class exists
     def warned() -> list[str] | None:
-        _, _, headers = v1.create_namespaced_pod_with_http_info(ns, _pod("converted", False), dry_run="All")
-        text = headers.get("Warning") or ""
+        text = dry_run_warning(core, ns, _pod("converted", False))
         return [text] if CLASS in text else None
 
     (warning,) = wait_for(warned, 60, "dralab's admission warning about the DeviceClass")
     assert "claim path" in warning and RESOURCE in warning
-    created = v1.create_namespaced_pod(ns, _pod("converted", False))
-    assert created.metadata.labels["hami.io/dra"] == "true"
-    assert RESOURCE not in (created.spec.containers[0].resources.limits or {})
-    assert created.spec.resource_claims[0].resource_claim_name.endswith("-app-ascend310p")
+    created = core.create(pods_path(ns), _pod("converted", False))
+    assert created["metadata"]["labels"]["hami.io/dra"] == "true"
+    assert RESOURCE not in (created["spec"]["containers"][0]["resources"].get("limits") or {})
+    assert created["spec"]["resourceClaims"][0]["resourceClaimName"].endswith("-app-ascend310p")
 
     # 2. the scheduler's path: an opted-out pod keeps huawei.com/Ascend310P and is served through the class
-    plain = v1.create_namespaced_pod(ns, _pod("extended", True))
-    assert plain.spec.containers[0].resources.limits[RESOURCE] == "1"
-    assert not plain.spec.resource_claims
-    pod = wait_for(lambda: (p := v1.read_namespaced_pod("extended", ns)).spec.node_name and p, 90,
+    plain = core.create(pods_path(ns), _pod("extended", True))
+    assert plain["spec"]["containers"][0]["resources"]["limits"][RESOURCE] == "1"
+    assert not plain["spec"].get("resourceClaims")
+    pod = wait_for(lambda: (p := core.get(pods_path(ns, "extended")))["spec"].get("nodeName") and p, 90,
                    "the opted-out pod scheduled through the DeviceClass")
 
     def scheduler_claim() -> dict[str, Any] | None:
-        claims = custom.list_namespaced_custom_object("resource.k8s.io", "v1", ns, "resourceclaims")["items"]
-        for c in claims:
+        for c in core.list(claims_path(ns))["items"]:
             reserved = [r.get("name") for r in (c.get("status") or {}).get("reservedFor") or []]
             if "extended" in reserved and (c.get("status") or {}).get("allocation"):
                 return c
@@ -117,4 +114,4 @@ def test_both_paths(core: Any) -> None:
     assert labels.get("app.kubernetes.io/managed-by") != "dralab"  # not dralab's: the scheduler made it
     (result,) = claim["status"]["allocation"]["devices"]["results"]
     assert result["driver"] == "ascend.project-hami.io"
-    assert pod.spec.node_name
+    assert pod["spec"]["nodeName"]

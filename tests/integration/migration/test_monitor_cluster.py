@@ -12,9 +12,10 @@ from typing import Any
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from dralab.kube import Kube
+from dralab.kube.paths import claims_path, pods_path
 from dralab.model.quantity import to_int
 from dralab.util import free_port, wait_for
-from dralab.webhook.kube import ApiError, KubeApi, claims_path, pods_path
 
 pytestmark = pytest.mark.integration
 MIB = 2**20
@@ -22,7 +23,7 @@ MIB = 2**20
 
 @pytest.fixture(scope="module")
 def api(cluster) -> Any:
-    kube = KubeApi.from_kubeconfig(cluster.kubeconfig)
+    kube = Kube.from_kubeconfig(cluster.kubeconfig)
     yield kube
     kube.close()
 
@@ -64,15 +65,12 @@ def hami_pod(name: str, memory: int, cores: int) -> dict[str, Any]:
     }
 
 
-def _claim_of(api: KubeApi, namespace: str, pod: str) -> dict[str, Any] | None:
-    try:
-        claim = api.get(claims_path(namespace, f"{namespace}-{pod}-app-ascend310p"))
-    except ApiError:
-        return None
-    return claim if (claim.get("status") or {}).get("reservedFor") else None
+def _claim_of(api: Kube, namespace: str, pod: str) -> dict[str, Any] | None:
+    claim = api.get(claims_path(namespace, f"{namespace}-{pod}-app-ascend310p"), missing_ok=True)
+    return claim if claim and (claim.get("status") or {}).get("reservedFor") else None
 
 
-def test_gauges_follow_the_claims(api: KubeApi, namespace: str, monitor: str, cluster) -> None:
+def test_gauges_follow_the_claims(api: Kube, namespace: str, monitor: str, cluster) -> None:
     api.create(pods_path(namespace), hami_pod("m1", 1024, 20))
     api.create(pods_path(namespace), hami_pod("m2", 512, 10))
     claims = [wait_for(lambda p=p: _claim_of(api, namespace, p), 60, f"claim of {p}") for p in ("m1", "m2")]

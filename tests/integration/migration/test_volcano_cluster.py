@@ -9,8 +9,9 @@ from typing import Any
 import pytest
 import yaml
 
+from dralab.kube import Kube, KubeError
+from dralab.kube.paths import templates_path
 from dralab.util import wait_for
-from dralab.webhook.kube import ApiError, KubeApi, templates_path
 from dralab.webhook.volcano import volcano_webhook
 
 pytestmark = pytest.mark.integration
@@ -21,7 +22,7 @@ ADMISSION = "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations
 
 @pytest.fixture(scope="module")
 def api(cluster) -> Any:
-    kube = KubeApi.from_kubeconfig(cluster.kubeconfig)
+    kube = Kube.from_kubeconfig(cluster.kubeconfig)
     yield kube
     kube.close()
 
@@ -32,7 +33,7 @@ def jobs_path(namespace: str, name: str | None = None) -> str:
 
 
 @pytest.fixture
-def volcano_webhook_for(api: KubeApi, namespace: str):
+def volcano_webhook_for(api: Kube, namespace: str):
     """dralab's Volcano webhook entry, registered for this test's namespace only (the server is the cluster's)."""
     pod_hook = api.get(f"{ADMISSION}/dralab-webhook")["webhooks"][0]
     hook = volcano_webhook(pod_hook)
@@ -50,13 +51,13 @@ def _job(namespace: str) -> dict[str, Any]:
     return job
 
 
-def test_job_tasks_get_claim_templates(api: KubeApi, namespace: str, volcano_webhook_for: None) -> None:
+def test_job_tasks_get_claim_templates(api: Kube, namespace: str, volcano_webhook_for: None) -> None:
     wait_for(lambda: api.get("/apis/batch.volcano.sh/v1alpha1"), 60, "the Volcano Job CRD served")
 
     def converted_on_dry_run() -> dict[str, Any] | None:
         try:
             out = api.create(jobs_path(namespace), _job(namespace), dry_run=True)
-        except ApiError as exc:
+        except KubeError as exc:
             # 404: the CRD's resource is not served yet; 500: the webhook is (re)starting
             if exc.status in (404, 500):
                 return None
@@ -82,7 +83,7 @@ def test_job_tasks_get_claim_templates(api: KubeApi, namespace: str, volcano_web
     assert request["capacity"]["requests"] == {"cores": "25", "memory": str(4096 * 2**20)}
 
 
-def test_job_denied_with_the_task_field(api: KubeApi, namespace: str, volcano_webhook_for: None) -> None:
+def test_job_denied_with_the_task_field(api: Kube, namespace: str, volcano_webhook_for: None) -> None:
     wait_for(lambda: api.get("/apis/batch.volcano.sh/v1alpha1"), 60, "the Volcano Job CRD served")
     bad = copy.deepcopy(_job(namespace))
     bad["spec"]["tasks"][1]["template"]["spec"]["containers"][0]["resources"]["limits"][
@@ -91,7 +92,7 @@ def test_job_denied_with_the_task_field(api: KubeApi, namespace: str, volcano_we
     def denied() -> str | None:
         try:
             api.create(jobs_path(namespace), bad, dry_run=True)
-        except ApiError as exc:
+        except KubeError as exc:
             return exc.message if exc.status == 400 else None
         return None  # admitted unconverted: the registration has not reached the apiserver yet
 

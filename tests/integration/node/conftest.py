@@ -15,8 +15,8 @@ import pytest
 
 from dralab.cluster import build
 from dralab.cluster.api import ClusterHandle, ensure_cluster
-from dralab.cluster.kubeapi import Kube
 from dralab.gobuild import cache_root
+from dralab.kube import Kube
 
 NODE_CLUSTER = "dralab-node"
 
@@ -46,4 +46,4 @@ def ns(kube: Kube) -> Iterator[str]:
     name = f"node-it-{uuid.uuid4().hex[:6]}"
     kube.create("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
     yield name
-    kube.delete(f"/api/v1/namespaces/{name}")
+    kube.delete(f"/api/v1/namespaces/{name}", missing_ok=True)

@@ -7,7 +7,7 @@ from typing import Any
 
 from dralab.cluster import build
 from dralab.cluster.api import ClusterHandle
-from dralab.cluster.kubeapi import Kube
+from dralab.kube import Kube
 from dralab.util import wait_for
 
 IMAGE = "dralab.local/lab:1.0"
@@ -40,11 +40,11 @@ def pod(name: str, command: str, **spec: Any) -> dict[str, Any]:
 
 def wait_running(kube: Kube, namespace: str, name: str, timeout: float = 90) -> dict[str, Any]:
     def running() -> dict[str, Any] | None:
-        obj = kube.get(f"/api/v1/namespaces/{namespace}/pods/{name}")
+        obj = kube.get(f"/api/v1/namespaces/{namespace}/pods/{name}", missing_ok=True)
         return obj if obj and obj.get("status", {}).get("phase") == "Running" else None
 
     return wait_for(running, timeout, f"pod {namespace}/{name} Running", interval=0.2)
 
 
 def wait_gone(kube: Kube, path: str, timeout: float = 60) -> None:
-    wait_for(lambda: kube.get(path) is None, timeout, f"{path} gone", interval=0.2)
+    wait_for(lambda: kube.get(path, missing_ok=True) is None, timeout, f"{path} gone", interval=0.2)

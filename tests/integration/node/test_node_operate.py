@@ -17,10 +17,10 @@ import pytest
 
 from dralab.cluster import api
 from dralab.cluster.api import ClusterHandle
-from dralab.cluster.kubeapi import Kube
 from dralab.cluster.node import lifecycle
 from dralab.cluster.node.holder import SYSCTLS
 from dralab.cluster.node.integration import node_paths
+from dralab.kube import Kube
 from dralab.util import wait_for
 
 from .conftest import ensure_node_binaries
@@ -70,7 +70,7 @@ def _dralab(*args: str) -> str:
 
 
 def _pod_state(kube: Kube, namespace: str, name: str) -> tuple[str, str, int]:
-    obj = kube.get(f"/api/v1/namespaces/{namespace}/pods/{name}") or {}
+    obj = kube.get(f"/api/v1/namespaces/{namespace}/pods/{name}", missing_ok=True) or {}
     status = (obj.get("status") or {}).get("containerStatuses") or [{}]
     return obj["metadata"]["uid"], status[0].get("containerID", ""), int(status[0].get("restartCount", -1))
 
@@ -95,7 +95,7 @@ def _pid(component: str) -> int:
 
 
 def _node_ready(kube: Kube, node: str) -> bool:
-    obj = kube.get(f"/api/v1/nodes/{node}") or {}
+    obj = kube.get(f"/api/v1/nodes/{node}", missing_ok=True) or {}
     return any(c["type"] == "Ready" and c["status"] == "True" for c in obj.get("status", {}).get("conditions", []))
 
 

@@ -23,8 +23,8 @@ import grpc
 import pytest
 
 from dralab.cluster.api import ClusterHandle
-from dralab.cluster.kubeapi import Kube
 from dralab.driver.proto import dra_v1_pb2 as pb
+from dralab.kube import Kube
 from dralab.util import wait_for
 
 from .node_helpers import pod, wait_gone, wait_running
@@ -75,10 +75,10 @@ def test_real_kubelet_calls_every_method_dralab_serves(node_cluster: ClusterHand
     assert prepares[0]["cdiDeviceIDs"] == [f"k8s.ascend.project-hami.io/npu={uid}"]
     assert prepares[0]["claims"] == [{"namespace": ns, "name": "shared", "uid": uid}]
 
-    kube.delete(f"/api/v1/namespaces/{ns}/pods/first")
+    kube.delete(f"/api/v1/namespaces/{ns}/pods/first", missing_ok=True)
     wait_gone(kube, f"/api/v1/namespaces/{ns}/pods/first")
     assert V1 + "NodeUnprepareResources" not in _claim_calls(node_cluster, uid), "still used by the second pod"
-    kube.delete(f"/api/v1/namespaces/{ns}/pods/second")
+    kube.delete(f"/api/v1/namespaces/{ns}/pods/second", missing_ok=True)
     wait_for(
         lambda: V1 + "NodeUnprepareResources" in _claim_calls(node_cluster, uid), 60, "Unprepare after the last pod"
     )

@@ -14,10 +14,10 @@ import httpx
 import pytest
 
 from dralab.cluster.api import ClusterHandle
-from dralab.cluster.kubeapi import Kube
 from dralab.cluster.node import lifecycle
 from dralab.cluster.node.integration import node_paths
 from dralab.cluster.pki import Pki
+from dralab.kube import Kube
 from dralab.util import wait_for
 
 from .node_helpers import kubectl, pod, wait_gone, wait_running
@@ -32,7 +32,7 @@ def _real(handle: ClusterHandle) -> str:
 
 
 def test_node_is_a_real_kubelet_on_loopback(node_cluster: ClusterHandle, kube: Kube) -> None:
-    node = kube.get(f"/api/v1/nodes/{_real(node_cluster)}")
+    node = kube.get(f"/api/v1/nodes/{_real(node_cluster)}", missing_ok=True)
     assert node is not None
     info = node["status"]["nodeInfo"]
     assert info["kubeletVersion"] == "v1.35.4"
@@ -155,9 +155,9 @@ def test_claim_prepared_by_the_real_kubelet_and_unprepared_on_delete(
     preload = kubectl(node_cluster, "exec", "-n", ns, "app", "--", "cat", "/etc/ld.so.preload").stdout
     assert preload.strip().endswith("libvcore.so")
 
-    kube.delete(f"/api/v1/namespaces/{ns}/pods/app")
+    kube.delete(f"/api/v1/namespaces/{ns}/pods/app", missing_ok=True)
     wait_gone(kube, f"/api/v1/namespaces/{ns}/pods/app")
-    kube.delete(f"{claims}/npu")
+    kube.delete(f"{claims}/npu", missing_ok=True)
     wait_for(
         lambda: _calls_for(node_cluster, uid, "NodeUnprepareResources"), 60, "NodeUnprepareResources", interval=0.2
     )

@@ -32,7 +32,7 @@ def test_burst_of_pods_never_overshoots_the_budget(cluster, namespace: str) -> N
         path = f"/apis/{model.API_VERSION}/namespaces/{namespace}/{model.PLURAL}/burst"
 
         def status_caught_up():
-            status = (kube.get(path) or {}).get("status") or {}
+            status = (kube.get(path, missing_ok=True) or {}).get("status") or {}
             return status if status.get("claims") == 6 else None
 
         status = wait_for(status_caught_up, 30, "the budget status to count the six claims", interval=0.2)

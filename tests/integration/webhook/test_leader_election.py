@@ -21,10 +21,11 @@ from pathlib import Path
 import pytest
 import yaml
 
+from dralab.kube import Kube, KubeError
+from dralab.kube.paths import claims_path
 from dralab.util import free_port, wait_for
 from dralab.webhook import certs
 from dralab.webhook.janitor import CLAIM_SELECTOR
-from dralab.webhook.kube import ApiError, KubeApi, claims_path
 from dralab.webhook.lease import lease_path
 
 from ..helpers import resource_claim
@@ -89,15 +90,15 @@ def instances(cluster, namespace: str, tmp_path: Path) -> Iterator[list[Instance
         inst.stop()
 
 
-def holder(api: KubeApi, namespace: str) -> str:
+def holder(api: Kube, namespace: str) -> str:
     try:
         return (api.get(lease_path(namespace, LEASE)).get("spec") or {}).get("holderIdentity") or ""
-    except ApiError:
+    except KubeError:
         return ""
 
 
 def test_two_replicas_elect_one_janitor_and_hand_over_on_shutdown(cluster, namespace: str, instances) -> None:
-    api = KubeApi.from_kubeconfig(cluster.kubeconfig)
+    api = Kube.from_kubeconfig(cluster.kubeconfig)
     a, b = instances
     wait_for(lambda: a.leader() is not None and b.leader() is not None, 120, "both webhook replicas to serve")
     wait_for(lambda: holder(api, namespace), 60, "a worker to take the Lease")
@@ -115,11 +116,7 @@ def test_two_replicas_elect_one_janitor_and_hand_over_on_shutdown(cluster, names
     api.create(claims_path(namespace), orphan)
 
     def reaped() -> bool:
-        try:
-            api.get(claims_path(namespace, "orphan"))
-            return False
-        except ApiError as exc:
-            return exc.status == 404
+        return api.get(claims_path(namespace, "orphan"), missing_ok=True) is None
 
     wait_for(reaped, 60, "the elected janitor to reap the orphaned claim")
 

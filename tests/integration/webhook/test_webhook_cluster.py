@@ -15,11 +15,12 @@ import pytest
 import yaml
 
 from dralab.config import parse_config
+from dralab.kube import Kube, KubeError
+from dralab.kube.paths import claims_path, pods_path, templates_path
 from dralab.model import naming
 from dralab.model.convert import Converter
 from dralab.model.quantity import parse_quantity
 from dralab.util import wait_for
-from dralab.webhook.kube import ApiError, KubeApi, claims_path, pods_path
 from dralab.webhook.lifecycle import ClaimLifecycle
 from dralab.webhook.metrics import Metrics
 
@@ -33,7 +34,7 @@ MIB = 1024 * 1024
 
 @pytest.fixture(scope="module")
 def api(cluster) -> Any:
-    kube = KubeApi.from_kubeconfig(cluster.kubeconfig)
+    kube = Kube.from_kubeconfig(cluster.kubeconfig)
     yield kube
     kube.close()
 
@@ -64,19 +65,15 @@ def small_pod(name: str, memory: Any = "256", cores: Any = "0", **extra: Any) ->
     return pod
 
 
-def claim_names(api: KubeApi, ns: str) -> list[str]:
+def claim_names(api: Kube, ns: str) -> list[str]:
     return sorted(c["metadata"]["name"] for c in api.list(claims_path(ns)).get("items") or [])
 
 
-def gone(api: KubeApi, path: str) -> bool:
-    try:
-        api.get(path)
-    except ApiError as exc:
-        return exc.status == 404
-    return False
+def gone(api: Kube, path: str) -> bool:
+    return api.get(path, missing_ok=True) is None
 
 
-def test_lab20_pod_is_admitted_as_lab20_step5(api: KubeApi, namespace: str) -> None:
+def test_lab20_pod_is_admitted_as_lab20_step5(api: Kube, namespace: str) -> None:
     pod = yaml.safe_load(LAB20_POD.read_text())
     pod["metadata"]["namespace"] = namespace
     # Step 5 compares the claim spec; keep the pod from competing for npu-0-0's cores with other tests.
@@ -96,7 +93,7 @@ def test_lab20_pod_is_admitted_as_lab20_step5(api: KubeApi, namespace: str) -> N
     wait_for(lambda: gone(api, claims_path(namespace, name)), 60, "the claim to go with its pod")
 
 
-def test_claim_is_owned_by_its_pod_and_freed_with_it(api: KubeApi, namespace: str) -> None:
+def test_claim_is_owned_by_its_pod_and_freed_with_it(api: Kube, namespace: str) -> None:
     api.create(pods_path(namespace), small_pod("owned"))
     name = naming.claim_name(namespace, "owned", "app", "ascend310p")
 
@@ -117,7 +114,7 @@ def test_claim_is_owned_by_its_pod_and_freed_with_it(api: KubeApi, namespace: st
     wait_for(lambda: gone(api, claims_path(namespace, name)), 60, "the claim to be deleted with its pod")
 
 
-def test_generate_name_pod_gets_a_claim_relabelled_with_its_real_name(api: KubeApi, namespace: str) -> None:
+def test_generate_name_pod_gets_a_claim_relabelled_with_its_real_name(api: Kube, namespace: str) -> None:
     pod = small_pod("")
     del pod["metadata"]["name"]
     pod["metadata"]["generateName"] = "web-"
@@ -135,7 +132,7 @@ def test_generate_name_pod_gets_a_claim_relabelled_with_its_real_name(api: KubeA
     wait_for(lambda: gone(api, claim_path), 60, "the claim to go with its generateName pod")
 
 
-def test_apiserver_canonicalizes_14000_and_the_claim_still_gets_14000_mib(api: KubeApi, namespace: str) -> None:
+def test_apiserver_canonicalizes_14000_and_the_claim_still_gets_14000_mib(api: Kube, namespace: str) -> None:
     # The premise: a plain extended resource of 14000 comes back as 14k.
     plain = {
         "apiVersion": "v1",
@@ -154,23 +151,23 @@ def test_apiserver_canonicalizes_14000_and_the_claim_still_gets_14000_mib(api: K
     assert parse_quantity(memory).value == 14000 * MIB
 
 
-def test_dry_run_creates_no_claim(api: KubeApi, namespace: str) -> None:
+def test_dry_run_creates_no_claim(api: Kube, namespace: str) -> None:
     echoed = api.create(pods_path(namespace), small_pod("dry"), dry_run=True)
     assert echoed["spec"]["resourceClaims"]
     assert claim_names(api, namespace) == []
 
 
-def test_invalid_request_is_denied_naming_the_field(api: KubeApi, namespace: str) -> None:
-    with pytest.raises(ApiError) as info:
+def test_invalid_request_is_denied_naming_the_field(api: Kube, namespace: str) -> None:
+    with pytest.raises(KubeError) as info:
         api.create(pods_path(namespace), small_pod("bad", cores="150"))
     assert info.value.status == 400
     assert "spec.containers[0].resources.limits[huawei.com/Ascend310P-core]" in info.value.message
     assert claim_names(api, namespace) == []
 
 
-def test_pod_rejected_after_mutation_leaves_no_claim(api: KubeApi, namespace: str, cluster) -> None:
+def test_pod_rejected_after_mutation_leaves_no_claim(api: Kube, namespace: str, cluster) -> None:
     # activeDeadlineSeconds 0 fails pod validation, which runs after mutating admission created the claim.
-    with pytest.raises(ApiError) as info:
+    with pytest.raises(KubeError) as info:
         api.create(pods_path(namespace), small_pod("rejected", activeDeadlineSeconds=0))
     assert info.value.status == 422
     name = naming.claim_name(namespace, "rejected", "app", "ascend310p")
@@ -179,7 +176,7 @@ def test_pod_rejected_after_mutation_leaves_no_claim(api: KubeApi, namespace: st
     wait_for(lambda: gone(api, claims_path(namespace, name)), grace + 60, "the janitor to reap the orphan")
 
 
-def test_partial_failure_rolls_back(api: KubeApi, namespace: str) -> None:
+def test_partial_failure_rolls_back(api: Kube, namespace: str) -> None:
     quota = {
         "apiVersion": "v1",
         "kind": "ResourceQuota",
@@ -196,13 +193,13 @@ def test_partial_failure_rolls_back(api: KubeApi, namespace: str) -> None:
     second = copy.deepcopy(pod["spec"]["containers"][0])
     second["name"] = "second"
     pod["spec"]["containers"].append(second)
-    with pytest.raises(ApiError) as info:
+    with pytest.raises(KubeError) as info:
         api.create(pods_path(namespace), pod)
     assert "could not create ResourceClaim" in info.value.message
     assert claim_names(api, namespace) == []
 
 
-def test_name_held_by_another_claim_gets_a_variant(api: KubeApi, namespace: str) -> None:
+def test_name_held_by_another_claim_gets_a_variant(api: Kube, namespace: str) -> None:
     name = naming.claim_name(namespace, "stateful-0", "app", "ascend310p")
     squatter = resource_claim(name, "hami-vnpu-core.project-hami.io", count=1)
     api.create(claims_path(namespace), squatter)
@@ -217,14 +214,14 @@ def test_name_held_by_another_claim_gets_a_variant(api: KubeApi, namespace: str)
     )
 
 
-def test_template_lifecycle_against_the_apiserver(api: KubeApi, namespace: str) -> None:
+def test_template_lifecycle_against_the_apiserver(api: Kube, namespace: str) -> None:
     cfg = parse_config({"webhook": {"lifecycle": "template"}})
     lifecycle = ClaimLifecycle(Converter(cfg.vendors, "template"), api, Metrics())
     pods = []
     for name in ("t-a", "t-b"):
         conv = anyio.run(lambda n=name: lifecycle.admit(small_pod(n), namespace, f"uid-{n}"))
         pods.append(conv.pod)
-    templates = api.list(f"/apis/resource.k8s.io/v1/namespaces/{namespace}/resourceclaimtemplates")["items"]
+    templates = api.list(templates_path(namespace))["items"]
     assert len(templates) == 1  # one shape, one shared template
     for pod in pods:  # converted pods pass the cluster's webhook untouched
         api.create(pods_path(namespace), pod)
@@ -238,27 +235,27 @@ def test_template_lifecycle_against_the_apiserver(api: KubeApi, namespace: str) 
 
 
 def test_async_api_answers_like_the_sync_one(cluster, namespace: str) -> None:
-    from dralab.webhook.kube import AsyncKubeApi
+    from dralab.kube import AsyncKube
 
     claim = Converter(parse_config(None).vendors).convert(small_pod("aio"), namespace=namespace).objects[0]
     path = claims_path(namespace, claim["metadata"]["name"])
 
     async def scenario() -> tuple[str, int, int]:
-        aio = AsyncKubeApi(cluster.kubeconfig)
+        aio = AsyncKube(cluster.kubeconfig)
         try:
             made = await aio.create(claims_path(namespace), claim)
             try:
                 await aio.create(claims_path(namespace), claim)
                 conflict = 0
-            except ApiError as exc:
+            except KubeError as exc:
                 conflict = exc.status
             got = await aio.get(path)
             assert got["metadata"]["uid"] == made["metadata"]["uid"]
-            await aio.delete(path, made["metadata"]["uid"])
+            assert await aio.delete(path, uid=made["metadata"]["uid"])
             try:
-                await aio.get("/apis/resource.k8s.io/v1/namespaces/" + namespace + "/resourceclaims/nope")
+                await aio.get(claims_path(namespace, "nope"))
                 missing = 0
-            except ApiError as exc:
+            except KubeError as exc:
                 missing = exc.status
             return made["metadata"]["name"], conflict, missing
         finally:

@@ -9,9 +9,9 @@ from pathlib import Path
 from cryptography import x509
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from dralab.cluster.kubeapi import load_kubeconfig
 from dralab.cluster.kubeconfig import render_kubeconfig
 from dralab.cluster.pki import ensure_pki
+from dralab.kube import load_kubeconfig
 
 
 def _cert(path):
@@ -57,8 +57,8 @@ def test_kubeconfig_round_trip(tmp_path):
     )  # fmt: skip
     path = tmp_path / "kubeconfig"
     path.write_text(text)
-    server, ca, cert, key = load_kubeconfig(path)
-    assert server == "https://127.0.0.1:6443"
-    assert Path(ca).read_bytes() == pki.ca_cert.read_bytes()
-    assert Path(cert).read_bytes() == pki.cert("admin").read_bytes()
-    assert Path(key).read_bytes() == pki.key("admin").read_bytes()
+    loaded = load_kubeconfig(path).configuration
+    assert loaded.host == "https://127.0.0.1:6443"
+    assert Path(loaded.ssl_ca_cert).read_bytes() == pki.ca_cert.read_bytes()
+    assert Path(loaded.cert_file).read_bytes() == pki.cert("admin").read_bytes()
+    assert Path(loaded.key_file).read_bytes() == pki.key("admin").read_bytes()

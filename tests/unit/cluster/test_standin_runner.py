@@ -24,15 +24,18 @@ class FakeKube:
         self.events: list[dict[str, Any]] = []
         self.deleted: list[tuple[str, dict]] = []
 
-    def get(self, path: str, params=None):
+    def get(self, path: str, params=None, missing_ok: bool = False):
         obj = self.objects.get(path)
+        assert obj or missing_ok
         return copy.deepcopy(obj) if obj else None
 
-    def request(self, method: str, path: str, **kw):
-        assert method == "GET"
+    def list(self, path: str, **kw):
         return {"items": [], "metadata": {"resourceVersion": "1"}}
 
-    def patch(self, path: str, body: dict, kind: str = "merge"):
+    def list_all(self, path: str, **kw):
+        return [], "1"
+
+    def patch(self, path: str, body: dict, kind: str = "merge", **kw):
         if "/events/" in path:
             name = path.rsplit("/", 1)[1]
             event = next(e for e in self.events if e["metadata"]["name"] == name)
@@ -49,7 +52,7 @@ class FakeKube:
         self.events.append(event)
         return event
 
-    def delete(self, path: str, params=None):
+    def delete(self, path: str, params=None, **kw):
         self.deleted.append((path, params or {}))
         return True
 

@@ -12,8 +12,9 @@ import pytest
 
 from dralab.driver.devices import BackendOptions
 from dralab.driver.devices.fake import FakeBackend
-from dralab.driver.kube import SLICES_PATH, KubeError
 from dralab.driver.publisher import SlicePublisher, needs_publish, project
+from dralab.kube import KubeError
+from dralab.kube.paths import SLICES_PATH
 from dralab.model.vendors import load_vendor_table
 from dralab.util import wait_for
 
@@ -30,12 +31,14 @@ class FakeApi:
         self.deleted: list[str] = []
         self.lock = threading.Lock()
 
-    def get(self, path: str, params=None):
-        if path.startswith("/api/v1/nodes/"):
-            name = path.rsplit("/", 1)[1]
-            return {"metadata": {"name": name, "uid": self.nodes[name]}} if name in self.nodes else None
+    def get(self, path: str, missing_ok: bool = False):
+        assert path.startswith("/api/v1/nodes/") and missing_ok
+        name = path.rsplit("/", 1)[1]
+        return {"metadata": {"name": name, "uid": self.nodes[name]}} if name in self.nodes else None
+
+    def list(self, path: str, field_selector: str):
         assert path == SLICES_PATH
-        wanted = dict(kv.split("=") for kv in params["fieldSelector"].split(","))
+        wanted = dict(kv.split("=") for kv in field_selector.split(","))
         with self.lock:
             items = [
                 copy.deepcopy(s)
@@ -53,14 +56,11 @@ class FakeApi:
             self.slices[name] = obj
         return copy.deepcopy(obj)
 
-    def delete(self, path: str) -> bool:
+    def delete(self, path: str, missing_ok: bool = False) -> bool:
         name = path.rsplit("/", 1)[1]
         with self.lock:
             self.deleted.append(name)
             return self.slices.pop(name, None) is not None
-
-    def watch(self, path, params, timeout_seconds=60):
-        raise KubeError("watch not supported here")
 
 
 @pytest.fixture

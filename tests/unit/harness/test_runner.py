@@ -12,7 +12,7 @@ import pytest
 from harness.resources import Ref
 from harness.results import ERROR, FAILED, PARTIAL, PASSED, SKIPPED
 from harness.runner import LAB_LABEL, LabRunner
-from harness.testing import FakeCluster
+from harness.testing import FakeCluster, refusal
 
 SLICE = {
     "apiVersion": "resource.k8s.io/v1",
@@ -94,9 +94,7 @@ def test_a_failing_assertion_fails_the_step_runs_catch_and_finally_and_skips_the
 def test_errors_from_the_cluster_fail_the_step_as_errors(write_lab, make_env, cluster: FakeCluster) -> None:
     def refuse(_cluster: FakeCluster, obj: dict) -> None:
         if obj["kind"] == "Pod":
-            from harness.client import ClusterError
-
-            raise ClusterError(403, "admission webhook denied the request: no")
+            raise refusal(403, "admission webhook denied the request: no")
 
     cluster.on_apply.append(refuse)
     lab = write_lab([{"id": "deploy", "try": [{"apply": {"file": "pod.yaml", "vars": {"pod": "p", "uuid": "u"}}}]},
@@ -109,11 +107,9 @@ def test_errors_from_the_cluster_fail_the_step_as_errors(write_lab, make_env, cl
 
 
 def test_expect_error_passes_when_the_cluster_refuses(write_lab, make_env, cluster: FakeCluster) -> None:
-    from harness.client import ClusterError
-
     def refuse(_cluster: FakeCluster, obj: dict) -> None:
         if obj["kind"] == "Pod":
-            raise ClusterError(400, "gpumem-percentage cannot be expressed")
+            raise refusal(400, "gpumem-percentage cannot be expressed")
 
     cluster.on_apply.append(refuse)
     lab = write_lab([{"id": "deny", "try": [{"apply": {"file": "pod.yaml", "vars": {"pod": "p", "uuid": "u"},

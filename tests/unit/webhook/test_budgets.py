@@ -9,10 +9,11 @@ from typing import Any
 import anyio
 
 from dralab.config import default_config
+from dralab.kube import KubeError
+from dralab.kube.paths import claims_path
 from dralab.model import budget as model
 from dralab.webhook.budget_lock import LOCK_ANNOTATION, BudgetLock, lock_free
 from dralab.webhook.budgets import BudgetReconciler, budgets_path
-from dralab.webhook.kube import ApiError, claims_path
 from dralab.webhook.server import build
 
 from .conftest import FakeApi
@@ -36,12 +37,12 @@ class ListingApi(FakeApi):
             return self.list(path)
         return super().get(path)
 
-    def merge_patch(self, path: str, patch: dict[str, Any]) -> dict[str, Any]:
+    def patch(self, path: str, patch: dict[str, Any], *, kind: str = "merge") -> dict[str, Any]:
         if path.endswith("/status"):
             obj = self.objects[path.removesuffix("/status")]
             obj["status"] = copy.deepcopy(patch["status"])
             return obj
-        return super().merge_patch(path, patch)
+        return super().patch(path, patch, kind=kind)
 
     def request(self, method: str, path: str, *, body: Any = None, content_type: str = "", **_: Any) -> dict:
         """GET, and PATCH of annotations honouring a resourceVersion precondition (the budget lock's calls)."""
@@ -52,11 +53,11 @@ class ListingApi(FakeApi):
         with self.lock:
             obj = self.objects.get(path)
             if obj is None:
-                raise ApiError(404, "Not Found")
+                raise KubeError(404, "NotFound", what=f"{method} {path}")
             meta = obj["metadata"]
             want = body["metadata"].get("resourceVersion")
             if want is not None and want != meta.get("resourceVersion"):
-                raise ApiError(409, "Conflict", {"message": "the object has been modified"})
+                raise KubeError(409, "Conflict", {"message": "the object has been modified"}, what=f"{method} {path}")
             annotations = meta.setdefault("annotations", {})
             for key, value in body["metadata"].get("annotations", {}).items():
                 if value is None:
@@ -150,7 +151,7 @@ def test_budget_list_failure_denies_with_a_server_error() -> None:
     class Broken(ListingApi):
         def get(self, path: str) -> dict[str, Any]:
             if path == budgets_path(NS):
-                raise ApiError(500, "Internal Server Error", {"message": "etcd down"})
+                raise KubeError(500, "InternalError", {"message": "etcd down"}, what=f"GET {path}")
             return super().get(path)
 
     api = Broken()

@@ -12,9 +12,9 @@ import pytest
 import yaml
 
 from dralab.config import default_config, parse_config
+from dralab.kube.paths import claims_path, templates_path
 from dralab.model import jsonpatch
 from dralab.webhook.handlers import BadReview, parse_review
-from dralab.webhook.kube import claims_path, templates_path
 from dralab.webhook.server import build
 
 FIXTURE = Path(__file__).parent / "fixtures" / "lab20-pod.yaml"
@@ -93,6 +93,7 @@ def test_partial_failure_rolls_back_the_claims_already_created(fake_api) -> None
     )
     assert fake_api.names(CLAIMS) == []  # the first claim was deleted again
     assert ("delete", f"{CLAIMS}/{LAB20_CLAIM}") in fake_api.calls
+    assert fake_api.delete_uids == ["uid-1"]  # only the claim this request made (a uid precondition)
     assert b"dralab_webhook_claims_rolled_back_total 1.0" in wh.metrics.render()
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from dralab.kube.paths import claims_path
 from dralab.webhook import janitor
-from dralab.webhook.kube import claims_path
 from dralab.webhook.metrics import Metrics
 
 NOW = 1_767_225_600.0  # 2026-01-01T00:00:00Z
@@ -88,6 +88,7 @@ def test_reconcile_adopts_and_reaps_after_checking_live_pods(fake_api) -> None:
     jan.pods.items = {("ns", "p"): pod("p", "u1", "adopt-me")}
     jan.reconcile_once()
     assert fake_api.names(path) == ["adopt-me", "raced"]
+    assert fake_api.delete_uids == ["c-orphan"]  # deleted only if it is still the claim the janitor saw
     adopted = fake_api.objects[f"{path}/adopt-me"]["metadata"]
     assert adopted["ownerReferences"][0]["uid"] == "u1"
     assert adopted["labels"]["dralab.io/pod"] == "p"
@@ -98,20 +99,19 @@ def test_reconcile_adopts_and_reaps_after_checking_live_pods(fake_api) -> None:
 
 
 class WatchingApi:
-    """list() and watch() scripted: the first watch delivers events then an expiry, later ones block."""
+    """list_all() and watch() scripted: the first watch delivers events then an expiry, later ones block."""
 
     def __init__(self) -> None:
-        import threading
-
         self.lists = 0
-        self.release = threading.Event()
+        self.watched_from: list[str] = []
 
-    def list(self, path: str, label_selector: str | None = None) -> dict[str, Any]:
+    def list_all(self, path: str, **_: Any) -> tuple[list[dict[str, Any]], str]:
         self.lists += 1
         items = [pod("a", "ua")] if self.lists == 1 else [pod("b", "ub")]
-        return {"metadata": {"resourceVersion": str(self.lists)}, "items": items}
+        return items, str(self.lists)
 
-    def watch(self, path, resource_version, label_selector=None, timeout_seconds=0, stop=None, on_open=None):
+    def watch(self, path: str, *, resource_version: str, stop, **_: Any):
+        self.watched_from.append(resource_version)
         if self.lists == 1:
             yield {"type": "ADDED", "object": pod("c", "uc")}
             yield {"type": "DELETED", "object": pod("a", "ua")}
@@ -132,6 +132,7 @@ def test_informer_applies_events_and_relists_after_expiry() -> None:
         wait_for(lambda: api.lists == 2 and informer.synced.is_set(), 10, "the informer to relist")
         wait_for(lambda: [p["metadata"]["name"] for p in informer.snapshot()] == ["b"], 10, "the relisted state")
         assert len(changes) >= 3  # first list, ADDED, DELETED, relist
+        assert api.watched_from[:2] == ["1", "2"]  # each watch starts at its list's version, the relist's too
     finally:
         informer.stop()
 

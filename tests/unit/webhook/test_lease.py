@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from dralab.webhook.kube import ApiError
+from dralab.kube import KubeError
 from dralab.webhook.lease import LeaderElector, LeaseTiming, lease_path
 
 TIMING = LeaseTiming(lease_seconds=15, renew_deadline=10, retry_period=2)
@@ -28,24 +28,24 @@ class LeaseStore:
         self.down = False
         self.writes = 0
 
-    def request(self, method: str, path: str, *, body: Any = None, timeout: float = 10.0) -> dict[str, Any]:
+    def request(self, method: str, path: str, *, body: Any = None, timeout: float | None = None) -> dict[str, Any]:
         if self.down:
-            raise ApiError(0, "ConnectionRefusedError: apiserver down")
+            raise KubeError(0, "ConnectionRefusedError: apiserver down", what=f"{method} {path}")
         if method == "GET":
             if path not in self.objects:
-                raise ApiError(404, "Not Found")
+                raise KubeError(404, "NotFound", what=f"{method} {path}")
             return copy.deepcopy(self.objects[path])
         if method == "POST":
             full = f"{path}/{body['metadata']['name']}"
             if full in self.objects:
-                raise ApiError(409, "AlreadyExists")
+                raise KubeError(409, "AlreadyExists", what=f"{method} {path}")
             return self._store(full, body)
         if method == "PUT":
             current = self.objects.get(path)
             if current is None:
-                raise ApiError(404, "Not Found")
+                raise KubeError(404, "NotFound", what=f"{method} {path}")
             if body["metadata"].get("resourceVersion") != current["metadata"]["resourceVersion"]:
-                raise ApiError(409, "Conflict")
+                raise KubeError(409, "Conflict", what=f"{method} {path}")
             return self._store(path, body)
         raise AssertionError(f"unexpected {method}")
 

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from dralab.kube.paths import claims_path
 from dralab.migrate.apply import apply_plan
 from dralab.migrate.plan import Snapshot, build_plan, render_text
 from dralab.model.vendors import load_vendor_table
 from dralab.webhook.adoption import AdoptionSettings
-from dralab.webhook.kube import claims_path
 from tests.unit.webhook.test_adoption import NOW, hami_claim, hami_pod
 
 TABLE = load_vendor_table()

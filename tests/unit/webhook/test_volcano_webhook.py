@@ -10,7 +10,7 @@ import anyio
 import yaml
 
 from dralab.config import parse_config
-from dralab.webhook.kube import templates_path
+from dralab.kube.paths import templates_path
 from dralab.webhook.registration import webhook_configurations
 from dralab.webhook.server import build
 

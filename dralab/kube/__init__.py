@@ -1,0 +1,43 @@
+"""dralab's one Kubernetes API layer, built on the official ``kubernetes`` package.
+
+Why this shape: dralab speaks raw API paths and keeps objects as plain dicts end to end (DRA
+fields of alpha features, conversion output, admission patches), so the typed models and the
+generated request serializer of ``kubernetes.client`` are skipped. What is used from the official
+package is what is hard to get right: its kubeconfig and in-cluster loaders (contexts, exec
+plugins, OIDC, TLS options, proxies) and its connection pool (``kubernetes.client``'s urllib3
+``RESTClientObject``). The asyncio side (:class:`AsyncKube`, for the webhook's admission path)
+talks aiohttp, the transport of ``kubernetes.aio``, with the same loaded credentials.
+
+- :mod:`.config`: one loader for kubeconfig and in-cluster credentials; rotating tokens; no key files.
+- :mod:`.client`: :class:`Kube`, the synchronous client (request/get/list/create/patch/apply/delete/watch).
+- :mod:`.aio`: :class:`AsyncKube`, the same calls on asyncio.
+- :mod:`.watch`: :class:`ListWatch`, the one list-and-watch loop (resourceVersion, 410 relist, backoff).
+- :mod:`.paths`: URL paths with escaped segments; :mod:`.discovery`: kind to resource.
+- :mod:`.errors`: :class:`KubeError`, the one error type (``status`` 0: no answer).
+"""
+
+from __future__ import annotations
+
+from dralab.kube.aio import AsyncKube
+from dralab.kube.client import PARTIAL_METADATA, PATCH_TYPES, Kube
+from dralab.kube.config import KubeConfig, TokenFile, load_config, load_files, load_incluster, load_kubeconfig
+from dralab.kube.discovery import Discovery
+from dralab.kube.errors import KubeError
+from dralab.kube.watch import Expired, ListWatch
+
+__all__ = [
+    "PARTIAL_METADATA",
+    "PATCH_TYPES",
+    "AsyncKube",
+    "Discovery",
+    "Expired",
+    "Kube",
+    "KubeConfig",
+    "KubeError",
+    "ListWatch",
+    "TokenFile",
+    "load_config",
+    "load_files",
+    "load_incluster",
+    "load_kubeconfig",
+]

@@ -1,0 +1,278 @@
+"""Where the credentials come from: a kubeconfig or the in-cluster service account, loaded once.
+
+The official ``kubernetes`` package's loaders do the parsing (contexts, exec plugins, OIDC,
+``insecure-skip-tls-verify``, proxies) into a ``kubernetes.client.Configuration``. Two things are
+added around them:
+
+- **No key files on disk.** The official kubeconfig loader writes embedded certificate and key
+  data to files in the temp dir and removes them only at a clean interpreter exit. Here embedded
+  data is put into anonymous memory files (``memfd_create``) first and handed to the loader as
+  ``/proc/self/fd/N`` paths: nothing is ever written under a directory, so nothing can be left
+  behind by a crash or a ``SIGKILL``. The memory files close with the last :class:`KubeConfig`
+  that uses them.
+- **Token rotation.** The kubelet rotates a pod's projected service account token; kubeconfig
+  ``tokenFile`` users rotate theirs the same way. A :class:`TokenFile` hook re-reads the file
+  whenever it changed (a ``stat`` per request) instead of the official in-cluster loader's
+  once-a-minute timer or the kubeconfig loader's read-once. Exec plugins and OIDC keep the
+  official loader's own refresh hook (it asks the plugin again when the credential expired).
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import os
+import shutil
+import ssl
+import tempfile
+import threading
+import weakref
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from dralab.errors import UserError
+
+# kubeconfig keys holding base64 data, and the key of the file path the loader is given instead
+_DATA_KEYS = {
+    "certificate-authority-data": "certificate-authority",
+    "client-certificate-data": "client-certificate",
+    "client-key-data": "client-key",
+}
+
+
+class TokenFile:
+    """A bearer token read from a file, read again whenever the file is replaced or rewritten.
+
+    Installed as the configuration's ``refresh_api_key_hook``, which the client calls before each
+    request. The kubelet swaps a new token in atomically (a new inode behind the same path), so a
+    ``stat`` per request notices a rotation without a timer. While the file is missing or empty (a
+    rotation in progress) the last token is kept: the apiserver's 401 then says what is wrong.
+    """
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+        self._lock = threading.Lock()
+        self._seen: tuple[int, int, int] | None = None
+        self._token = ""
+
+    def current(self) -> str:
+        """The token as the file holds it now (empty if it was never readable)."""
+        try:
+            st = self.path.stat()
+        except OSError:
+            return self._token
+        seen = (st.st_ino, st.st_mtime_ns, st.st_size)
+        with self._lock:
+            if seen != self._seen:
+                try:
+                    text = self.path.read_text().strip()
+                except OSError:
+                    return self._token
+                if text:
+                    self._token, self._seen = text, seen
+            return self._token
+
+    def __call__(self, configuration: Any) -> None:
+        token = self.current()
+        if token:
+            configuration.api_key["BearerToken"] = f"Bearer {token}"
+            configuration.api_key_prefix.pop("BearerToken", None)
+
+
+def _close_all(fds: list[int], folders: list[str]) -> None:
+    for fd in fds:
+        with contextlib.suppress(OSError):
+            os.close(fd)
+    fds.clear()
+    for folder in folders:
+        shutil.rmtree(folder, ignore_errors=True)
+    folders.clear()
+
+
+class _MemoryFiles:
+    """Anonymous in-memory files standing in for certificate and key files (Linux ``memfd``).
+
+    They close when the last reference goes: the client configuration that names their paths
+    holds one, so a configuration never outlives its files.
+    """
+
+    def __init__(self) -> None:
+        self.fds: list[int] = []
+        self._folders: list[str] = []
+        self._finalizer = weakref.finalize(self, _close_all, self.fds, self._folders)
+
+    def add(self, name: str, data: bytes) -> str:
+        """A path to a file with ``data`` that exists nowhere on disk."""
+        if hasattr(os, "memfd_create"):
+            fd = os.memfd_create(f"dralab-{name}", os.MFD_CLOEXEC)
+            os.write(fd, data)
+            self.fds.append(fd)
+            return f"/proc/self/fd/{fd}"
+        # no memfd (not Linux): a private folder, removed with these files
+        if not self._folders:
+            self._folders.append(tempfile.mkdtemp(prefix="dralab-kube-"))
+        path = Path(self._folders[0]) / name
+        path.write_bytes(data)
+        path.chmod(0o600)
+        return str(path)
+
+    def close(self) -> None:
+        self._finalizer()
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> _MemoryFiles:
+        return self  # a copied configuration names the same files: it shares them
+
+
+@dataclass
+class KubeConfig:
+    """Loaded credentials: the official client configuration plus where it came from."""
+
+    configuration: Any  # kubernetes.client.Configuration
+    source: str  # "in-cluster" or the kubeconfig's path
+    _files: _MemoryFiles = field(default_factory=_MemoryFiles, repr=False)
+
+    def __post_init__(self) -> None:
+        # the configuration names the memory files' paths: it keeps them open as long as it lives
+        self.configuration.dralab_memory_files = self._files
+
+    @property
+    def host(self) -> str:
+        return str(self.configuration.host).rstrip("/")
+
+    def authorization(self) -> str | None:
+        """The ``Authorization`` header value current now (runs the refresh hook), or None."""
+        value = self.configuration.get_api_key_with_prefix("BearerToken", alias="authorization")
+        if not value:
+            return None
+        if value.lower().startswith("bearer "):
+            return "Bearer " + value[7:]
+        return value
+
+    def ssl_context(self) -> ssl.SSLContext:
+        """A client TLS context with the configured CA, client certificate and verification."""
+        cfg = self.configuration
+        ctx = ssl.create_default_context(cafile=cfg.ssl_ca_cert) if cfg.ssl_ca_cert else ssl.create_default_context()
+        if not cfg.verify_ssl:
+            ctx.check_hostname = False
+            ctx.verify_mode = ssl.CERT_NONE
+        if cfg.cert_file:
+            ctx.load_cert_chain(cfg.cert_file, cfg.key_file)
+        return ctx
+
+
+def _kubeconfig_paths(kubeconfig: str | os.PathLike[str] | None) -> Path | None:
+    """The kubeconfig to read: the one given, else the first existing entry of $KUBECONFIG, else ~/.kube/config."""
+    if kubeconfig:
+        return Path(kubeconfig).expanduser()
+    for entry in os.environ.get("KUBECONFIG", "").split(os.pathsep):
+        if entry and Path(entry).expanduser().is_file():
+            return Path(entry).expanduser()
+    default = Path("~/.kube/config").expanduser()
+    return default if default.is_file() else None
+
+
+def _in_memory(doc: dict[str, Any], base: Path, files: _MemoryFiles) -> None:
+    """Replace embedded ``*-data`` fields by memory-file paths and make relative file paths absolute."""
+    for section, inner in (("clusters", "cluster"), ("users", "user")):
+        for entry in doc.get(section) or []:
+            body = (entry or {}).get(inner) or {}
+            for data_key, file_key in _DATA_KEYS.items():
+                if body.get(data_key):
+                    try:
+                        raw = base64.b64decode(body.pop(data_key), validate=True)
+                    except ValueError:
+                        raise UserError(
+                            f"{section[:-1]} {entry.get('name')!r}: {data_key} is not base64; "
+                            "fix the kubeconfig (kubectl config view --raw shows it)"
+                        ) from None
+                    body[file_key] = files.add(f"{entry.get('name')}-{file_key}", raw)
+                elif body.get(file_key) and not os.path.isabs(str(body[file_key])):
+                    body[file_key] = str(base / str(body[file_key]))
+            if body.get("tokenFile") and not os.path.isabs(str(body["tokenFile"])):
+                body["tokenFile"] = str(base / str(body["tokenFile"]))
+
+
+def _current_user(doc: dict[str, Any], context: str | None) -> dict[str, Any]:
+    name = context or doc.get("current-context")
+    ctx = next((c.get("context") or {} for c in doc.get("contexts") or [] if c.get("name") == name), {})
+    return next((u.get("user") or {} for u in doc.get("users") or [] if u.get("name") == ctx.get("user")), {})
+
+
+def load_kubeconfig(path: str | os.PathLike[str], context: str | None = None) -> KubeConfig:
+    """Credentials of ``context`` (default: the current one) of the kubeconfig at ``path``."""
+    from kubernetes import client
+    from kubernetes import config as kconfig
+
+    p = Path(path).expanduser()
+    if not p.is_file():
+        raise UserError(f"kubeconfig {p} not found: pass --kubeconfig FILE or bring the cluster up first")
+    try:
+        doc = yaml.safe_load(p.read_text()) or {}
+    except (OSError, yaml.YAMLError) as exc:
+        raise UserError(f"kubeconfig {p} is not readable YAML ({exc})") from None
+    if not isinstance(doc, dict):
+        raise UserError(f"kubeconfig {p} is not a kubeconfig (a YAML mapping with clusters, users, contexts)")
+    files = _MemoryFiles()
+    cfg = client.Configuration()
+    try:
+        _in_memory(doc, p.resolve().parent, files)
+        kconfig.load_kube_config_from_dict(doc, context=context, client_configuration=cfg, persist_config=False)
+    except UserError:
+        files.close()
+        raise
+    except Exception as exc:  # the loader raises ConfigException, KeyError, TypeError... on bad input
+        files.close()
+        which = f"context {context!r} of " if context else ""
+        raise UserError(f"cannot load Kubernetes credentials from {which}kubeconfig {p} ({exc})") from None
+    user = _current_user(doc, context)
+    if user.get("tokenFile") and not (user.get("exec") or user.get("auth-provider")):
+        hook = TokenFile(user["tokenFile"])
+        hook(cfg)
+        cfg.refresh_api_key_hook = hook
+    return KubeConfig(cfg, str(p), files)
+
+
+def load_incluster() -> KubeConfig:
+    """The pod's service account (token re-read on rotation, CA from the projected volume)."""
+    from kubernetes import client
+    from kubernetes import config as kconfig
+    from kubernetes.config import incluster_config
+
+    cfg = client.Configuration()
+    kconfig.load_incluster_config(client_configuration=cfg)  # ConfigException when not in a pod
+    hook = TokenFile(incluster_config.SERVICE_TOKEN_FILENAME)
+    hook(cfg)
+    cfg.refresh_api_key_hook = hook
+    return KubeConfig(cfg, "in-cluster")
+
+
+def load_files(server: str, ca: str | None, cert: str | None = None, key: str | None = None) -> KubeConfig:
+    """Credentials already in files of their own (a local cluster's PKI): used in place, nothing copied."""
+    from kubernetes import client
+
+    cfg = client.Configuration()
+    cfg.host = server.rstrip("/")
+    cfg.ssl_ca_cert = ca
+    cfg.cert_file, cfg.key_file = cert, key
+    return KubeConfig(cfg, server)
+
+
+def load_config(kubeconfig: str | os.PathLike[str] | None = None, context: str | None = None) -> KubeConfig:
+    """``kubeconfig`` if given; else the in-cluster service account; else $KUBECONFIG or ~/.kube/config."""
+    if kubeconfig:
+        return load_kubeconfig(kubeconfig, context)
+    from kubernetes.config import ConfigException
+
+    try:
+        return load_incluster()
+    except ConfigException as in_cluster:
+        path = _kubeconfig_paths(None)
+        if path is None:
+            raise UserError(
+                f"no Kubernetes credentials: not in a pod ({in_cluster}) and no kubeconfig "
+                "($KUBECONFIG, ~/.kube/config); pass --kubeconfig FILE"
+            ) from None
+        return load_kubeconfig(path, context)

@@ -1,0 +1,158 @@
+"""The synchronous client against a scripted apiserver over mutual TLS."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from dralab.kube import Kube, KubeError
+from dralab.kube.paths import claims_path, pods_path, segment
+from dralab.util import free_port
+
+NS = {"kind": "Namespace", "metadata": {"name": "default"}}
+NOT_FOUND = {"kind": "Status", "reason": "NotFound", "message": 'pods "p" not found', "code": 404}
+
+
+@pytest.fixture
+def kube(apiserver):
+    client = Kube.from_kubeconfig(apiserver.kubeconfig)
+    yield client
+    client.close()
+
+
+def test_get_sends_the_client_certificate_and_decodes_json(apiserver, kube) -> None:
+    apiserver.script.on("GET", "/api/v1/namespaces/default", (200, NS))
+    assert kube.get("/api/v1/namespaces/default")["metadata"]["name"] == "default"
+    seen = apiserver.script.requests("GET")[0]
+    assert seen.client_cn == "dralab-admin"
+    assert seen.headers["Accept"] == "application/json"
+
+
+def test_a_non_2xx_answer_is_one_error_with_the_status_reason_and_message(apiserver, kube) -> None:
+    apiserver.script.on("GET", "/api/v1/namespaces/ns/pods/p", (404, NOT_FOUND))
+    with pytest.raises(KubeError) as err:
+        kube.get("/api/v1/namespaces/ns/pods/p")
+    assert (err.value.status, err.value.reason, err.value.message) == (404, "NotFound", 'pods "p" not found')
+    assert "GET /api/v1/namespaces/ns/pods/p" in str(err.value) and "HTTP 404" in str(err.value)
+    assert kube.get("/api/v1/namespaces/ns/pods/p", missing_ok=True) is None
+
+
+def test_no_answer_is_status_zero() -> None:
+    from kubernetes import client
+
+    from dralab.kube.config import KubeConfig
+
+    cfg = client.Configuration()
+    cfg.host = f"http://127.0.0.1:{free_port()}"
+    cfg.retries = False
+    with Kube(KubeConfig(cfg, "test")) as kube, pytest.raises(KubeError) as err:
+        kube.get("/version")
+    assert err.value.status == 0 and "no answer" in str(err.value)
+
+
+def test_create_exist_ok_and_dry_run(apiserver, kube) -> None:
+    conflict = {"kind": "Status", "reason": "AlreadyExists", "message": "exists", "code": 409}
+    apiserver.script.on("POST", "/api/v1/namespaces", (201, NS), (409, conflict))
+    assert kube.create("/api/v1/namespaces", NS, dry_run=True) == NS
+    assert kube.create("/api/v1/namespaces", NS, exist_ok=True) is None
+    with pytest.raises(KubeError) as err:
+        kube.create("/api/v1/namespaces", NS)
+    assert err.value.conflict and err.value.reason == "AlreadyExists"
+    first, second = apiserver.script.requests("POST")[:2]
+    assert first.query == {"dryRun": "All"} and second.query == {}
+    assert json.loads(first.body) == NS and first.headers["Content-Type"] == "application/json"
+
+
+@pytest.mark.parametrize(
+    ("kind", "content_type"),
+    [
+        ("merge", "application/merge-patch+json"),
+        ("strategic", "application/strategic-merge-patch+json"),
+        ("json", "application/json-patch+json"),
+        ("apply", "application/apply-patch+yaml"),
+    ],
+)
+def test_patch_kinds_send_their_content_type(apiserver, kube, kind: str, content_type: str) -> None:
+    apiserver.script.on("PATCH", "/api/v1/namespaces/default", (200, NS))
+    body = [{"op": "add", "path": "/metadata/labels", "value": {}}] if kind == "json" else {"metadata": {}}
+    kube.patch("/api/v1/namespaces/default", body, kind=kind, manager="m" if kind == "apply" else None,
+               force=kind == "apply")
+    seen = apiserver.script.requests("PATCH")[0]
+    assert seen.headers["Content-Type"] == content_type
+    assert json.loads(seen.body) == body
+    assert seen.query == ({"fieldManager": "m", "force": "true"} if kind == "apply" else {})
+
+
+def test_an_unknown_patch_kind_is_refused(kube) -> None:
+    with pytest.raises(ValueError, match="merge, strategic, json, apply"):
+        kube.patch("/x", {}, kind="yaml")
+
+
+def test_delete_sends_options_and_missing_ok(apiserver, kube) -> None:
+    apiserver.script.on("DELETE", "/api/v1/namespaces/ns/pods/p", (200, {}), (404, NOT_FOUND))
+    assert kube.delete(pods_path("ns", "p"), uid="u1", grace_period_seconds=0) is True
+    assert kube.delete(pods_path("ns", "p"), missing_ok=True) is False
+    with pytest.raises(KubeError):
+        kube.delete(pods_path("ns", "p"))
+    options = json.loads(apiserver.script.requests("DELETE")[0].body)
+    assert options["preconditions"] == {"uid": "u1"} and options["gracePeriodSeconds"] == 0
+    assert options["propagationPolicy"] == "Background"
+
+
+def test_list_all_follows_continue_tokens(apiserver, kube) -> None:
+    page1 = {"items": [{"metadata": {"name": "a"}}], "metadata": {"continue": "t1", "resourceVersion": "5"}}
+    page2 = {"items": [{"metadata": {"name": "b"}}], "metadata": {"resourceVersion": "5"}}
+    apiserver.script.on("GET", "/api/v1/pods", (200, page1), (200, page2))
+    items, version = kube.list_all("/api/v1/pods", label_selector="a=b", page=1)
+    assert [i["metadata"]["name"] for i in items] == ["a", "b"] and version == "5"
+    first, second = apiserver.script.requests("GET")
+    assert first.query == {"labelSelector": "a=b", "limit": "1"}
+    assert second.query == {"labelSelector": "a=b", "limit": "1", "continue": "t1"}
+
+
+def test_partial_metadata_lists_ask_for_the_list_kind(apiserver, kube) -> None:
+    from dralab.kube import PARTIAL_METADATA
+
+    apiserver.script.on("GET", "/api/v1/pods", (200, {"items": []}))
+    kube.list("/api/v1/pods", accept=PARTIAL_METADATA)
+    assert "as=PartialObjectMetadataList;" in apiserver.script.requests("GET")[0].headers["Accept"]
+
+
+def test_text_reads_a_non_json_endpoint(apiserver, kube) -> None:
+    apiserver.script.on("GET", "/metrics", (200, b"# HELP x\nx 1\n"))
+    assert kube.text("/metrics").endswith("x 1\n")
+
+
+def test_watch_streams_events_until_the_server_ends_it(apiserver, kube) -> None:
+    events = [{"type": "ADDED", "object": {"metadata": {"name": "a", "resourceVersion": "6"}}},
+              {"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": "9"}}}]
+    apiserver.script.on("WATCH", "/api/v1/pods", events)
+    got = list(kube.watch("/api/v1/pods", resource_version="5", field_selector="spec.nodeName=n", timeout_seconds=7))
+    assert got == events
+    query = apiserver.script.requests("GET")[0].query
+    assert query == {"watch": "true", "timeoutSeconds": "7", "resourceVersion": "5", "allowWatchBookmarks": "true",
+                     "fieldSelector": "spec.nodeName=n"}
+
+
+def test_a_watch_refused_before_streaming_raises(apiserver, kube) -> None:
+    gone = {"kind": "Status", "reason": "Expired", "message": "too old resource version", "code": 410}
+    apiserver.script.on("WATCH", "/api/v1/pods", (410, gone))
+    with pytest.raises(KubeError) as err:
+        list(kube.watch("/api/v1/pods", resource_version="1"))
+    assert err.value.gone
+
+
+def test_clone_shares_credentials_and_closes_on_its_own(apiserver, kube) -> None:
+    apiserver.script.on("GET", "/version", (200, {"gitVersion": "v1.35.0"}))
+    twin = kube.clone()
+    twin.close()
+    assert kube.get("/version")["gitVersion"] == "v1.35.0"
+    assert twin.config is kube.config
+
+
+def test_paths_escape_every_segment() -> None:
+    escaped = "/apis/resource.k8s.io/v1/namespaces/x%2F..%2Fkube-system/resourceclaims/c"
+    assert claims_path("x/../kube-system", "c") == escaped
+    with pytest.raises(ValueError):
+        segment("..")
