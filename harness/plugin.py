@@ -44,9 +44,9 @@ def pytest_configure(config: pytest.Config) -> None:
     for line in (
         "e2e: end-to-end lab replay on a cluster profile",
         "hardware: needs a real accelerator (Ascend 310P or NVIDIA)",
-        # the plugin groups a lab's steps with this; declared here so --strict-markers accepts it
-        # when pytest-xdist is not loaded (-p no:xdist)
-        "xdist_group(name): steps of one lab run on one xdist worker",
+        # test modules with a cluster of their own pin themselves to one worker with it; declared
+        # here too so --strict-markers accepts them when pytest-xdist is not loaded (-p no:xdist)
+        "xdist_group(name): tests of one group run on one xdist worker",
     ):
         config.addinivalue_line("markers", line)
     workerinput = getattr(config, "workerinput", None)
@@ -253,9 +253,7 @@ class LabStep(pytest.Item):
     def __init__(self, *, step: Any, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.step = step
-        lab = self.parent.lab
-        self.add_marker(pytest.mark.e2e)
-        self.add_marker(pytest.mark.xdist_group(lab.name))
+        self.add_marker(pytest.mark.e2e)  # one worker per lab: pytest_xdist_make_scheduler groups by lab
         # "hardware" only when nothing in the step can run without it (a local alternative keeps it in)
         if "hardware" in step.requires or all("hardware" in op.requires for op in step.ops):
             self.add_marker(pytest.mark.hardware)

@@ -19,7 +19,7 @@ from dralab.cluster import api
 from dralab.cluster.components import CONTROL_PLANE
 from dralab.cluster.supervisor import ProcRecord, is_alive
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("cluster-operate")]  # own cluster, one worker
 
 
 def _dralab(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:

@@ -35,7 +35,12 @@ from dralab.pulumi import runner, toolchain
 from dralab.util import wait_for
 
 # A cold machine builds the Pulumi CLI and provider inside the first fixture: allow for it.
-pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(3600)]
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.slow,
+    pytest.mark.timeout(3600),
+    pytest.mark.xdist_group("infra-cluster"),  # one cluster per module, taken down at its end: one worker
+]
 
 INFRA_CLUSTER = os.environ.get("DRALAB_INFRA_TEST_CLUSTER", "infra-it")
 STACK = "it-local"

@@ -20,7 +20,7 @@ from dralab.kube.paths import claims_path, namespace_path, pods_path
 from dralab.util import wait_for
 from dralab.webhook.extended import DEVICE_CLASSES
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("extended-resource")]  # own cluster, one worker
 
 CLUSTER = "dralab-extres"
 CLASS = "ascend-extended"

@@ -26,7 +26,7 @@ from dralab.util import wait_for
 from .conftest import ensure_node_binaries
 from .node_helpers import kubectl, pod, wait_running
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("node-ops")]  # one cluster, one worker
 
 NAME = "node-ops"
 
