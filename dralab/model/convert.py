@@ -201,19 +201,23 @@ class Converter:
             )
 
         annotations = meta.get("annotations") or {}
-        mutated = copy_json(pod)
-        spec = mutated.setdefault("spec", {})
-        pod_claims = spec.setdefault("resourceClaims", [])
+        # Copy on write: only the containers on the paths conversion writes to are copied; every other
+        # subtree of the converted pod is the original's own object (neither is changed afterwards).
+        mutated = dict(pod)
+        spec = mutated["spec"] = dict(pod["spec"])
+        pod_claims = spec["resourceClaims"] = list(spec.get("resourceClaims") or [])
+        for kind in {kind for kind, *_ in found_per_container}:
+            spec[kind] = list(spec[kind])
         taken_refs = {c.get("name") for c in pod_claims}
         selector_cache: dict[str, list[str]] = {}
         renames = renames or {}
         templates: dict[str, dict[str, Any]] = {}
 
-        touched: list[tuple[str | int, ...]] = [("spec", "resourceClaims"), ("metadata", "labels", DRA_LABEL)]
+        touched: list[tuple[str | int, ...]] = [("spec", "resourceClaims"), _label_path(meta)]
         for kind, index, container, groups in found_per_container:
             touched.append(("spec", kind, index, "resources"))
-            target = spec[kind][index]
-            res = target.setdefault("resources", {})
+            target = spec[kind][index] = dict(container)
+            res = target["resources"] = dict(container.get("resources") or {})
             consumed: set[str] = set()
             for rs, found in groups.items():
                 vendor = self.table.get(rs.vendor)
@@ -237,7 +241,7 @@ class Converter:
                         templates[obj_name] = self._template(ns, obj_name, request)
                     pod_claims.append({"name": ref, "resourceClaimTemplateName": obj_name})
                 taken_refs.add(ref)
-                res.setdefault("claims", []).append({"name": ref})
+                res["claims"] = [*(res.get("claims") or []), {"name": ref}]
                 consumed.update(found.names)
                 consumed.update(n for n, v in self._ignored.items() if v == rs.vendor)
                 result.plans.append(
@@ -252,8 +256,7 @@ class Converter:
                         del res[where]
 
         result.objects.extend(templates.values())
-        labels = mutated.setdefault("metadata", {}).setdefault("labels", {})
-        labels[DRA_LABEL] = "true"
+        mutated["metadata"] = {**meta, "labels": {**(meta.get("labels") or {}), DRA_LABEL: "true"}}
         result.pod = mutated
         result.touched = touched
         return result
@@ -419,6 +422,11 @@ def check_pod(pod: Any) -> None:
             for where in ("limits", "requests"):
                 check_type(res, where, dict, f"{path}.resources.{where}")
             check_type(res, "claims", list, f"{path}.resources.claims")
+
+
+def _label_path(meta: dict[str, Any]) -> tuple[str, ...]:
+    """Where conversion's label goes in the patch: the label itself, or the whole labels map when it is null."""
+    return ("metadata", "labels", DRA_LABEL) if isinstance(meta.get("labels"), dict) else ("metadata", "labels")
 
 
 def _containers(pod: dict[str, Any]):
