@@ -36,7 +36,7 @@ from dralab.webhook.limits import Inflight, NamespaceRate, ServerLimits
 from dralab.webhook.metrics import Metrics
 from dralab.webhook.registration import ALWAYS_EXCLUDED
 from dralab.webhook.tls import ReloadingTLS
-from dralab.webhook.transport import guarded_protocol
+from dralab.webhook.transport import MAX_HEAD_BYTES, guarded_protocol
 from dralab.webhook.volcano import VolcanoMutator
 
 log = get_logger("dralab.webhook.server")
@@ -262,9 +262,11 @@ class Server:
         client_ca: str | Path | None = None,
         sock: Any = None,
         elector: Any = None,
+        http: str = "httptools",
     ) -> None:
         """``sock``: an already listening socket (a worker's, shared with the others) instead of host/port;
-        ``elector``: a :class:`~dralab.webhook.lease.LeaderElector` whose leadership runs the background work.
+        ``elector``: a :class:`~dralab.webhook.lease.LeaderElector` whose leadership runs the background work;
+        ``http``: the HTTP/1.1 parser, ``httptools`` or ``h11`` (:func:`~dralab.webhook.transport.guarded_protocol`).
         """
         self.webhook = webhook
         self.sock = sock
@@ -279,13 +281,14 @@ class Server:
             app,
             host=host,
             port=port,
-            http=guarded_protocol(self.tls, self.limits.read_timeout_seconds, self.limits.handshake_timeout_seconds),
+            http=guarded_protocol(self.tls, self.limits.read_timeout_seconds, self.limits.handshake_timeout_seconds,
+                                  http),
             log_level="warning",
             access_log=False,
             lifespan="off",
             timeout_keep_alive=max(1, int(self.limits.read_timeout_seconds)),
             limit_concurrency=self.limits.max_connections,
-            h11_max_incomplete_event_size=64 * 1024,  # request line and headers
+            h11_max_incomplete_event_size=MAX_HEAD_BYTES,  # request line and headers (h11; httptools: the guard)
             backlog=2048,
         )
         self.config.load()
