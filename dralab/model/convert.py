@@ -28,6 +28,7 @@ ANN_CONTAINER = "dralab.io/container"
 ANN_ADMISSION_UID = "dralab.io/admission-uid"
 CONTAINER_KINDS = ("initContainers", "containers")
 LIFECYCLES = ("claim", "template")
+REQUEST_CACHE_SIZE = 1024  # distinct device requests remembered per converter
 MEMORY_CAPACITY = "memory"
 CORES_CAPACITY = "cores"
 
@@ -107,6 +108,7 @@ class Converter:
         self._unsupported: dict[str, str] = {}
         self._ignored: dict[str, str] = {}
         self._chip_patterns: list[tuple[str, str, Vendor]] = []
+        self._requests: dict[tuple[Any, ...], dict[str, Any]] = {}  # see _request
         for vendor in table.enabled_vendors():
             for rs in vendor.resource_sets():
                 for role, name in zip(("count", "memory", "cores"), rs.names, strict=True):
@@ -300,6 +302,33 @@ class Converter:
         annotations: dict[str, Any],
         cache: dict[str, list[str]],
     ) -> dict[str, Any]:
+        """The claim's device request: built once per distinct input (pods of one template ask alike), a copy each time.
+
+        The result depends only on the resource set, the resources' values and the selection annotations
+        (never on names or paths, which only errors name), so that is the key; unhashable junk skips the cache.
+        """
+        values = found.values
+        key = (rs, *((role, values[role][0]) for role in sorted(values)),
+               *(annotations.get(a) for a in (rs.use_uuid, rs.no_use_uuid, rs.use_type, rs.no_use_type)))
+        try:
+            built = self._requests.get(key)
+        except TypeError:  # a list or an object where a quantity or annotation belongs
+            return self._build_request(vendor, rs, found, annotations, cache)
+        if built is None:
+            built = self._build_request(vendor, rs, found, annotations, cache)
+            if len(self._requests) >= REQUEST_CACHE_SIZE:
+                self._requests.pop(next(iter(self._requests)))  # the oldest: distinct inputs cannot grow it
+            self._requests[key] = built
+        return copy_json(built)
+
+    def _build_request(
+        self,
+        vendor: Vendor,
+        rs: ResourceSet,
+        found: _Found,
+        annotations: dict[str, Any],
+        cache: dict[str, list[str]],
+    ) -> dict[str, Any]:
         count = device_count(*found.values["count"])
         capacity: dict[str, str] = {}
         if "cores" in found.values:
@@ -381,7 +410,7 @@ class Converter:
                 },
                 "annotations": annotations,
             },
-            "spec": {"devices": {"requests": [copy_json(request)]}},
+            "spec": {"devices": {"requests": [request]}},  # the plan's own copy (see _request)
         }
 
     def _template(self, ns: str, name: str, request: dict[str, Any]) -> dict[str, Any]:
@@ -389,7 +418,7 @@ class Converter:
             "apiVersion": API_VERSION,
             "kind": "ResourceClaimTemplate",
             "metadata": {"name": name, "namespace": ns, "labels": {**MANAGED_BY, LIFECYCLE_LABEL: "template"}},
-            "spec": {"spec": {"devices": {"requests": [copy_json(request)]}}},
+            "spec": {"spec": {"devices": {"requests": [request]}}},
         }
 
 

@@ -81,3 +81,53 @@ def test_converting_the_same_pod_twice_gives_the_same_answer() -> None:
     first = CONVERTER.convert(sent, namespace="ns", request_uid="u")
     second = CONVERTER.convert(sent, namespace="ns", request_uid="u")
     assert first.pod == second.pod and first.patch == second.patch and first.objects == second.objects
+
+
+# -- the device request cache -------------------------------------------------------------------
+
+
+def _request_of(doc: dict[str, Any], converter: Converter = CONVERTER) -> dict[str, Any]:
+    return converter.convert(doc, namespace="ns", request_uid="u").objects[0]["spec"]["devices"]["requests"][0]
+
+
+def test_pods_asking_alike_get_equal_requests_that_share_nothing() -> None:
+    first = CONVERTER.convert(pod(), namespace="ns", request_uid="u")
+    request = first.objects[0]["spec"]["devices"]["requests"][0]
+    assert request is first.plans[0].request  # one conversion: the claim carries its plan's request
+    request["exactly"]["count"] = 99
+    request["exactly"]["selectors"].clear()
+    again = _request_of({**pod(), "metadata": {"name": "q"}})
+    assert again["exactly"]["count"] == 1 and again["exactly"]["selectors"]
+
+
+def test_the_request_follows_the_selection_annotations_and_the_values() -> None:
+    plain = _request_of(pod())
+    uuid = "68496E64-20E05477-92C31323-6E78030A-BD003019"
+    picked = _request_of(pod(**{"metadata.annotations": {"hami.io/use-Ascend310P-uuid": uuid}}))
+    assert len(picked["exactly"]["selectors"]) == len(plain["exactly"]["selectors"]) + 1
+    assert uuid in picked["exactly"]["selectors"][-1]["cel"]["expression"]
+    limits = {**NPU, "huawei.com/Ascend310P-memory": "4096"}
+    bigger = _request_of(pod(**{"spec.containers.0.resources": {"limits": limits}}))
+    assert bigger["exactly"]["capacity"] != plain["exactly"]["capacity"]
+
+
+def test_junk_values_are_denied_as_without_a_cache() -> None:
+    from dralab.model.denials import Denied
+
+    junk = pod(**{"spec.containers.0.resources": {"limits": {**NPU, "huawei.com/Ascend310P-memory": ["8192"]}}})
+    with pytest.raises(Denied) as cached:
+        CONVERTER.convert(junk, namespace="ns")
+    with pytest.raises(Denied) as fresh:
+        Converter(load_vendor_table()).convert(junk, namespace="ns")
+    assert str(cached.value) == str(fresh.value)
+    assert "spec.containers[0].resources.limits[huawei.com/Ascend310P-memory]" in str(cached.value)
+
+
+def test_the_cache_stays_bounded_by_distinct_inputs() -> None:
+    from dralab.model.convert import REQUEST_CACHE_SIZE
+
+    converter = Converter(load_vendor_table())
+    for memory in range(1, REQUEST_CACHE_SIZE + 50):
+        limits = {**NPU, "huawei.com/Ascend310P-memory": str(memory)}
+        _request_of(pod(**{"spec.containers.0.resources": {"limits": limits}}), converter)
+    assert len(converter._requests) == REQUEST_CACHE_SIZE
