@@ -10,10 +10,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+import orjson
+
 from dralab.model import cel, naming
 from dralab.model.denials import Denied, check_type, json_type
 from dralab.model.hami_units import compute_units, cores_percent, device_count, memory_bytes, same_quantity
-from dralab.model.jsonpatch import copy_json, diff, subtree_ops
+from dralab.model.jsonpatch import diff, subtree_ops
 from dralab.model.objects import MANAGED_BY
 from dralab.model.quantity import MIB
 from dralab.model.vendors import ResourceSet, Vendor, VendorTable
@@ -108,7 +110,7 @@ class Converter:
         self._unsupported: dict[str, str] = {}
         self._ignored: dict[str, str] = {}
         self._chip_patterns: list[tuple[str, str, Vendor]] = []
-        self._requests: dict[tuple[Any, ...], dict[str, Any]] = {}  # see _request
+        self._requests: dict[tuple[Any, ...], bytes] = {}  # see _request
         for vendor in table.enabled_vendors():
             for rs in vendor.resource_sets():
                 for role, name in zip(("count", "memory", "cores"), rs.names, strict=True):
@@ -269,16 +271,17 @@ class Converter:
         requests = res.get("requests") or {}
         groups: dict[ResourceSet, _Found] = {}
         for name in dict.fromkeys([*limits, *requests]):
+            role = self._roles.get(name)
+            if role is None and name not in self._unsupported and self._unknown_chip(name) is None:
+                continue  # cpu, memory, other vendors' resources: most names, so no path is built for them
             where = "limits" if name in limits else "requests"
             path = f"spec.{kind}[{index}].resources.{where}[{name}]"
             if name in self._unsupported:
                 raise Denied(path, self._unsupported[name])
-            role = self._roles.get(name)
             if role is None:
                 vendor = self._unknown_chip(name)
-                if vendor is not None:
-                    raise Denied(path, f"unknown {vendor.title} chip; known chips: {', '.join(vendor.chips)}")
-                continue
+                assert vendor is not None
+                raise Denied(path, f"unknown {vendor.title} chip; known chips: {', '.join(vendor.chips)}")
             value = limits[name] if name in limits else requests[name]
             if name in limits and name in requests and not same_quantity(limits[name], requests[name]):
                 raise Denied(
@@ -315,11 +318,12 @@ class Converter:
         except TypeError:  # a list or an object where a quantity or annotation belongs
             return self._build_request(vendor, rs, found, annotations, cache)
         if built is None:
-            built = self._build_request(vendor, rs, found, annotations, cache)
+            request = self._build_request(vendor, rs, found, annotations, cache)
             if len(self._requests) >= REQUEST_CACHE_SIZE:
                 self._requests.pop(next(iter(self._requests)))  # the oldest: distinct inputs cannot grow it
-            self._requests[key] = built
-        return copy_json(built)
+            self._requests[key] = orjson.dumps(request)
+            return request
+        return orjson.loads(built)  # kept as JSON: immutable, and decoding it is the cheapest deep copy
 
     def _build_request(
         self,
