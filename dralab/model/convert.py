@@ -82,12 +82,20 @@ class Conversion:
 class _Role:
     rs: ResourceSet
     role: str  # count | memory | cores
+    slot: int  # the resource set's number in its converter (a cheap key: ResourceSet hashes eleven fields)
 
 
 @dataclass
 class _Found:
+    """What one container asks of one resource set."""
+
+    rs: ResourceSet
+    slot: int
     values: dict[str, tuple[object, str]] = field(default_factory=dict)  # role -> (value, field)
     names: list[str] = field(default_factory=list)
+
+
+_ABSENT = ("absent",)  # a role the container does not set, in request cache keys
 
 
 class Converter:
@@ -111,10 +119,12 @@ class Converter:
         self._ignored: dict[str, str] = {}
         self._chip_patterns: list[tuple[str, str, Vendor]] = []
         self._requests: dict[tuple[Any, ...], bytes] = {}  # see _request
+        slots = iter(range(1 << 30))
         for vendor in table.enabled_vendors():
             for rs in vendor.resource_sets():
+                slot = next(slots)
                 for role, name in zip(("count", "memory", "cores"), rs.names, strict=True):
-                    self._roles[name] = _Role(rs, role)
+                    self._roles[name] = _Role(rs, role, slot)
             self._unsupported.update(vendor.unsupported)
             for name in vendor.ignored:
                 self._ignored[name] = vendor.key
@@ -223,7 +233,8 @@ class Converter:
             target = spec[kind][index] = dict(container)
             res = target["resources"] = dict(container.get("resources") or {})
             consumed: set[str] = set()
-            for rs, found in groups.items():
+            for found in groups:
+                rs = found.rs
                 vendor = self.table.get(rs.vendor)
                 request = self._request(vendor, rs, found, annotations, selector_cache)
                 cname = container.get("name") or f"{kind}-{index}"
@@ -265,11 +276,12 @@ class Converter:
         result.touched = touched
         return result
 
-    def _scan(self, kind: str, index: int, container: dict[str, Any]) -> dict[ResourceSet, _Found]:
+    def _scan(self, kind: str, index: int, container: dict[str, Any]) -> list[_Found]:
+        """What the container asks of each resource set, in the order its resources name them."""
         res = container.get("resources") or {}
         limits = res.get("limits") or {}
         requests = res.get("requests") or {}
-        groups: dict[ResourceSet, _Found] = {}
+        groups: dict[int, _Found] = {}
         for name in dict.fromkeys([*limits, *requests]):
             role = self._roles.get(name)
             if role is None and name not in self._unsupported and self._unknown_chip(name) is None:
@@ -288,14 +300,17 @@ class Converter:
                     f"spec.{kind}[{index}].resources.requests[{name}]",
                     f"{requests[name]!r} differs from limits {limits[name]!r}; set both to the same value",
                 )
-            found = groups.setdefault(role.rs, _Found())
+            found = groups.get(role.slot)
+            if found is None:
+                found = groups[role.slot] = _Found(role.rs, role.slot)
             found.values[role.role] = (value, path)
             found.names.append(name)
-        for rs, found in groups.items():
+        for found in groups.values():
             if "count" not in found.values:
                 _, path = next(iter(found.values.values()))
-                raise Denied(path, f"needs the device count {rs.count}; add `{rs.count}: 1` to the same limits")
-        return groups
+                count = found.rs.count
+                raise Denied(path, f"needs the device count {count}; add `{count}: 1` to the same limits")
+        return list(groups.values())
 
     def _request(
         self,
@@ -311,7 +326,10 @@ class Converter:
         (never on names or paths, which only errors name), so that is the key; unhashable junk skips the cache.
         """
         values = found.values
-        key = (rs, *((role, values[role][0]) for role in sorted(values)),
+        # typed: 1, 1.0 and true are equal keys in Python, not the same quantity to conversion
+        key = (found.slot,
+               *((type(v[0]), v[0]) if (v := values.get(role)) is not None else _ABSENT
+                 for role in ("count", "memory", "cores")),
                *(annotations.get(a) for a in (rs.use_uuid, rs.no_use_uuid, rs.use_type, rs.no_use_type)))
         try:
             built = self._requests.get(key)

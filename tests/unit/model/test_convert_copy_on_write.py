@@ -131,3 +131,13 @@ def test_the_cache_stays_bounded_by_distinct_inputs() -> None:
         limits = {**NPU, "huawei.com/Ascend310P-memory": str(memory)}
         _request_of(pod(**{"spec.containers.0.resources": {"limits": limits}}), converter)
     assert len(converter._requests) == REQUEST_CACHE_SIZE
+
+
+def test_equal_but_differently_typed_values_are_not_one_cache_entry() -> None:
+    from dralab.model.denials import Denied
+
+    converter = Converter(load_vendor_table())
+    npu = "huawei.com/Ascend310P"
+    assert _request_of(pod(**{"spec.containers.0.resources": {"limits": {npu: 1}}}), converter)["exactly"]["count"] == 1
+    with pytest.raises(Denied, match="not a valid quantity"):  # true == 1 in Python, not a device count
+        _request_of(pod(**{"spec.containers.0.resources": {"limits": {npu: True}}}), converter)
