@@ -95,7 +95,7 @@ class _Found:
     names: list[str] = field(default_factory=list)
 
 
-_ABSENT = ("absent",)  # a role the container does not set, in request cache keys
+_ABSENT = (object(), "")  # (value, field) of a role the container does not set, in request cache keys
 
 
 class Converter:
@@ -326,11 +326,11 @@ class Converter:
         (never on names or paths, which only errors name), so that is the key; unhashable junk skips the cache.
         """
         values = found.values
+        count, memory, cores = values.get("count", _ABSENT), values.get("memory", _ABSENT), values.get("cores", _ABSENT)
         # typed: 1, 1.0 and true are equal keys in Python, not the same quantity to conversion
-        key = (found.slot,
-               *((type(v[0]), v[0]) if (v := values.get(role)) is not None else _ABSENT
-                 for role in ("count", "memory", "cores")),
-               *(annotations.get(a) for a in (rs.use_uuid, rs.no_use_uuid, rs.use_type, rs.no_use_type)))
+        key = (found.slot, type(count[0]), count[0], type(memory[0]), memory[0], type(cores[0]), cores[0],
+               annotations.get(rs.use_uuid, _ABSENT), annotations.get(rs.no_use_uuid, _ABSENT),  # null is not absent
+               annotations.get(rs.use_type, _ABSENT), annotations.get(rs.no_use_type, _ABSENT))
         try:
             built = self._requests.get(key)
         except TypeError:  # a list or an object where a quantity or annotation belongs
@@ -449,15 +449,17 @@ def check_pod(pod: Any) -> None:
 
     The apiserver decodes pods into typed structs before admission, so only a direct caller can send
     such a pod; checking the shape once here lets every later step read fields without type guards.
-    Absent and null fields are fine.
+    Absent and null fields are fine. Every admission passes here, so the usual case tests types inline
+    and names a field (builds its path) only when one is wrong.
     """
     if not isinstance(pod, dict) or pod.get("kind", "Pod") != "Pod":
         raise Denied("kind", "expected a Pod")
     meta = check_type(pod, "metadata", dict, "metadata") or {}
-    for key in ("name", "generateName", "namespace"):
-        check_type(meta, key, str, f"metadata.{key}")
-    for key in ("labels", "annotations"):
-        check_type(meta, key, dict, f"metadata.{key}")
+    if _wrong(meta, _META_STR, str) or _wrong(meta, _META_MAPS, dict):
+        for key in _META_STR:
+            check_type(meta, key, str, f"metadata.{key}")
+        for key in _META_MAPS:
+            check_type(meta, key, dict, f"metadata.{key}")
     spec = check_type(pod, "spec", dict, "spec") or {}
     for index, claim in enumerate(check_type(spec, "resourceClaims", list, "spec.resourceClaims") or []):
         if not isinstance(claim, dict):
@@ -465,14 +467,35 @@ def check_pod(pod: Any) -> None:
         check_type(claim, "name", str, f"spec.resourceClaims[{index}].name")
     for kind in CONTAINER_KINDS:
         for index, container in enumerate(check_type(spec, kind, list, f"spec.{kind}") or []):
-            path = f"spec.{kind}[{index}]"
             if not isinstance(container, dict):
-                raise Denied(path, f"must be an object, got {json_type(container)}")
-            check_type(container, "name", str, f"{path}.name")
-            res = check_type(container, "resources", dict, f"{path}.resources") or {}
-            for where in ("limits", "requests"):
-                check_type(res, where, dict, f"{path}.resources.{where}")
-            check_type(res, "claims", list, f"{path}.resources.claims")
+                raise Denied(f"spec.{kind}[{index}]", f"must be an object, got {json_type(container)}")
+            res = container.get("resources")
+            if (_wrong(container, ("name",), str) or _wrong(container, ("resources",), dict)
+                    or (res and (_wrong(res, _RES_MAPS, dict) or _wrong(res, ("claims",), list)))):
+                _name_wrong_container_field(container, f"spec.{kind}[{index}]")
+
+
+_META_STR = ("name", "generateName", "namespace")
+_META_MAPS = ("labels", "annotations")
+_RES_MAPS = ("limits", "requests")
+
+
+def _wrong(container: dict[str, Any], keys: tuple[str, ...], expected: type) -> bool:
+    """Whether one of ``keys`` holds a non-null value that is not an ``expected``."""
+    for key in keys:
+        value = container.get(key)
+        if value is not None and not isinstance(value, expected):
+            return True
+    return False
+
+
+def _name_wrong_container_field(container: dict[str, Any], path: str) -> None:
+    """Raise :class:`Denied` for the first wrong field of a container (in the order :func:`check_pod` reads)."""
+    check_type(container, "name", str, f"{path}.name")
+    res = check_type(container, "resources", dict, f"{path}.resources") or {}
+    for where in _RES_MAPS:
+        check_type(res, where, dict, f"{path}.resources.{where}")
+    check_type(res, "claims", list, f"{path}.resources.claims")
 
 
 def _label_path(meta: dict[str, Any]) -> tuple[str, ...]:

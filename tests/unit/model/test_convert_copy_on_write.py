@@ -141,3 +141,12 @@ def test_equal_but_differently_typed_values_are_not_one_cache_entry() -> None:
     assert _request_of(pod(**{"spec.containers.0.resources": {"limits": {npu: 1}}}), converter)["exactly"]["count"] == 1
     with pytest.raises(Denied, match="not a valid quantity"):  # true == 1 in Python, not a device count
         _request_of(pod(**{"spec.containers.0.resources": {"limits": {npu: True}}}), converter)
+
+
+def test_a_null_selection_annotation_is_denied_even_after_the_same_pod_without_it() -> None:
+    from dralab.model.denials import Denied
+
+    converter = Converter(load_vendor_table())
+    _request_of(pod(), converter)
+    with pytest.raises(Denied, match="must be a string"):
+        _request_of(pod(**{"metadata.annotations": {"hami.io/use-Ascend310P-uuid": None}}), converter)
