@@ -42,6 +42,7 @@ from dralab.webhook.volcano import VolcanoMutator
 log = get_logger("dralab.webhook.server")
 # Bodies above this are converted in a worker thread, so a large pod never holds up the event loop.
 OFFLOAD_BYTES = 64 * 1024
+WARM_SECONDS = 5.0  # at most this long for the admission client's first connection before serving (warm)
 
 
 @dataclass
@@ -299,6 +300,22 @@ def create_app(
     return AdmissionApp(admissions, Starlette(routes=routes))
 
 
+async def warm(api: Any, timeout: float = WARM_SECONDS) -> bool:
+    """Load the admission API client and open its first apiserver connection before serving.
+
+    The client is loaded on first use (its modules, TLS context and connection take a few hundred ms,
+    with the event loop held); done by the first admission, that stalls every admission queued behind it.
+    ``GET /version`` is readable by every identity. Failure only costs the first admission that time again.
+    """
+    try:
+        with anyio.fail_after(timeout):
+            await api.get("/version")
+        return True
+    except Exception as exc:  # unreachable, slow or refused: serving goes ahead
+        log.info("apiserver not reached before serving", extra={"fields": {"error": f"{type(exc).__name__}: {exc}"}})
+        return False
+
+
 class Server:
     """uvicorn over a reloading TLS context; ``run()`` blocks, ``start_in_thread()`` is for tests."""
 
@@ -361,6 +378,8 @@ class Server:
         if self.elector is not None:
             self.elector.start()
         try:
+            if self.webhook.admission_api is not None:
+                await warm(self.webhook.admission_api)
             async with anyio.create_task_group() as tg:
                 tg.start_soon(self.tls.watch, self.reload_interval)
                 await self.server.serve(sockets=[self.sock] if self.sock is not None else None)

@@ -78,3 +78,28 @@ def test_a_client_gone_before_its_body_gets_no_answer_and_frees_its_slot() -> No
 
     anyio.run(run)
     assert sent[0]["status"] == 200 and b'"allowed":true' in sent[1]["body"]
+
+
+class _VersionApi:
+    def __init__(self, fail: BaseException | None = None, hang: bool = False) -> None:
+        self.paths: list[str] = []
+        self.fail = fail
+        self.hang = hang
+
+    async def get(self, path: str) -> dict[str, Any]:
+        self.paths.append(path)
+        if self.hang:
+            await anyio.sleep_forever()
+        if self.fail is not None:
+            raise self.fail
+        return {"major": "1", "minor": "35"}
+
+
+def test_warm_opens_the_admission_client_once_and_never_fails_serving() -> None:
+    from dralab.webhook.kube import ApiError
+    from dralab.webhook.server import warm
+
+    ok = _VersionApi()
+    assert anyio.run(warm, ok) is True and ok.paths == ["/version"]
+    assert anyio.run(warm, _VersionApi(fail=ApiError(0, "ConnectionRefusedError"))) is False
+    assert anyio.run(warm, _VersionApi(hang=True), 0.05) is False  # bounded: a hung apiserver delays serving briefly
