@@ -45,7 +45,7 @@ unit: env vcore
 
 ## test: lint, then every test (unit, integration and the lab replays on the local profile), then Lab 20 on the real node (profile node)
 test: env vcore binaries tools lint
-	$(BIN)/pytest -n 2
+	$(BIN)/pytest -n 2 --dist loadgroup
 	$(BIN)/pytest -n 0 --profile node labs/lab20-ascend-hami-dra/lab.yaml
 
 ## lab-node: Lab 20 on the real kubelet + containerd node (profile node)

@@ -104,6 +104,11 @@ def _requests(claim: dict[str, Any]) -> Iterable[dict[str, Any]]:
                 yield sub
 
 
+def claim_classes(claim: dict[str, Any]) -> set[str]:
+    """The device classes a claim requests from (the keys of :func:`claim_demand`, without its arithmetic)."""
+    return {c for exactly in _requests(claim) if isinstance(c := exactly.get("deviceClassName"), str)}
+
+
 def claim_demand(claim: dict[str, Any]) -> dict[str, Demand]:
     """Device class -> what this claim requests from it (count x capacity requests)."""
     out: dict[str, Demand] = {}

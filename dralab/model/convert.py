@@ -10,10 +10,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+import orjson
+
 from dralab.model import cel, naming
 from dralab.model.denials import Denied, check_type, json_type
 from dralab.model.hami_units import compute_units, cores_percent, device_count, memory_bytes, same_quantity
-from dralab.model.jsonpatch import copy_json, diff, subtree_ops
+from dralab.model.jsonpatch import diff, subtree_ops
 from dralab.model.objects import MANAGED_BY
 from dralab.model.quantity import MIB
 from dralab.model.vendors import ResourceSet, Vendor, VendorTable
@@ -28,6 +30,7 @@ ANN_CONTAINER = "dralab.io/container"
 ANN_ADMISSION_UID = "dralab.io/admission-uid"
 CONTAINER_KINDS = ("initContainers", "containers")
 LIFECYCLES = ("claim", "template")
+REQUEST_CACHE_SIZE = 1024  # distinct device requests remembered per converter
 MEMORY_CAPACITY = "memory"
 CORES_CAPACITY = "cores"
 
@@ -79,12 +82,20 @@ class Conversion:
 class _Role:
     rs: ResourceSet
     role: str  # count | memory | cores
+    slot: int  # the resource set's number in its converter (a cheap key: ResourceSet hashes eleven fields)
 
 
 @dataclass
 class _Found:
+    """What one container asks of one resource set."""
+
+    rs: ResourceSet
+    slot: int
     values: dict[str, tuple[object, str]] = field(default_factory=dict)  # role -> (value, field)
     names: list[str] = field(default_factory=list)
+
+
+_ABSENT = (object(), "")  # (value, field) of a role the container does not set, in request cache keys
 
 
 class Converter:
@@ -107,10 +118,13 @@ class Converter:
         self._unsupported: dict[str, str] = {}
         self._ignored: dict[str, str] = {}
         self._chip_patterns: list[tuple[str, str, Vendor]] = []
+        self._requests: dict[tuple[Any, ...], bytes] = {}  # see _request
+        slots = iter(range(1 << 30))
         for vendor in table.enabled_vendors():
             for rs in vendor.resource_sets():
+                slot = next(slots)
                 for role, name in zip(("count", "memory", "cores"), rs.names, strict=True):
-                    self._roles[name] = _Role(rs, role)
+                    self._roles[name] = _Role(rs, role, slot)
             self._unsupported.update(vendor.unsupported)
             for name in vendor.ignored:
                 self._ignored[name] = vendor.key
@@ -201,21 +215,26 @@ class Converter:
             )
 
         annotations = meta.get("annotations") or {}
-        mutated = copy_json(pod)
-        spec = mutated.setdefault("spec", {})
-        pod_claims = spec.setdefault("resourceClaims", [])
+        # Copy on write: only the containers on the paths conversion writes to are copied; every other
+        # subtree of the converted pod is the original's own object (neither is changed afterwards).
+        mutated = dict(pod)
+        spec = mutated["spec"] = dict(pod["spec"])
+        pod_claims = spec["resourceClaims"] = list(spec.get("resourceClaims") or [])
+        for kind in {kind for kind, *_ in found_per_container}:
+            spec[kind] = list(spec[kind])
         taken_refs = {c.get("name") for c in pod_claims}
         selector_cache: dict[str, list[str]] = {}
         renames = renames or {}
         templates: dict[str, dict[str, Any]] = {}
 
-        touched: list[tuple[str | int, ...]] = [("spec", "resourceClaims"), ("metadata", "labels", DRA_LABEL)]
+        touched: list[tuple[str | int, ...]] = [("spec", "resourceClaims"), _label_path(meta)]
         for kind, index, container, groups in found_per_container:
             touched.append(("spec", kind, index, "resources"))
-            target = spec[kind][index]
-            res = target.setdefault("resources", {})
+            target = spec[kind][index] = dict(container)
+            res = target["resources"] = dict(container.get("resources") or {})
             consumed: set[str] = set()
-            for rs, found in groups.items():
+            for found in groups:
+                rs = found.rs
                 vendor = self.table.get(rs.vendor)
                 request = self._request(vendor, rs, found, annotations, selector_cache)
                 cname = container.get("name") or f"{kind}-{index}"
@@ -237,7 +256,7 @@ class Converter:
                         templates[obj_name] = self._template(ns, obj_name, request)
                     pod_claims.append({"name": ref, "resourceClaimTemplateName": obj_name})
                 taken_refs.add(ref)
-                res.setdefault("claims", []).append({"name": ref})
+                res["claims"] = [*(res.get("claims") or []), {"name": ref}]
                 consumed.update(found.names)
                 consumed.update(n for n, v in self._ignored.items() if v == rs.vendor)
                 result.plans.append(
@@ -252,44 +271,79 @@ class Converter:
                         del res[where]
 
         result.objects.extend(templates.values())
-        labels = mutated.setdefault("metadata", {}).setdefault("labels", {})
-        labels[DRA_LABEL] = "true"
+        mutated["metadata"] = {**meta, "labels": {**(meta.get("labels") or {}), DRA_LABEL: "true"}}
         result.pod = mutated
         result.touched = touched
         return result
 
-    def _scan(self, kind: str, index: int, container: dict[str, Any]) -> dict[ResourceSet, _Found]:
+    def _scan(self, kind: str, index: int, container: dict[str, Any]) -> list[_Found]:
+        """What the container asks of each resource set, in the order its resources name them."""
         res = container.get("resources") or {}
         limits = res.get("limits") or {}
         requests = res.get("requests") or {}
-        groups: dict[ResourceSet, _Found] = {}
+        groups: dict[int, _Found] = {}
         for name in dict.fromkeys([*limits, *requests]):
+            role = self._roles.get(name)
+            if role is None and name not in self._unsupported and self._unknown_chip(name) is None:
+                continue  # cpu, memory, other vendors' resources: most names, so no path is built for them
             where = "limits" if name in limits else "requests"
             path = f"spec.{kind}[{index}].resources.{where}[{name}]"
             if name in self._unsupported:
                 raise Denied(path, self._unsupported[name])
-            role = self._roles.get(name)
             if role is None:
                 vendor = self._unknown_chip(name)
-                if vendor is not None:
-                    raise Denied(path, f"unknown {vendor.title} chip; known chips: {', '.join(vendor.chips)}")
-                continue
+                assert vendor is not None
+                raise Denied(path, f"unknown {vendor.title} chip; known chips: {', '.join(vendor.chips)}")
             value = limits[name] if name in limits else requests[name]
             if name in limits and name in requests and not same_quantity(limits[name], requests[name]):
                 raise Denied(
                     f"spec.{kind}[{index}].resources.requests[{name}]",
                     f"{requests[name]!r} differs from limits {limits[name]!r}; set both to the same value",
                 )
-            found = groups.setdefault(role.rs, _Found())
+            found = groups.get(role.slot)
+            if found is None:
+                found = groups[role.slot] = _Found(role.rs, role.slot)
             found.values[role.role] = (value, path)
             found.names.append(name)
-        for rs, found in groups.items():
+        for found in groups.values():
             if "count" not in found.values:
                 _, path = next(iter(found.values.values()))
-                raise Denied(path, f"needs the device count {rs.count}; add `{rs.count}: 1` to the same limits")
-        return groups
+                count = found.rs.count
+                raise Denied(path, f"needs the device count {count}; add `{count}: 1` to the same limits")
+        return list(groups.values())
 
     def _request(
+        self,
+        vendor: Vendor,
+        rs: ResourceSet,
+        found: _Found,
+        annotations: dict[str, Any],
+        cache: dict[str, list[str]],
+    ) -> dict[str, Any]:
+        """The claim's device request: built once per distinct input (pods of one template ask alike), a copy each time.
+
+        The result depends only on the resource set, the resources' values and the selection annotations
+        (never on names or paths, which only errors name), so that is the key; unhashable junk skips the cache.
+        """
+        values = found.values
+        count, memory, cores = values.get("count", _ABSENT), values.get("memory", _ABSENT), values.get("cores", _ABSENT)
+        # typed: 1, 1.0 and true are equal keys in Python, not the same quantity to conversion
+        key = (found.slot, type(count[0]), count[0], type(memory[0]), memory[0], type(cores[0]), cores[0],
+               annotations.get(rs.use_uuid, _ABSENT), annotations.get(rs.no_use_uuid, _ABSENT),  # null is not absent
+               annotations.get(rs.use_type, _ABSENT), annotations.get(rs.no_use_type, _ABSENT))
+        try:
+            built = self._requests.get(key)
+        except TypeError:  # a list or an object where a quantity or annotation belongs
+            return self._build_request(vendor, rs, found, annotations, cache)
+        if built is None:
+            request = self._build_request(vendor, rs, found, annotations, cache)
+            if len(self._requests) >= REQUEST_CACHE_SIZE:
+                self._requests.pop(next(iter(self._requests)))  # the oldest: distinct inputs cannot grow it
+            self._requests[key] = orjson.dumps(request)
+            return request
+        return orjson.loads(built)  # kept as JSON: immutable, and decoding it is the cheapest deep copy
+
+    def _build_request(
         self,
         vendor: Vendor,
         rs: ResourceSet,
@@ -378,7 +432,7 @@ class Converter:
                 },
                 "annotations": annotations,
             },
-            "spec": {"devices": {"requests": [copy_json(request)]}},
+            "spec": {"devices": {"requests": [request]}},  # the plan's own copy (see _request)
         }
 
     def _template(self, ns: str, name: str, request: dict[str, Any]) -> dict[str, Any]:
@@ -386,7 +440,7 @@ class Converter:
             "apiVersion": API_VERSION,
             "kind": "ResourceClaimTemplate",
             "metadata": {"name": name, "namespace": ns, "labels": {**MANAGED_BY, LIFECYCLE_LABEL: "template"}},
-            "spec": {"spec": {"devices": {"requests": [copy_json(request)]}}},
+            "spec": {"spec": {"devices": {"requests": [request]}}},
         }
 
 
@@ -395,15 +449,17 @@ def check_pod(pod: Any) -> None:
 
     The apiserver decodes pods into typed structs before admission, so only a direct caller can send
     such a pod; checking the shape once here lets every later step read fields without type guards.
-    Absent and null fields are fine.
+    Absent and null fields are fine. Every admission passes here, so the usual case tests types inline
+    and names a field (builds its path) only when one is wrong.
     """
     if not isinstance(pod, dict) or pod.get("kind", "Pod") != "Pod":
         raise Denied("kind", "expected a Pod")
     meta = check_type(pod, "metadata", dict, "metadata") or {}
-    for key in ("name", "generateName", "namespace"):
-        check_type(meta, key, str, f"metadata.{key}")
-    for key in ("labels", "annotations"):
-        check_type(meta, key, dict, f"metadata.{key}")
+    if _wrong(meta, _META_STR, str) or _wrong(meta, _META_MAPS, dict):
+        for key in _META_STR:
+            check_type(meta, key, str, f"metadata.{key}")
+        for key in _META_MAPS:
+            check_type(meta, key, dict, f"metadata.{key}")
     spec = check_type(pod, "spec", dict, "spec") or {}
     for index, claim in enumerate(check_type(spec, "resourceClaims", list, "spec.resourceClaims") or []):
         if not isinstance(claim, dict):
@@ -411,14 +467,40 @@ def check_pod(pod: Any) -> None:
         check_type(claim, "name", str, f"spec.resourceClaims[{index}].name")
     for kind in CONTAINER_KINDS:
         for index, container in enumerate(check_type(spec, kind, list, f"spec.{kind}") or []):
-            path = f"spec.{kind}[{index}]"
             if not isinstance(container, dict):
-                raise Denied(path, f"must be an object, got {json_type(container)}")
-            check_type(container, "name", str, f"{path}.name")
-            res = check_type(container, "resources", dict, f"{path}.resources") or {}
-            for where in ("limits", "requests"):
-                check_type(res, where, dict, f"{path}.resources.{where}")
-            check_type(res, "claims", list, f"{path}.resources.claims")
+                raise Denied(f"spec.{kind}[{index}]", f"must be an object, got {json_type(container)}")
+            res = container.get("resources")
+            if (_wrong(container, ("name",), str) or _wrong(container, ("resources",), dict)
+                    or (res and (_wrong(res, _RES_MAPS, dict) or _wrong(res, ("claims",), list)))):
+                _name_wrong_container_field(container, f"spec.{kind}[{index}]")
+
+
+_META_STR = ("name", "generateName", "namespace")
+_META_MAPS = ("labels", "annotations")
+_RES_MAPS = ("limits", "requests")
+
+
+def _wrong(container: dict[str, Any], keys: tuple[str, ...], expected: type) -> bool:
+    """Whether one of ``keys`` holds a non-null value that is not an ``expected``."""
+    for key in keys:
+        value = container.get(key)
+        if value is not None and not isinstance(value, expected):
+            return True
+    return False
+
+
+def _name_wrong_container_field(container: dict[str, Any], path: str) -> None:
+    """Raise :class:`Denied` for the first wrong field of a container (in the order :func:`check_pod` reads)."""
+    check_type(container, "name", str, f"{path}.name")
+    res = check_type(container, "resources", dict, f"{path}.resources") or {}
+    for where in _RES_MAPS:
+        check_type(res, where, dict, f"{path}.resources.{where}")
+    check_type(res, "claims", list, f"{path}.resources.claims")
+
+
+def _label_path(meta: dict[str, Any]) -> tuple[str, ...]:
+    """Where conversion's label goes in the patch: the label itself, or the whole labels map when it is null."""
+    return ("metadata", "labels", DRA_LABEL) if isinstance(meta.get("labels"), dict) else ("metadata", "labels")
 
 
 def _containers(pod: dict[str, Any]):

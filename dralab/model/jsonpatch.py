@@ -34,11 +34,14 @@ _MISSING = object()
 
 def _at(doc: Any, parts: tuple[str | int, ...]) -> Any:
     for part in parts:
-        in_dict = isinstance(doc, dict) and part in doc
-        in_list = isinstance(doc, list) and isinstance(part, int) and 0 <= part < len(doc)
-        if not (in_dict or in_list):
+        if isinstance(doc, dict):
+            doc = doc.get(part, _MISSING)
+            if doc is _MISSING:
+                return _MISSING
+        elif isinstance(doc, list) and isinstance(part, int) and 0 <= part < len(doc):
+            doc = doc[part]
+        else:
             return _MISSING
-        doc = doc[part]
     return doc
 
 
@@ -59,20 +62,21 @@ def subtree_ops(old: Any, new: Any, paths: list[tuple[str | int, ...]]) -> list[
         if before is not _MISSING and after is not _MISSING:
             if before is after:
                 continue
-            where, op = path, {"op": "replace", "value": after}
+            where, op, value = path, "replace", after
         elif after is not _MISSING:  # add the highest missing ancestor whole
             where = path
             while len(where) > 1 and _at(old, where[:-1]) is _MISSING:
                 where = where[:-1]
-            op = {"op": "add", "value": _at(new, where)}
+            op, value = "add", _at(new, where)
         elif before is not _MISSING:
-            where, op = path, {"op": "remove"}
+            where, op, value = path, "remove", _MISSING
         else:
             continue
         if where in seen:
             continue
         seen.add(where)
-        ops.append({"op": op["op"], "path": pointer(where), **({"value": op["value"]} if "value" in op else {})})
+        ops.append({"op": op, "path": pointer(where)} if value is _MISSING else
+                   {"op": op, "path": pointer(where), "value": value})
     return ops
 
 

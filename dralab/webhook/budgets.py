@@ -24,7 +24,7 @@ import contextlib
 import inspect
 import threading
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Collection
 from typing import Any
 from urllib.parse import quote
 
@@ -140,8 +140,8 @@ class BudgetGate:
                 log.warning("ignoring an invalid ShareBudget", extra={"fields": {"error": str(exc)}})
         return out
 
-    async def _budgeted(self, namespace: str, demand: dict[str, model.Demand]) -> bool:
-        """Whether a budget of ``namespace`` may cover ``demand`` (cached; see the module docstring)."""
+    async def _budgeted(self, namespace: str, demand: Collection[str]) -> bool:
+        """Whether a budget of ``namespace`` may cover a class of ``demand`` (cached; see the module docstring)."""
         classes, until = self._classes.get(namespace, (frozenset(), 0.0))
         if self.clock() >= until:
             # One LIST per namespace at a time: admissions arriving meanwhile wait for its answer.
@@ -164,13 +164,15 @@ class BudgetGate:
     @contextlib.asynccontextmanager
     async def admit(self, namespace: str, claims: list[dict[str, Any]]) -> AsyncIterator[None]:
         """Check ``claims`` against the namespace's budgets; hold the namespace until the body created them."""
+        # Most namespaces have no budget: ask with the claims' classes first, add up the demand only when needed.
+        classes = {c for claim in claims for c in model.claim_classes(claim)}
+        if not classes or not await self._budgeted(namespace, classes):
+            yield
+            return
         demand: dict[str, model.Demand] = {}
         for claim in claims:
             for device_class, d in model.claim_demand(claim).items():
                 demand[device_class] = demand.get(device_class, model.Demand()) + d
-        if not demand or not await self._budgeted(namespace, demand):
-            yield
-            return
         lock = await self._hold(namespace)
         held: list[tuple[str, str]] = []  # (budget path, token) of the apiserver-held locks
         try:

@@ -55,7 +55,12 @@ class DeviceClassWatch:
     """A watched cache of DeviceClasses; :meth:`warnings` for one conversion."""
 
     def __init__(self, api: Kube) -> None:
-        self.classes = Informer(api, DEVICE_CLASSES, "", lambda: None, "deviceclasses")
+        self.declaring = False  # whether a cached class declares an extendedResourceName (kept by the watch)
+        self.classes = Informer(api, DEVICE_CLASSES, "", self._changed, "deviceclasses")
+
+    def _changed(self) -> None:
+        """Recomputed per DeviceClass change (rare) so each admission reads one flag, not the whole cache."""
+        self.declaring = any((dc.get("spec") or {}).get("extendedResourceName") for dc in self.classes.snapshot())
 
     def start(self) -> None:
         self.classes.start()
@@ -64,7 +69,6 @@ class DeviceClassWatch:
         self.classes.stop()
 
     def warnings(self, original: dict[str, Any], converted: dict[str, Any]) -> list[str]:
-        items = self.classes.snapshot()
-        if not any((dc.get("spec") or {}).get("extendedResourceName") for dc in items):
+        if not self.declaring:
             return []
-        return warnings_for(items, removed_resources(original, converted))
+        return warnings_for(self.classes.snapshot(), removed_resources(original, converted))

@@ -1,4 +1,4 @@
-"""The admission server: a Starlette app served by uvicorn over TLS, plus the janitor beside it.
+"""The admission server: ASGI (admissions direct, the rest through Starlette) under uvicorn over TLS, and the janitor.
 
 Endpoints: ``/mutate``, ``/validate`` (AdmissionReview v1), ``/healthz``, ``/readyz``, ``/metrics``.
 With ``bench_routes`` two more exist for the admission benchmark on the same server:
@@ -8,7 +8,6 @@ With ``bench_routes`` two more exist for the admission benchmark on the same ser
 from __future__ import annotations
 
 import contextlib
-import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -30,23 +29,20 @@ from dralab.util import get_logger
 from dralab.webhook.adoption import Adopter, build_adopter
 from dralab.webhook.budgets import BudgetGate, BudgetMetrics, BudgetReconciler
 from dralab.webhook.extended import DeviceClassWatch
-from dralab.webhook.handlers import AdmissionHandler, BadReview, parse_review, respond
+from dralab.webhook.handlers import AdmissionHandler, BadReview, dumps, parse_review, respond
 from dralab.webhook.janitor import Janitor
 from dralab.webhook.lifecycle import ClaimLifecycle
 from dralab.webhook.limits import Inflight, NamespaceRate, ServerLimits
 from dralab.webhook.metrics import Metrics
 from dralab.webhook.registration import ALWAYS_EXCLUDED
 from dralab.webhook.tls import ReloadingTLS
-from dralab.webhook.transport import guarded_protocol
+from dralab.webhook.transport import MAX_HEAD_BYTES, guarded_protocol
 from dralab.webhook.volcano import VolcanoMutator
 
 log = get_logger("dralab.webhook.server")
 # Bodies above this are converted in a worker thread, so a large pod never holds up the event loop.
 OFFLOAD_BYTES = 64 * 1024
-
-
-def _json(payload: dict[str, Any], status: int = 200) -> Response:
-    return Response(json.dumps(payload, separators=(",", ":")).encode(), status, media_type="application/json")
+WARM_SECONDS = 5.0  # at most this long for the admission client's first connection before serving (warm)
 
 
 @dataclass
@@ -142,18 +138,29 @@ class BodyTooLarge(Exception):
     """The request body passed the limit (HTTP 413; the rest is never read)."""
 
 
-def held_bytes(request: Request, limit: int) -> int:
+class ClientGone(Exception):
+    """The client disconnected before its request body arrived (nothing to answer)."""
+
+
+def declared_length(scope: dict[str, Any]) -> str | None:
+    """The request's Content-Length header as sent (the first one), or None."""
+    for name, value in scope["headers"]:
+        if name == b"content-length":
+            return value.decode("latin-1")
+    return None
+
+
+def held_bytes(declared: str | None, limit: int) -> int:
     """What a request's body may take while in flight: its declared length, else the whole limit."""
     try:
-        declared = int(request.headers.get("content-length", ""))
+        size = int(declared or "")
     except ValueError:
         return limit
-    return declared if 0 <= declared <= limit else limit
+    return size if 0 <= size <= limit else limit
 
 
-async def read_body(request: Request, limit: int) -> bytes:
+async def read_body(receive: Callable[[], Any], declared: str | None, limit: int) -> bytes:
     """The body, refused by its declared length before reading and by its size while reading (chunked)."""
-    declared = request.headers.get("content-length")
     if declared is not None:
         try:
             size = int(declared)
@@ -163,12 +170,61 @@ async def read_body(request: Request, limit: int) -> bytes:
             raise BodyTooLarge(f"request body of {size} bytes is over the limit of {limit}")
     chunks: list[bytes] = []
     total = 0
-    async for chunk in request.stream():
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            raise ClientGone
+        chunk = message.get("body", b"")
         total += len(chunk)
         if total > limit:
             raise BodyTooLarge(f"request body is over the limit of {limit} bytes")
         chunks.append(chunk)
-    return b"".join(chunks)
+        if not message.get("more_body", False):
+            return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+
+JSON_TYPE = b"application/json"
+TEXT_TYPE = b"text/plain; charset=utf-8"
+CLOSE = ((b"connection", b"close"),)
+
+
+async def answer(send: Callable[[dict[str, Any]], Any], status: int, body: bytes, content_type: bytes,
+                 extra: tuple[tuple[bytes, bytes], ...] = ()) -> None:
+    """One complete HTTP answer over ASGI."""
+    headers = [(b"content-type", content_type), (b"content-length", b"%d" % len(body)), *extra]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+class AdmissionApp:
+    """The ASGI app: POSTs to the admission paths go straight to their handlers, everything else to Starlette.
+
+    An admission is most of what the server does; Starlette's middleware, routing and request and response
+    objects cost more per admission than the answer itself. Other methods on those paths reach Starlette,
+    which keeps answering them 405.
+    """
+
+    def __init__(self, admissions: dict[str, Callable[..., Any]], fallback: Starlette) -> None:
+        self.admissions = admissions
+        self.fallback = fallback
+
+    async def __call__(self, scope: dict[str, Any], receive: Callable[..., Any], send: Callable[..., Any]) -> None:
+        if scope["type"] == "http" and scope["method"] == "POST":
+            route = self.admissions.get(scope["path"])
+            if route is not None:
+                await route(scope, receive, send)
+                return
+        await self.fallback(scope, receive, send)
+
+
+class _Endpoint:
+    """An ASGI callable Starlette routes to as an app (only methods other than POST get here: 405)."""
+
+    def __init__(self, app: Callable[..., Any]) -> None:
+        self.app = app
+
+    async def __call__(self, scope: dict[str, Any], receive: Callable[..., Any], send: Callable[..., Any]) -> None:
+        await self.app(scope, receive, send)
 
 
 def create_app(
@@ -176,7 +232,7 @@ def create_app(
     ready: Callable[[], bool] | None = None,
     bench_routes: bool = False,
     limits: ServerLimits | None = None,
-) -> Starlette:
+) -> AdmissionApp:
     """The ASGI app; ``ready`` adds a readiness condition (the janitor's caches)."""
     metrics = webhook.metrics
     handler = webhook.handler
@@ -184,31 +240,37 @@ def create_app(
     inflight = Inflight(limits.max_inflight, limits.max_inflight_bytes, metrics.inflight.set)
 
     def admission(endpoint: str, call: Callable[..., Any]):
-        async def route(request: Request) -> Response:
+        # bound once: looking a labelled child up per request costs more than counting
+        requests, latency = metrics.requests.labels(endpoint), metrics.latency.labels(endpoint)
+
+        async def route(scope: dict[str, Any], receive: Callable[..., Any], send: Callable[..., Any]) -> None:
             start = time.perf_counter()
-            metrics.requests.labels(endpoint).inc()
-            hold = held_bytes(request, limits.max_body_bytes)
+            requests.inc()
+            declared = declared_length(scope)
+            hold = held_bytes(declared, limits.max_body_bytes)
             if not inflight.try_enter(hold):
                 metrics.refused.labels("too_many_inflight").inc()
-                return PlainTextResponse(
-                    f"too many concurrent admission requests ({inflight.count} in flight, at most "
-                    f"{limits.max_inflight}, bodies within {limits.max_inflight_bytes} bytes); retry",
-                    503, headers={"Connection": "close", "Retry-After": "1"},
-                )
+                message = (f"too many concurrent admission requests ({inflight.count} in flight, at most "
+                           f"{limits.max_inflight}, bodies within {limits.max_inflight_bytes} bytes); retry")
+                await answer(send, 503, message.encode(), TEXT_TYPE, (*CLOSE, (b"retry-after", b"1")))
+                return
             try:
-                body = await read_body(request, limits.max_body_bytes)
+                body = await read_body(receive, declared, limits.max_body_bytes)
                 review = parse_review(body)
                 result = await call(review, offload=len(body) > OFFLOAD_BYTES)
-                return _json(result)
+                reply: tuple[int, bytes, bytes, tuple[tuple[bytes, bytes], ...]] = (200, dumps(result), JSON_TYPE, ())
+            except ClientGone:
+                return
             except BodyTooLarge as exc:
                 metrics.refused.labels("body_too_large").inc()
-                return PlainTextResponse(str(exc), 413, headers={"Connection": "close"})
+                reply = (413, str(exc).encode(), TEXT_TYPE, CLOSE)
             except BadReview as exc:
                 metrics.errors.labels(endpoint).inc()
-                return PlainTextResponse(str(exc), 400)
+                reply = (400, str(exc).encode(), TEXT_TYPE, ())
             finally:
                 inflight.leave(hold)
-                metrics.latency.labels(endpoint).observe(time.perf_counter() - start)
+                latency.observe(time.perf_counter() - start)
+            await answer(send, *reply)
 
         return route
 
@@ -229,19 +291,29 @@ def create_app(
     async def metrics_route(request: Request) -> Response:
         return Response(metrics.render(), media_type="text/plain; version=0.0.4; charset=utf-8")
 
-    routes = [
-        Route("/mutate", admission("mutate", handler.mutate), methods=["POST"]),
-        Route("/validate", admission("validate", handler.validate), methods=["POST"]),
-        Route("/healthz", healthz),
-        Route("/readyz", readyz),
-        Route("/metrics", metrics_route),
-    ]
+    admissions = {"/mutate": admission("mutate", handler.mutate), "/validate": admission("validate", handler.validate)}
     if bench_routes:
-        routes += [
-            Route("/bench/noop", admission("noop", noop), methods=["POST"]),
-            Route("/bench/convert", admission("convert", convert_only), methods=["POST"]),
-        ]
-    return Starlette(routes=routes)
+        admissions["/bench/noop"] = admission("noop", noop)
+        admissions["/bench/convert"] = admission("convert", convert_only)
+    routes = [Route(path, _Endpoint(app), methods=["POST"]) for path, app in admissions.items()]
+    routes += [Route("/healthz", healthz), Route("/readyz", readyz), Route("/metrics", metrics_route)]
+    return AdmissionApp(admissions, Starlette(routes=routes))
+
+
+async def warm(api: Any, timeout: float = WARM_SECONDS) -> bool:
+    """Load the admission API client and open its first apiserver connection before serving.
+
+    The client is loaded on first use (its modules, TLS context and connection take a few hundred ms,
+    with the event loop held); done by the first admission, that stalls every admission queued behind it.
+    ``GET /version`` is readable by every identity. Failure only costs the first admission that time again.
+    """
+    try:
+        with anyio.fail_after(timeout):
+            await api.get("/version")
+        return True
+    except Exception as exc:  # unreachable, slow or refused: serving goes ahead
+        log.info("apiserver not reached before serving", extra={"fields": {"error": f"{type(exc).__name__}: {exc}"}})
+        return False
 
 
 class Server:
@@ -260,9 +332,11 @@ class Server:
         client_ca: str | Path | None = None,
         sock: Any = None,
         elector: Any = None,
+        http: str = "httptools",
     ) -> None:
         """``sock``: an already listening socket (a worker's, shared with the others) instead of host/port;
-        ``elector``: a :class:`~dralab.webhook.lease.LeaderElector` whose leadership runs the background work.
+        ``elector``: a :class:`~dralab.webhook.lease.LeaderElector` whose leadership runs the background work;
+        ``http``: the HTTP/1.1 parser, ``httptools`` or ``h11`` (:func:`~dralab.webhook.transport.guarded_protocol`).
         """
         self.webhook = webhook
         self.sock = sock
@@ -277,13 +351,14 @@ class Server:
             app,
             host=host,
             port=port,
-            http=guarded_protocol(self.tls, self.limits.read_timeout_seconds, self.limits.handshake_timeout_seconds),
+            http=guarded_protocol(self.tls, self.limits.read_timeout_seconds, self.limits.handshake_timeout_seconds,
+                                  http),
             log_level="warning",
             access_log=False,
             lifespan="off",
             timeout_keep_alive=max(1, int(self.limits.read_timeout_seconds)),
             limit_concurrency=self.limits.max_connections,
-            h11_max_incomplete_event_size=64 * 1024,  # request line and headers
+            h11_max_incomplete_event_size=MAX_HEAD_BYTES,  # request line and headers (h11; httptools: the guard)
             backlog=2048,
         )
         self.config.load()
@@ -303,6 +378,8 @@ class Server:
         if self.elector is not None:
             self.elector.start()
         try:
+            if self.webhook.admission_api is not None:
+                await warm(self.webhook.admission_api)
             async with anyio.create_task_group() as tg:
                 tg.start_soon(self.tls.watch, self.reload_interval)
                 await self.server.serve(sockets=[self.sock] if self.sock is not None else None)

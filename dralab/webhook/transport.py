@@ -18,10 +18,12 @@ import contextlib
 from typing import Any
 
 from uvicorn.protocols.http.h11_impl import H11Protocol
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from dralab.util import get_logger
 
 log = get_logger("dralab.webhook.transport")
+MAX_HEAD_BYTES = 64 * 1024  # request line and headers of one request
 
 
 class Coalescing:
@@ -66,15 +68,17 @@ class Coalescing:
         return getattr(self._transport, name)
 
 
-class GuardedH11(H11Protocol):
-    """uvicorn's h11 protocol with TLS started under a deadline and a per-request read deadline.
+class _Guards:
+    """TLS started under a deadline and a per-request read deadline, over either of uvicorn's HTTP/1.1 protocols.
 
-    Class attributes are set by :func:`guarded_protocol` (uvicorn instantiates the class itself).
+    Mixed in before the protocol class; class attributes are set by :func:`guarded_protocol` (uvicorn
+    instantiates the class itself).
     """
 
     tls: Any = None  # an object with a ``context`` (ssl.SSLContext) attribute, or None for plain HTTP
     read_timeout: float = 10.0
     handshake_timeout: float = 5.0
+    max_head_bytes: int = MAX_HEAD_BYTES
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         self._deadline: asyncio.TimerHandle | None = None
@@ -107,7 +111,7 @@ class GuardedH11(H11Protocol):
         super().connection_made(Coalescing(transport, asyncio.get_running_loop()))  # type: ignore[arg-type]
         self._arm()
         for data in getattr(self, "_early", ()):  # decrypted before start_tls returned
-            super().data_received(data)
+            self.data_received(data)
         self._early = []
 
     # -- the request deadline -------------------------------------------------------------
@@ -155,10 +159,59 @@ class GuardedH11(H11Protocol):
         super().shutdown()
 
 
-def guarded_protocol(tls: Any, read_timeout: float, handshake_timeout: float) -> type[GuardedH11]:
-    """A protocol class for ``uvicorn.Config(http=...)`` bound to ``tls`` and the two deadlines."""
+class GuardedH11(_Guards, H11Protocol):  # type: ignore[misc]
+    """uvicorn's h11 protocol under the guards; h11 bounds the request line and headers itself
+    (``h11_max_incomplete_event_size``, which the server sets to :data:`MAX_HEAD_BYTES`)."""
+
+
+class GuardedHttpTools(_Guards, HttpToolsProtocol):  # type: ignore[misc]
+    """uvicorn's httptools (llhttp) protocol under the guards: the same HTTP/1.1 at a fraction of h11's CPU.
+
+    llhttp hands the request line and headers over in pieces and keeps no limit of its own, so the bytes
+    a request's head takes are counted here: a connection whose head is still incomplete after
+    ``max_head_bytes`` gets 431 and is closed, as h11 does with its limit.
+    """
+
+    def _ready(self, transport: asyncio.Transport) -> None:
+        self._head = 0  # bytes of the current request's head so far; None once its headers are complete
+        super()._ready(transport)
+
+    def on_headers_complete(self) -> None:
+        self._head = None
+        super().on_headers_complete()
+
+    def on_message_complete(self) -> None:
+        # The next request's head starts; what follows in this same read goes uncounted (one read at most).
+        self._head = 0
+        super().on_message_complete()
+
+    def data_received(self, data: bytes) -> None:
+        if self.transport is None:
+            super().data_received(data)  # early data: kept by the guards until TLS is up
+            return
+        if self._head is not None:
+            self._head += len(data)
+        super().data_received(data)
+        if self._head is not None and self._head > self.max_head_bytes and not self.transport.is_closing():
+            msg = f"request line and headers over {self.max_head_bytes} bytes"
+            self.transport.write(
+                b"HTTP/1.1 431 Request Header Fields Too Large\r\ncontent-type: text/plain; charset=utf-8\r\n"
+                b"connection: close\r\ncontent-length: " + str(len(msg)).encode() + b"\r\n\r\n" + msg.encode()
+            )
+            self.transport.close()
+
+
+PROTOCOLS: dict[str, type[_Guards]] = {"h11": GuardedH11, "httptools": GuardedHttpTools}
+
+
+def guarded_protocol(tls: Any, read_timeout: float, handshake_timeout: float, http: str = "httptools") -> type[Any]:
+    """A protocol class for ``uvicorn.Config(http=...)`` bound to ``tls`` and the two deadlines.
+
+    ``http``: ``httptools`` (the default: llhttp, C) or ``h11`` (pure Python, several times the CPU per request).
+    """
+    base = PROTOCOLS[http]
     return type(
-        "GuardedH11Bound",
-        (GuardedH11,),
+        f"{base.__name__}Bound",
+        (base,),
         {"tls": tls, "read_timeout": float(read_timeout), "handshake_timeout": float(handshake_timeout)},
     )

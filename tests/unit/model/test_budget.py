@@ -38,6 +38,18 @@ def test_claim_demand_multiplies_by_count_and_reads_quantities() -> None:
     assert d.amount == model.Amount(8 * GI, 60) and d.claims == 1 and d.unsized == 0
 
 
+def test_claim_classes_are_the_keys_of_claim_demand() -> None:
+    odd = claim(GI, 10)
+    odd["spec"]["devices"]["requests"] += [
+        {"name": "alt", "firstAvailable": [{"deviceClassName": "other.example.com"}, "junk"]},
+        {"name": "bad", "exactly": {"deviceClassName": 7}},
+        "junk",
+    ]
+    for doc in (claim(GI, 10), claim(None, None, cls="x.example.com"), odd, {"spec": None}, {}):
+        assert model.claim_classes(doc) == set(model.claim_demand(doc))
+    assert model.claim_classes(odd) == {GPU, "other.example.com"}
+
+
 def test_claim_without_memory_is_unsized() -> None:
     d = model.claim_demand(claim(None, 10))[GPU]
     assert d.unsized == 1 and d.amount.memory == 0

@@ -63,6 +63,21 @@ def test_nesting_depth_is_measured_exactly() -> None:
     assert nesting_exceeds({"a": [1, [[]]]}, 3)
 
 
+@pytest.mark.parametrize("extra", range(MAX_DEPTH - 8, MAX_DEPTH + 2))
+def test_the_opener_count_shortcut_refuses_exactly_what_the_walk_refuses(extra: int) -> None:
+    deep: Any = "x"
+    for _ in range(extra):
+        deep = [deep]
+    doc = review()
+    doc["request"]["object"]["metadata"]["labels"] = {"deep": deep}
+    refused = nesting_exceeds(doc, MAX_DEPTH)
+    if refused:
+        with pytest.raises(BadReview, match=f"more than {MAX_DEPTH} levels"):
+            parse_review(body(doc))
+    else:
+        parse_review(body(doc))
+
+
 def test_a_real_pod_is_far_below_the_bound() -> None:
     parse_review(body(review()))  # no exception
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import anyio
 
 from dralab.config import parse_config
@@ -54,3 +56,39 @@ def test_mutate_response_carries_the_warning(fake_api) -> None:
     assert response["allowed"] is True and response["warnings"][0].startswith("DeviceClass gpu-ext")
     plain = {"request": {**review["request"], "object": _pod({"huawei.com/Ascend310P": "1"})}}
     assert "warnings" not in anyio.run(lambda: webhook.handler.mutate(plain))["response"]
+
+
+class _ClassApi:
+    """A DeviceClass list without extendedResourceName, then one watch event adding a class with it."""
+
+    def __init__(self) -> None:
+        import threading
+
+        self.deliver = threading.Event()
+
+    def list_all(self, path: str, **_: Any) -> tuple[list[dict[str, Any]], str]:
+        return [_class("plain", None)], "1"
+
+    def watch(self, path: str, *, stop=None, **_: Any):
+        self.deliver.wait(10)
+        yield {"type": "ADDED", "object": _class("gpu-ext", "nvidia.com/gpu")}
+        stop.wait(10)
+
+
+def test_the_watch_keeps_the_declaring_flag_and_warnings_follow_it() -> None:
+    from dralab.util import wait_for
+    from dralab.webhook.extended import DeviceClassWatch
+
+    api = _ClassApi()
+    watch = DeviceClassWatch(api)  # type: ignore[arg-type]
+    original, converted = _pod({"nvidia.com/gpu": "1"}), _pod({})
+    watch.start()
+    try:
+        wait_for(watch.classes.synced.is_set, 10, "the DeviceClass list")
+        assert watch.declaring is False and watch.warnings(original, converted) == []
+        api.deliver.set()
+        wait_for(lambda: watch.declaring, 10, "the class with an extendedResourceName")
+        (warning,) = watch.warnings(original, converted)
+        assert warning.startswith("DeviceClass gpu-ext")
+    finally:
+        watch.stop()
