@@ -122,15 +122,17 @@ class ApiClaims:
 
     def __init__(self, client: Kube) -> None:
         self.client = client
-        with contextlib.suppress(KubeError):
-            client.create("/api/v1/namespaces", {"metadata": {"name": NAMESPACE}})
+        # a namespace per run: the previous run's may still be terminating (a create there is refused)
+        self.namespace = f"{NAMESPACE}-{uuid.uuid4().hex[:6]}"
+        labels = {"dralab.io/bench": "driver"}
+        client.create("/api/v1/namespaces", {"metadata": {"name": self.namespace, "labels": labels}})
 
     def make(self, name: str) -> str:
-        base = f"/apis/resource.k8s.io/v1/namespaces/{NAMESPACE}/resourceclaims"
+        base = f"/apis/resource.k8s.io/v1/namespaces/{self.namespace}/resourceclaims"
         body = {
             "apiVersion": "resource.k8s.io/v1",
             "kind": "ResourceClaim",
-            "metadata": {"name": name, "namespace": NAMESPACE},
+            "metadata": {"name": name, "namespace": self.namespace},
             "spec": {
                 "devices": {
                     "requests": [{"name": "npu", "exactly": {"deviceClassName": "hami-vnpu-core.project-hami.io"}}]
@@ -138,23 +140,24 @@ class ApiClaims:
             },
         }
         made = self.client.create(base, body)
-        status = lab20_claim(uid=made["metadata"]["uid"], name=name, namespace=NAMESPACE, share=str(uuid.uuid4()))
+        status = lab20_claim(uid=made["metadata"]["uid"], name=name, namespace=self.namespace, share=str(uuid.uuid4()))
         made["status"] = status["status"]
         self.client.request("PUT", f"{base}/{name}/status", body=made)
         return made["metadata"]["uid"]
 
     def cleanup(self) -> None:
         with contextlib.suppress(KubeError):
-            self.client.delete(f"/api/v1/namespaces/{NAMESPACE}")
+            self.client.delete(f"/api/v1/namespaces/{self.namespace}")
 
 
 class MemoryClaims:
     def __init__(self, source: InMemoryClaimSource) -> None:
         self.source = source
+        self.namespace = NAMESPACE
 
     def make(self, name: str) -> str:
         uid = str(uuid.uuid4())
-        self.source.put(lab20_claim(uid=uid, name=name, namespace=NAMESPACE, share=str(uuid.uuid4())))
+        self.source.put(lab20_claim(uid=uid, name=name, namespace=self.namespace, share=str(uuid.uuid4())))
         return uid
 
     def cleanup(self) -> None:
@@ -175,7 +178,7 @@ class _Bench:
         claims = []
         for i in range(n):
             name = f"{label}-c{i}-{uuid.uuid4().hex[:8]}"
-            claims.append(dra_v1_pb2.Claim(namespace=NAMESPACE, name=name, uid=self.maker.make(name)))
+            claims.append(dra_v1_pb2.Claim(namespace=self.maker.namespace, name=name, uid=self.maker.make(name)))
         informer = self.proc.informer
         if informer is not None and self.state.cache is not None:
             # the kubelet calls after allocation and binding: by then the watch has delivered the claim
