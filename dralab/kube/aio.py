@@ -11,11 +11,19 @@ a pool of worker threads fight over the GIL, which costs throughput and tail lat
 from __future__ import annotations
 
 import asyncio
-import json
 from pathlib import Path
 from typing import Any
 
-from dralab.kube.client import JSON, PATCH_TYPES, Params, decode, delete_options, query_string
+from dralab.kube.client import (
+    JSON,
+    Params,
+    decode,
+    delete_options,
+    encode_body,
+    patch_args,
+    query_string,
+    request_headers,
+)
 from dralab.kube.config import KubeConfig, load_config
 from dralab.kube.errors import KubeError
 
@@ -86,14 +94,8 @@ class AsyncKube:
 
         what = f"{method} {path}"
         session = await self._pool()
-        headers = {"Accept": accept, "User-Agent": self.user_agent}
-        auth = self.config.authorization()  # runs the token refresh hook
-        if auth:
-            headers["Authorization"] = auth
-        data: bytes | None = None
-        if body is not None:
-            headers["Content-Type"] = content_type
-            data = json.dumps(body, separators=(",", ":")).encode()
+        data = encode_body(body)
+        headers = request_headers(self.config, self.user_agent, accept, content_type if data is not None else None)
         limit = self.timeout if timeout is None else timeout
         try:
             async with session.request(
@@ -126,11 +128,7 @@ class AsyncKube:
 
     async def patch(self, path: str, body: Any, *, kind: str = "merge", manager: str | None = None,
                     force: bool = False) -> dict[str, Any]:
-        try:
-            content_type = PATCH_TYPES[kind]
-        except KeyError:
-            raise ValueError(f"patch kind {kind!r}: use one of {', '.join(PATCH_TYPES)}") from None
-        params = {"fieldManager": manager, "force": True if force else None}
+        content_type, params = patch_args(kind, manager, force)
         return await self.request("PATCH", path, body=body, content_type=content_type, params=params)
 
     async def delete(

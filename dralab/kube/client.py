@@ -41,6 +41,35 @@ def query_string(params: Params) -> str:
     return "?" + urlencode(items) if items else ""
 
 
+def encode_body(body: Any) -> bytes | None:
+    """A request body: bytes as given, anything else compact JSON; None for no body."""
+    if body is None:
+        return None
+    return body if isinstance(body, bytes) else json.dumps(body, separators=(",", ":")).encode()
+
+
+def request_headers(
+    config: KubeConfig, user_agent: str, accept: str, content_type: str | None, extra: Mapping[str, str] | None = None
+) -> dict[str, str]:
+    """The headers of one call; the authorization is read per call, so a rotated token is used at once."""
+    headers = {**(extra or {}), "Accept": accept, "User-Agent": user_agent}
+    if content_type:
+        headers["Content-Type"] = content_type
+    auth = config.authorization()
+    if auth:
+        headers["Authorization"] = auth
+    return headers
+
+
+def patch_args(kind: str, manager: str | None, force: bool) -> tuple[str, dict[str, Any]]:
+    """The content type and query of a PATCH of ``kind``; ValueError naming the kinds for an unknown one."""
+    try:
+        content_type = PATCH_TYPES[kind]
+    except KeyError:
+        raise ValueError(f"patch kind {kind!r}: use one of {', '.join(PATCH_TYPES)}") from None
+    return content_type, {"fieldManager": manager, "force": True if force else None}
+
+
 def decode(data: bytes, status: int, reason: str, what: str) -> Any:
     """The JSON answer of a finished call (``{}`` when empty); :class:`KubeError` for a non-2xx answer."""
     try:
@@ -150,15 +179,6 @@ class Kube:
 
     # -- transport --------------------------------------------------------------------------------
 
-    def _headers(self, accept: str, content_type: str | None) -> dict[str, str]:
-        headers = {**self.headers, "Accept": accept, "User-Agent": self.user_agent}
-        if content_type:
-            headers["Content-Type"] = content_type
-        auth = self.config.authorization()
-        if auth:
-            headers["Authorization"] = auth
-        return headers
-
     def open(
         self,
         method: str,
@@ -173,9 +193,7 @@ class Kube:
         """Send one request; the unread urllib3 response (the caller reads and releases it)."""
         import urllib3
 
-        data: bytes | None = None
-        if body is not None:
-            data = body if isinstance(body, bytes) else json.dumps(body, separators=(",", ":")).encode()
+        data = encode_body(body)
         limit = self.timeout if timeout is None else timeout
         if isinstance(limit, tuple):
             spec = urllib3.Timeout(connect=limit[0], read=limit[1])
@@ -186,7 +204,8 @@ class Kube:
                 method,
                 self.host + path + query_string(params),
                 body=data,
-                headers=self._headers(accept, content_type if data is not None else None),
+                headers=request_headers(self.config, self.user_agent, accept,
+                                        content_type if data is not None else None, self.headers),
                 timeout=spec,
                 preload_content=False,
             )
@@ -300,11 +319,7 @@ class Kube:
         force: bool = False,
     ) -> dict[str, Any]:
         """PATCH with ``kind`` merge, strategic, json (a list of operations) or apply (server-side apply)."""
-        try:
-            content_type = PATCH_TYPES[kind]
-        except KeyError:
-            raise ValueError(f"patch kind {kind!r}: use one of {', '.join(PATCH_TYPES)}") from None
-        params = {"fieldManager": manager, "force": True if force else None}
+        content_type, params = patch_args(kind, manager, force)
         return self.request("PATCH", path, body=body, content_type=content_type, params=params)
 
     def apply(self, path: str, body: dict[str, Any], *, manager: str = "dralab", force: bool = True) -> dict[str, Any]:

@@ -13,6 +13,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from dralab.bench.node import claim_obj
 from dralab.cluster.api import ClusterHandle
 from dralab.cluster.node import lifecycle
 from dralab.cluster.node.integration import node_paths
@@ -24,7 +25,6 @@ from .node_helpers import kubectl, pod, wait_gone, wait_running
 
 pytestmark = pytest.mark.integration
 
-DEVICE_CLASS = "hami-vnpu-core.project-hami.io"
 
 
 def _real(handle: ClusterHandle) -> str:
@@ -88,29 +88,6 @@ def _runtime_handler(info: dict) -> str | None:
     return (info.get("Labels") or {}).get("io.cri-containerd.runtime-handler")
 
 
-def _claim(name: str, memory: str = "4Gi", cores: str = "30") -> dict:
-    return {
-        "apiVersion": "resource.k8s.io/v1",
-        "kind": "ResourceClaim",
-        "metadata": {"name": name},
-        "spec": {
-            "devices": {
-                "requests": [
-                    {
-                        "name": "npu",
-                        "exactly": {
-                            "deviceClassName": DEVICE_CLASS,
-                            "allocationMode": "ExactCount",
-                            "count": 1,
-                            "capacity": {"requests": {"memory": memory, "cores": cores}},
-                        },
-                    }
-                ]
-            }
-        },
-    }
-
-
 def ssl_context(pki: Pki) -> ssl.SSLContext:
     """Trust the cluster CA (it signed the kubelet's serving cert) and present the admin cert."""
     ctx = ssl.create_default_context(cafile=str(pki.ca_cert))
@@ -131,7 +108,7 @@ def test_claim_prepared_by_the_real_kubelet_and_unprepared_on_delete(
     node_cluster: ClusterHandle, kube: Kube, ns: str
 ) -> None:
     claims = f"/apis/resource.k8s.io/v1/namespaces/{ns}/resourceclaims"
-    claim = kube.create(claims, _claim("npu"))
+    claim = kube.create(claims, claim_obj("npu", memory="4Gi", cores="30"))
     uid = claim["metadata"]["uid"]
     spec = pod("app", "sleep 3600", resourceClaims=[{"name": "npu", "resourceClaimName": "npu"}])
     spec["spec"]["containers"][0]["resources"] = {"claims": [{"name": "npu"}]}
