@@ -3,7 +3,7 @@ VENV ?= .venv
 PYTHON ?= python3
 BIN := $(VENV)/bin
 
-.PHONY: lab lab-node test env vcore binaries tools chart-tools lint unit clean-cluster
+.PHONY: lab lab-node test bench-quick env vcore binaries tools chart-tools lint unit clean-cluster
 
 ## env: a virtual environment with dralab and its test tools installed (the test extra brings
 ## the provision and bench extras along: the tests exercise both)
@@ -47,6 +47,17 @@ unit: env vcore
 test: env vcore binaries tools lint
 	$(BIN)/pytest -n 2 --dist loadgroup
 	$(BIN)/pytest -n 0 --profile node labs/lab20-ascend-hami-dra/lab.yaml
+
+## bench-quick: the CI-sized benchmarks (--quick) into $(BENCH_QUICK_OUT) with their rendered report;
+## the figures are recorded, never a pass/fail (a shared CI machine is too noisy): only a benchmark
+## that cannot run fails the target. Full runs go into bench/results (see README, Tests and benchmarks).
+BENCH_QUICK_OUT ?= reports/bench-quick
+BENCH_QUICK ?= admission driver concurrency vcore
+bench-quick: env vcore binaries
+	$(BIN)/dralab cluster up
+	set -e; for b in $(BENCH_QUICK); do $(BIN)/dralab bench $$b --quick --out $(BENCH_QUICK_OUT); done
+	$(BIN)/dralab bench report --results $(BENCH_QUICK_OUT) --out $(BENCH_QUICK_OUT)/REPORT.md
+	sed -n '/^## Verdicts/,/^## Where/p' $(BENCH_QUICK_OUT)/REPORT.md | sed '$$d'
 
 ## lab-node: Lab 20 on the real kubelet + containerd node (profile node)
 lab-node: env vcore binaries

@@ -1,4 +1,4 @@
-"""The GitHub workflows: lint, unit and chart jobs beside the kind job, every action pinned by SHA,
+"""The GitHub workflows: lint, unit, chart and quick-benchmark jobs beside the kind job, every action pinned by SHA,
 and the CI entry point installing what the arm64 tests need. Static checks; actionlint runs in
 test_image_and_workflow.py when it is built."""
 
@@ -38,13 +38,16 @@ def test_one_release_per_action() -> None:
     assert {a: s for a, s in seen.items() if len(s) > 1} == {}
 
 
-def test_lint_unit_and_chart_jobs_run_the_projects_entry_points() -> None:
+def test_lint_unit_chart_and_bench_jobs_run_the_projects_entry_points() -> None:
     jobs = _jobs("ci.yml")
-    assert set(jobs) == {"lint", "unit", "chart"}
+    assert set(jobs) == {"lint", "unit", "chart", "bench-quick"}
     runs = {name: "\n".join(s.get("run", "") for s in job["steps"]) for name, job in jobs.items()}
     assert "make lint" in runs["lint"] and "test_workflows.py" in runs["lint"]
     assert ".ci/run unit" in runs["unit"]
     assert "make chart-tools" in runs["chart"] and "tests/unit/chart" in runs["chart"]
+    assert ".ci/run bench-quick" in runs["bench-quick"]
+    uploads = [s["with"]["path"] for s in jobs["bench-quick"]["steps"] if "upload-artifact" in s.get("uses", "")]
+    assert uploads == ["reports/bench-quick/"], "the quick results must be kept as an artifact"
     # where helm/actionlint are built, a missing tool fails the job instead of skipping the checks
     for name in ("lint", "chart"):
         assert any(s.get("env", {}).get("DRALAB_REQUIRE_TOOLS") == "1" for s in jobs[name]["steps"]), name
@@ -66,3 +69,13 @@ def test_kind_job_uses_the_helm_version_dralab_builds() -> None:
     helm = next(s for s in steps.values() if s.get("uses", "").startswith("azure/setup-helm@"))
     assert helm["with"]["version"] == "${{ steps.kind.outputs.helm_version }}"
     assert "HELM_VERSION" in steps["Generate the kind config"]["run"]
+
+
+def test_ci_entry_records_the_quick_benchmarks_where_the_workflow_uploads_them() -> None:
+    text = (REPO / ".ci" / "run").read_text()
+    assert "set -- test bench-quick" in text, "a bare .ci/run runs the tests, then records the quick benchmarks"
+    makefile = (REPO / "Makefile").read_text()
+    out = re.search(r"^BENCH_QUICK_OUT \?= (\S+)$", makefile, re.M)
+    assert out is not None and out[1] == "reports/bench-quick"
+    recipe = makefile.split("\nbench-quick:", 1)[1].split("\n\n", 1)[0]
+    assert "--quick --out $(BENCH_QUICK_OUT)" in recipe and "bench report --results $(BENCH_QUICK_OUT)" in recipe
