@@ -230,3 +230,27 @@ def test_a_restarted_stand_in_leaves_a_started_pod_alone_and_keeps_its_address(e
     restarted.sync("pu")
     assert driver.methods() == ["NodePrepareResources"] and len(kube.writes) == 1
     assert restarted.ips.get("another") != pod["status"]["podIP"]
+
+
+def test_calls_reuse_one_connection_and_reach_a_restarted_driver(env):
+    """The channel is kept across calls; after the driver restarts on the same socket the next prepare
+    gets through (a broken channel is dropped after its error, the retry connects afresh)."""
+    kube, driver, standin, node_dir = env
+    for i in (1, 2):
+        path = f"/apis/resource.k8s.io/v1/namespaces/ns/resourceclaims/c{i}"
+        kube.objects[path] = _claim(f"c{i}", f"cu{i}", [f"pu{i}"])
+    _add_pod(kube, standin, _pod("p1", "pu1", "c1"))
+    standin.sync("pu1")
+    channel = standin.plugins.get(DRIVER).channel
+    assert channel is not None
+    driver.stop()
+    again = TestDriver(DRIVER, node_dir / "registry", node_dir / "plugins").start()
+    try:
+        _add_pod(kube, standin, _pod("p2", "pu2", "c2"))
+        standin.sync("pu2")
+        if "pu2" in standin.failures:  # the old connection failed once: dropped, the retry reconnects
+            assert standin.plugins.get(DRIVER).channel is None
+            standin.sync("pu2")
+        assert again.methods() == ["NodePrepareResources"] and "pu2" not in standin.failures
+    finally:
+        again.stop()
