@@ -691,8 +691,9 @@ def _cpu_table(cpu: dict[str, Any]) -> list[str]:
     labels = {"dra": "dralab DRA", "direct": "no-dralab DRA", "plain": "plain"}
     kinds = [k for k in ("dra", "direct", "plain") if k in by_kind]
     comps = [*sorted({c for k in kinds for c in by_kind[k].get("burst", {}) if c != "total"}), "total"]
-    rows = [[comp, *(_fmt(by_kind[k].get(w, {}).get(comp)) for w in ("burst", "with_cleanup") for k in kinds)]
-            for comp in comps]
+    names = {"kubelet": "kubelet stand-in", "driver": "DRA driver (fake)", "webhook": "webhook (all workers)"}
+    rows = [[names.get(comp, comp), *(_fmt(by_kind[k].get(w, {}).get(comp)) for w in ("burst", "with_cleanup")
+                                      for k in kinds)] for comp in comps]
     heads = [f"{labels[k]} {w}" for w in ("burst", "with clean-up") for k in kinds]
     return [f"**CPU per pod at N={cpu.get('n')}** (ms, each component's processes from /proc, median over the "
             "judged bursts; 'burst' ends when the last pod is bound (and Running), 'with clean-up' when the pods, "
