@@ -8,8 +8,13 @@ latency grows with N by queueing alone (Little's law), so "no degradation" means
 cost stays flat: pods/s at N=200 within 80% of pods/s at N=10.
 
 The baseline of the same run is the same bursts of plain pods (no HAMi resources: the webhook
-still sees them, no claim, no DRA allocation). A second DRA series runs with the scheduler's
-client at the upstream default QPS 50 / burst 100 instead of the local cluster's 500 / 1000.
+still sees them, no claim, no DRA allocation). A second baseline, "DRA without dralab", isolates
+what DRA scheduling itself costs: pods that already name claims the benchmark created before the
+burst (the same device request and class, none of dralab's labels), so neither the webhook's claim
+create nor the janitor touches them; the stand-in still prepares them, as a kubelet would. Plain ->
+DRA without dralab is the scheduler's (and the apiserver's) share of the gap, DRA without dralab ->
+dralab's DRA pods is dralab's share. A second DRA series runs with the scheduler's client at the
+upstream default QPS 50 / burst 100 instead of the local cluster's 500 / 1000.
 
 The cluster helpers here (an 8-device inventory, the sharing pod, a throw-away cluster of its
 own name) are shared with ``dralab bench faults``.
@@ -38,6 +43,7 @@ import yaml
 from rich.console import Console
 
 from dralab.bench import DEFAULT_OUT
+from dralab.bench.admission import tree_cpu
 from dralab.bench.common import percentile, write_result
 from dralab.bench.phases import Scraper, difference, per_pod
 
@@ -54,6 +60,8 @@ BASELINE_RATIO_TARGET = 0.8  # DRA pods/s >= this x plain pods/s of the same run
 BASELINE_RATIO_N = 200  # ... at this burst size
 DEFAULT_QPS = (50, 100)  # kube-scheduler's client default (qps, burst)
 CHIP = "Ascend310P"
+KINDS = ("dra", "direct", "plain")  # dralab's DRA pods, DRA pods without dralab, plain pods
+CPU_COMPONENTS = ("apiserver", "etcd", "scheduler", "webhook", "kwok", "kubelet", "driver", "controller-manager")
 
 console = Console(stderr=True)
 
@@ -136,6 +144,23 @@ def plain_pod(name: str) -> dict[str, Any]:
     }
 
 
+def direct_pod(name: str, namespace: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A DRA pod without dralab and its claim: what the webhook would make of :func:`sharing_pod`, but as
+    the user's own objects (no dralab labels or annotations), so only the scheduler and the kubelet act.
+
+    The conversion is the webhook's own (same device request, class and claim name), run here once.
+    """
+    from dralab.model.convert import convert_pod
+    from dralab.model.vendors import load_vendor_table
+
+    conv = convert_pod(sharing_pod(name), load_vendor_table(), namespace=namespace)
+    (claim,) = conv.objects
+    pod = conv.pod
+    pod["metadata"] = {"name": name}
+    claim["metadata"] = {"name": claim["metadata"]["name"], "namespace": namespace}
+    return pod, claim
+
+
 @dataclass
 class Burst:
     """One burst's raw figures (seconds; times relative to the burst's start)."""
@@ -148,6 +173,7 @@ class Burst:
     failures: int = 0
     first_error: str = ""
     watch_restarts: int = 0
+    cpu_s: dict[str, float] = field(default_factory=dict)  # component -> CPU seconds during the burst
 
 
 def summarize(bursts: list[Burst]) -> dict[str, Any]:
@@ -217,6 +243,11 @@ def verdict(cols: dict[str, list[Any]], baseline: dict[str, list[Any]] | None = 
             out["dra_to_plain_spread"] = [judged["dra_to_plain"]["min"], judged["dra_to_plain"]["max"]]
             out["flatness_spread"] = [judged["flatness"]["min"], judged["flatness"]["max"]]
             out["judged_repeats"] = judged["repeats"]
+            if "direct_to_plain" in judged:
+                for key in ("direct_to_plain", "dra_to_direct"):
+                    out[key] = judged[key]["median"]
+                    out[f"{key}_spread"] = [judged[key]["min"], judged[key]["max"]]
+                out["gap_split_ms_per_pod"] = {k: v["median"] for k, v in judged["split"].items()}
         out.update(
             {
                 "dra_to_plain_by_n": {str(n): r for n, r in per_n.items()},
@@ -420,9 +451,14 @@ class BurstRunner:
             burst.completion_s = max(bound[p] for p in expected if p in bound) - start
         return burst
 
-    async def clear(self, ns: str, kube_wait: float = 180.0) -> None:
-        """Delete the namespace's pods, wait until their claims are gone, then the namespace."""
+    async def clear(self, ns: str, kube_wait: float = 180.0, own_claims: bool = False) -> None:
+        """Delete the namespace's pods, wait until their claims are gone, then the namespace.
+
+        ``own_claims``: the claims are the benchmark's own (no janitor, no owner): delete them too.
+        """
         await self._ok("DELETE", f"/api/v1/namespaces/{ns}/pods", params={"gracePeriodSeconds": "0"})
+        if own_claims:
+            await self._ok("DELETE", f"/apis/resource.k8s.io/v1/namespaces/{ns}/resourceclaims")
         deadline = time.monotonic() + kube_wait
         while time.monotonic() < deadline:
             pods = await self._ok("GET", f"/api/v1/namespaces/{ns}/pods")
@@ -433,21 +469,64 @@ class BurstRunner:
         await self._ok("DELETE", f"/api/v1/namespaces/{ns}")
 
 
-async def one_burst(runner: BurstRunner, n: int, dra: bool, label: str, scraper: Scraper | None,
-                    phases: dict[str, list[Any]]) -> Burst:
-    """One burst in a fresh namespace; the components' per-pod phase figures go to ``phases``."""
+@dataclass
+class CpuMeter:
+    """CPU seconds of the cluster's processes (each with its children: the webhook's workers), from /proc."""
+
+    pids: dict[str, int]
+
+    @classmethod
+    def for_cluster(cls, handle: Any) -> CpuMeter:
+        comps = (handle.state or {}).get("components") or {}
+        pids = {}
+        for name in CPU_COMPONENTS:
+            found = [rec["pid"] for key, rec in comps.items()
+                     if (key == name or key.startswith(f"{name}/")) and rec.get("pid")]
+            if found:
+                pids[name] = found[0]  # the benchmark's cluster has one node
+        return cls(pids)
+
+    def read(self) -> dict[str, float]:
+        return {name: tree_cpu(pid) for name, pid in self.pids.items()}
+
+
+def cpu_per_pod(before: dict[str, float], after: dict[str, float], n: int) -> dict[str, float]:
+    """Milliseconds of CPU per pod of the burst, per component, and their total."""
+    out = {k: round((after[k] - before.get(k, 0.0)) * 1000 / n, 3) for k in after if n}
+    if out:
+        out["total"] = round(sum(out.values()), 3)
+    return out
+
+
+async def one_burst(runner: BurstRunner, n: int, kind: str, label: str, scraper: Scraper | None,
+                    phases: dict[str, list[Any]], meter: CpuMeter | None = None,
+                    cpu: dict[str, list[Any]] | None = None) -> Burst:
+    """One burst in a fresh namespace; the components' per-pod phase figures go to ``phases``, their CPU
+    per pod to ``cpu`` (over the burst, and over the burst plus the clean-up that follows it)."""
     ns = await runner.namespace(f"{label}-{n}")
     stem = f"p-{uuid.uuid4().hex[:4]}"
-    pods = [sharing_pod(f"{stem}-{i}") if dra else plain_pod(f"{stem}-{i}") for i in range(n)]
+    if kind == "direct":
+        made = [direct_pod(f"{stem}-{i}", ns) for i in range(n)]
+        pods = [pod for pod, _ in made]
+        claims_base = f"/apis/resource.k8s.io/v1/namespaces/{ns}/resourceclaims"
+        await asyncio.gather(*(runner._ok("POST", claims_base, json=claim) for _, claim in made))
+    else:
+        pods = [sharing_pod(f"{stem}-{i}") if kind == "dra" else plain_pod(f"{stem}-{i}") for i in range(n)]
     before = await scraper.snapshot() if scraper else None
-    burst = await runner.run(ns, pods, wait_running=dra)
+    cpu0 = meter.read() if meter else None
+    burst = await runner.run(ns, pods, wait_running=kind != "plain")
+    cpu1 = meter.read() if meter else None
     if scraper is not None and before is not None:
         phases.setdefault(str(n), []).append(per_pod(before, await scraper.snapshot(), n))
-    await runner.clear(ns)
+    await runner.clear(ns, own_claims=kind == "direct")
+    if meter is not None and cpu0 is not None and cpu1 is not None and cpu is not None:
+        burst.cpu_s = {k: cpu1[k] - cpu0[k] for k in cpu1}
+        cpu.setdefault(str(n), []).append({"burst": cpu_per_pod(cpu0, cpu1, n),
+                                           "with_cleanup": cpu_per_pod(cpu0, meter.read(), n)})
     return burst
 
 
-async def measure(client: httpx.AsyncClient, sizes: tuple[int, ...], dra: bool, label: str,
+async def measure(client: httpx.AsyncClient, sizes: tuple[int, ...], kind: str, label: str,
                   scraper: Scraper | None = None, phases: dict[str, list[Any]] | None = None,
                   done: dict[int, list[Burst]] | None = None) -> list[dict[str, Any]]:
     """Bursts of every size (small sizes repeated so their percentiles rest on several pods); sizes
@@ -459,7 +538,7 @@ async def measure(client: httpx.AsyncClient, sizes: tuple[int, ...], dra: bool, 
         repeats = 5 if n == 1 else 3 if n <= 10 else 1
         bursts = list((done or {}).get(n, []))
         for _ in range(0 if bursts else repeats):
-            bursts.append(await one_burst(runner, n, dra, label, scraper, phases))
+            bursts.append(await one_burst(runner, n, kind, label, scraper, phases))
         row = summarize(bursts)
         rows.append(row)
         console.print(
@@ -482,6 +561,8 @@ def plot(result: dict[str, Any], path: Path) -> None:
 
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4.2))
     lines = [("DRA sharing pods", result, "-o"), ("plain pods (baseline)", result["baseline"], "--s")]
+    if result.get("direct"):
+        lines.append(("DRA without dralab (baseline)", result["direct"], "-.d"))
     if result.get("default_qps"):
         lines.append(("DRA, scheduler QPS 50/100", result["default_qps"], ":^"))
     for label, cols, style in lines:
@@ -518,32 +599,74 @@ def _rate(b: Burst) -> float | None:
     return round(len(b.latencies) / b.completion_s, 4) if b.latencies and b.completion_s > 0 else None
 
 
+def _div(a: float | None, b: float | None) -> float | None:
+    return round(a / b, 3) if a and b else None
+
+
+def gap_split(dra: float | None, direct: float | None, plain: float | None) -> dict[str, float | None]:
+    """The DRA pods' extra burst time per pod over plain pods (ms, 1/rate), split into the scheduler's
+    share (DRA without dralab over plain) and dralab's (dralab's DRA pods over DRA without dralab).
+    The shares add up to the whole; a negative share is noise (or dralab faster than the baseline)."""
+    def ms(rate: float | None) -> float | None:
+        return 1000.0 / rate if rate else None
+
+    d, d0, p = ms(dra), ms(direct), ms(plain)
+    return {"gap_ms_per_pod": round(d - p, 3) if d is not None and p is not None else None,
+            "scheduler_ms_per_pod": round(d0 - p, 3) if d0 is not None and p is not None else None,
+            "dralab_ms_per_pod": round(d - d0, 3) if d is not None and d0 is not None else None}
+
+
 async def judged(client: httpx.AsyncClient, small: int, large: int, repeats: int, scraper: Scraper | None,
-                 phases: dict[str, dict[str, list[Any]]]) -> tuple[dict[str, Any], dict[str, dict[int, list[Burst]]]]:
-    """The judged figures, each from ``repeats`` rounds: DRA and plain bursts of ``small`` and ``large``
-    pods taking turns (so a shared machine's drifting load hits both alike); the ratios are taken inside
-    each round, then their median and spread."""
+                 phases: dict[str, dict[str, list[Any]]], meter: CpuMeter | None = None,
+                 cpu: dict[str, dict[str, list[Any]]] | None = None,
+                 ) -> tuple[dict[str, Any], dict[str, dict[int, list[Burst]]]]:
+    """The judged figures, each from ``repeats`` rounds: bursts of ``small`` and ``large`` pods of each
+    kind (dralab's DRA pods, DRA pods without dralab, plain pods) taking turns (so a shared machine's
+    drifting load hits all alike); the ratios are taken inside each round, then their median and spread."""
     runner = BurstRunner(client)
-    bursts: dict[str, dict[int, list[Burst]]] = {"dra": {small: [], large: []}, "plain": {small: [], large: []}}
+    bursts: dict[str, dict[int, list[Burst]]] = {kind: {small: [], large: []} for kind in KINDS}
+    cpu = cpu if cpu is not None else {}
     rounds = []
     for r in range(repeats):
         load = [round(x, 2) for x in os.getloadavg()]
         for n in (small, large):
-            for kind in ("dra", "plain"):
-                bursts[kind][n].append(await one_burst(runner, n, kind == "dra", f"j{kind}", scraper,
-                                                       phases.setdefault(kind, {})))
+            for kind in KINDS:
+                bursts[kind][n].append(await one_burst(runner, n, kind, f"j{kind}", scraper,
+                                                       phases.setdefault(kind, {}), meter, cpu.setdefault(kind, {})))
         rates = {kind: {n: _rate(bursts[kind][n][r]) for n in (small, large)} for kind in bursts}
         dra_l, plain_l, dra_s = rates["dra"][large], rates["plain"][large], rates["dra"][small]
+        direct_l = rates["direct"][large]
         rounds.append({"load_average": load, "pods_per_s": {k: {str(n): v for n, v in r_.items()}
                                                             for k, r_ in rates.items()},
-                       "dra_to_plain": round(dra_l / plain_l, 3) if dra_l and plain_l else None,
-                       "flatness": round(dra_l / dra_s, 3) if dra_l and dra_s else None})
+                       "dra_to_plain": _div(dra_l, plain_l),
+                       "direct_to_plain": _div(direct_l, plain_l),
+                       "dra_to_direct": _div(dra_l, direct_l),
+                       "split": gap_split(dra_l, direct_l, plain_l),
+                       "flatness": _div(dra_l, dra_s)})
     out = {"small_n": small, "large_n": large, "repeats": repeats, "rounds": rounds,
            "dra_to_plain": _spread([x["dra_to_plain"] for x in rounds]),
+           "direct_to_plain": _spread([x["direct_to_plain"] for x in rounds]),
+           "dra_to_direct": _spread([x["dra_to_direct"] for x in rounds]),
+           "split": {k: _spread([x["split"][k] for x in rounds])
+                     for k in ("gap_ms_per_pod", "scheduler_ms_per_pod", "dralab_ms_per_pod")},
            "flatness": _spread([x["flatness"] for x in rounds]),
            "dra_pods_per_s": _spread([x["pods_per_s"]["dra"][str(large)] for x in rounds]),
+           "direct_pods_per_s": _spread([x["pods_per_s"]["direct"][str(large)] for x in rounds]),
            "plain_pods_per_s": _spread([x["pods_per_s"]["plain"][str(large)] for x in rounds])}
     return out, bursts
+
+
+def cpu_summary(cpu: dict[str, dict[str, list[Any]]], n: int) -> dict[str, Any]:
+    """Per kind, the median over the bursts of size ``n`` of each component's CPU ms per pod."""
+    out: dict[str, Any] = {}
+    for kind, by_n in cpu.items():
+        runs = by_n.get(str(n), [])
+        if not runs:
+            continue
+        out[kind] = {window: {comp: round(statistics.median(r[window].get(comp, 0.0) for r in runs), 3)
+                              for comp in sorted({c for r in runs for c in r[window]})}
+                     for window in ("burst", "with_cleanup")}
+    return out
 
 
 def breakdown(phases: dict[str, dict[str, list[Any]]], n: int) -> dict[str, Any]:
@@ -555,13 +678,21 @@ def breakdown(phases: dict[str, dict[str, list[Any]]], n: int) -> dict[str, Any]
                     for k in ("ms_per_pod", "calls_per_pod", "ms_per_call")} for p in sorted(names)}
 
     dra, plain = med("dra"), med("plain")
-    return {"n": n, "dra": dra, "plain": plain, "extra_ms_per_dra_pod": difference(dra, plain)}
+    out = {"n": n, "dra": dra, "plain": plain, "extra_ms_per_dra_pod": difference(dra, plain)}
+    if phases.get("direct", {}).get(str(n)):
+        direct = med("direct")
+        out["direct"] = direct
+        out["extra_ms_per_direct_pod"] = difference(direct, plain)
+        out["dralab_ms_per_dra_pod"] = difference(dra, direct)
+    return out
 
 
 async def _bench(handle: Any, sizes: tuple[int, ...], default_qps_sizes: tuple[int, ...],
                  repeats: int = 3) -> dict[str, Any]:
     scraper = Scraper.for_cluster(handle)
+    meter = CpuMeter.for_cluster(handle)
     phases: dict[str, dict[str, list[Any]]] = {}
+    cpu: dict[str, dict[str, list[Any]]] = {}
     small, large = (10 if 10 in sizes else min(sizes)), min(max(sizes), BASELINE_RATIO_N)
     async with async_client(handle) as client:
         # one warm-up burst: first requests pay for connections, the webhook's first conversion, caches
@@ -569,16 +700,22 @@ async def _bench(handle: Any, sizes: tuple[int, ...], default_qps_sizes: tuple[i
         ns = await warm.namespace("warm")
         await warm.run(ns, [sharing_pod(f"w-{i}") for i in range(5)], wait_running=True)
         await warm.clear(ns)
-        judged_figures, done = await judged(client, small, large, repeats, scraper, phases)
-        dra = await measure(client, sizes, True, "dra", scraper, phases.setdefault("dra", {}), done["dra"])
-        plain = await measure(client, sizes, False, "plain", scraper, phases.setdefault("plain", {}), done["plain"])
+        judged_figures, done = await judged(client, small, large, repeats, scraper, phases, meter, cpu)
+        dra = await measure(client, sizes, "dra", "dra", scraper, phases.setdefault("dra", {}), done["dra"])
+        plain = await measure(client, sizes, "plain", "plain", scraper, phases.setdefault("plain", {}), done["plain"])
+        # DRA without dralab at the judged sizes only (its bursts come from the judged rounds)
+        direct = await measure(client, (small, large), "direct", "direct", scraper, phases.setdefault("direct", {}),
+                               done["direct"])
     default_rows: list[dict[str, Any]] = []
     if default_qps_sizes:
         set_scheduler_qps(handle, *DEFAULT_QPS)
         async with async_client(handle) as client:
-            default_rows = await measure(client, default_qps_sizes, True, "qps50")
+            default_rows = await measure(client, default_qps_sizes, "dra", "qps50")
     result: dict[str, Any] = series(dra)
     result["baseline"] = {"what": "plain pods, same bursts, same run (webhook called, no claim)", **series(plain)}
+    result["direct"] = {"what": "DRA pods without dralab: claims created by the benchmark before the burst, "
+                                "same device request and class; no webhook conversion, no janitor",
+                        **series(direct)}
     if default_rows:
         result["default_qps"] = {
             "what": f"DRA pods with the scheduler client at QPS {DEFAULT_QPS[0]} / burst {DEFAULT_QPS[1]}",
@@ -590,8 +727,24 @@ async def _bench(handle: Any, sizes: tuple[int, ...], default_qps_sizes: tuple[i
     result["phases"] = {"what": "per-pod means from the components' /metrics (deltas over each burst), median "
                                 "over the bursts of that size; extra = DRA pod minus plain pod",
                         "breakdown": breakdown(phases, large), "by_n": phases}
-    result["first_errors"] = [r["first_error"] for r in dra + plain + default_rows if r["first_error"]][:5]
+    result["cpu"] = {"what": "CPU ms per pod of each component's processes (/proc, children included), median over "
+                             "the judged bursts of the large N; 'burst': create to bound (and Running), "
+                             "'with_cleanup': until the pods, their claims and the namespace are gone",
+                     "n": large, "by_kind": cpu_summary(cpu, large), "by_n": cpu}
+    result["first_errors"] = [r["first_error"] for r in dra + plain + direct + default_rows if r["first_error"]][:5]
     return result
+
+
+def parse_sizes(text: str) -> tuple[int, ...]:
+    """``"10,200"`` -> ``(10, 200)``; anything else is a usage error naming the bad part."""
+    try:
+        got = tuple(sorted({int(part) for part in text.split(",") if part.strip()}))
+    except ValueError:
+        raise click.BadParameter(f"{text!r}: expected burst sizes as integers separated by commas, e.g. 10,200",
+                                 param_hint="--sizes") from None
+    if not got or got[0] < 1:
+        raise click.BadParameter(f"{text!r}: burst sizes must be 1 or more, e.g. 10,200", param_hint="--sizes")
+    return got
 
 
 @click.command()
@@ -600,8 +753,11 @@ async def _bench(handle: Any, sizes: tuple[int, ...], default_qps_sizes: tuple[i
 @click.option("--no-default-qps", is_flag=True, help="skip the series at the scheduler's default client QPS")
 @click.option("--keep", is_flag=True, help="leave the benchmark's cluster running (for debugging)")
 @click.option("--repeats", type=click.IntRange(min=1), default=None,
-              help="rounds of the judged bursts (N=10 and N=200, DRA and plain taking turns); default 3, quick 1")
-def concurrency(out: str, quick: bool, no_default_qps: bool, keep: bool, repeats: int | None) -> None:
+              help="rounds of the judged bursts (N=10 and N=200, each kind taking turns); default 3, quick 1")
+@click.option("--sizes", default=None, metavar="N,N,...",
+              help="burst sizes instead of the full or quick set (e.g. 10,200: the judged rounds only)")
+def concurrency(out: str, quick: bool, no_default_qps: bool, keep: bool, repeats: int | None,
+                sizes: str | None) -> None:
     """Bursts of N sharing pods through the webhook and the real scheduler; p50/p99 and pods/s.
 
     Runs on a throw-away cluster of its own (one KWOK node, 8 fake 310P3), never on `dralab`.
@@ -613,14 +769,14 @@ def concurrency(out: str, quick: bool, no_default_qps: bool, keep: bool, repeats
     from dralab.cluster import build
 
     build.require_binaries()
-    sizes = SIZES_QUICK if quick else SIZES_FULL
-    if max(sizes) > capacity_pods():
-        raise click.ClickException(f"N={max(sizes)} does not fit the node ({capacity_pods()} pods)")
+    chosen = parse_sizes(sizes) if sizes else (SIZES_QUICK if quick else SIZES_FULL)
+    if max(chosen) > capacity_pods():
+        raise click.ClickException(f"N={max(chosen)} does not fit the node ({capacity_pods()} pods)")
     default_sizes: tuple[int, ...] = () if no_default_qps else ((10, 50) if quick else (10, 200))
     load_before = os.getloadavg()
     started = time.monotonic()
     with own_cluster("bench", keep=keep) as handle:
-        result = asyncio.run(_bench(handle, sizes, default_sizes, repeats or (1 if quick else 3)))
+        result = asyncio.run(_bench(handle, chosen, default_sizes, repeats or (1 if quick else 3)))
     result.update(
         {
             "node": {"devices": DEVICES, "pod_memory_mib": POD_MEMORY_MIB, "pod_cores": POD_CORES,
@@ -630,6 +786,7 @@ def concurrency(out: str, quick: bool, no_default_qps: bool, keep: bool, repeats
                              "after": [round(x, 2) for x in os.getloadavg()]},
             "duration_s": round(time.monotonic() - started, 1),
             "quick": quick,
+            "sizes": list(chosen),
         }
     )
     path = write_result(out, "concurrency", result)

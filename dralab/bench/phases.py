@@ -26,11 +26,11 @@ API_CALLS = {
     ("PUT", "resourceclaims", "status"): "apiserver: claim status (allocation)",
     ("PATCH", "resourceclaims", "status"): "apiserver: claim status (allocation)",
     ("POST", "pods", "binding"): "apiserver: bind pod",
-    ("PATCH", "pods", "status"): "apiserver: pod status (KWOK, driver)",
-    ("PUT", "pods", "status"): "apiserver: pod status (KWOK, driver)",
+    ("PATCH", "pods", "status"): "apiserver: pod status (KWOK or stand-in, scheduler)",
+    ("PUT", "pods", "status"): "apiserver: pod status (KWOK or stand-in, scheduler)",
     ("PATCH", "resourceclaims", ""): "apiserver: patch claim (janitor owner)",
     ("PUT", "resourceclaims", ""): "apiserver: update claim (scheduler's finalizer)",
-    ("PATCH", "pods", ""): "apiserver: patch pod (stand-in's prepared annotation)",
+    ("PATCH", "pods", ""): "apiserver: patch pod",
 }
 SCHEDULER = {
     "scheduler_scheduling_attempt_duration_seconds": "scheduler: scheduling attempt",

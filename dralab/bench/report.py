@@ -592,6 +592,9 @@ def concurrency_section(res: dict[str, Any], plot: str | None = None) -> list[st
     out += table(res, f"DRA sharing pods, scheduler client QPS {qps[0]} / burst {qps[1]}")
     if res.get("baseline"):
         out += table(res["baseline"], "Baseline: plain pods (no claim), same run")
+    if res.get("direct"):
+        out += table(res["direct"], "Baseline: DRA pods without dralab (claims created before the burst, "
+                                    "no webhook conversion, no janitor), same run")
     v = res.get("verdict") or {}
     if v.get("dra_to_plain_by_n"):
         ratios = v["dra_to_plain_by_n"]
@@ -623,6 +626,7 @@ def _judged_and_phases(res: dict[str, Any]) -> list[str]:
                 "taking turns** (median of the per-round ratios decides)", "",
                 *_table(["round", f"DRA pods/s N={j['large_n']}", f"plain pods/s N={j['large_n']}",
                          "DRA ÷ plain", f"flatness N={j['large_n']} ÷ N={j['small_n']}", "load average"], rows)]
+        out += _gap_split(j)
     b = (res.get("phases") or {}).get("breakdown")
     if b and (b.get("dra") or b.get("plain")):
         names = sorted(set(b.get("dra") or {}) | set(b.get("plain") or {}))
@@ -634,7 +638,67 @@ def _judged_and_phases(res: dict[str, Any]) -> list[str]:
                 "(deltas over each burst, median over the bursts). Concurrent requests overlap, so these are "
                 "work per pod, not wall time.", "",
                 *_table(["phase", "DRA ms/pod", "plain ms/pod", "DRA calls/pod", "extra per DRA pod (ms)"], rows)]
+        if b.get("direct"):
+            out += _direct_phases(b)
+    out += _cpu_table(res.get("cpu") or {})
     return out
+
+
+def _gap_split(j: dict[str, Any]) -> list[str]:
+    """The judged rounds' DRA-without-dralab baseline: the gap to plain pods split between the scheduler
+    and dralab (rendered only for results that have it)."""
+    if "direct_to_plain" not in j:
+        return []
+    n = j["large_n"]
+    rows = []
+    for i, r in enumerate(j.get("rounds") or []):
+        split = r.get("split") or {}
+        rows.append([i + 1, _fmt((r.get("pods_per_s") or {}).get("direct", {}).get(str(n))),
+                     _fmt(r.get("direct_to_plain")), _fmt(r.get("dra_to_direct")),
+                     _fmt(split.get("gap_ms_per_pod")), _fmt(split.get("scheduler_ms_per_pod")),
+                     _fmt(split.get("dralab_ms_per_pod"))])
+    med = {k: (j.get(k) or {}).get("median") for k in ("direct_to_plain", "dra_to_direct")}
+    split = {k: (v or {}).get("median") for k, v in (j.get("split") or {}).items()}
+    rows.append(["median", _fmt((j.get("direct_pods_per_s") or {}).get("median")), _fmt(med["direct_to_plain"]),
+                 _fmt(med["dra_to_direct"]), _fmt(split.get("gap_ms_per_pod")),
+                 _fmt(split.get("scheduler_ms_per_pod")), _fmt(split.get("dralab_ms_per_pod"))])
+    return [f"**The gap split, N={n}, same rounds**: DRA pods without dralab (claims created before the burst, "
+            "no webhook conversion, no janitor) against plain pods is the scheduler's and the apiserver's share; "
+            "dralab's DRA pods against them is dralab's. Gap = burst time per pod (1000 ÷ pods/s) beyond a plain "
+            "pod's; the two shares add up to it.", "",
+            *_table(["round", f"no-dralab DRA pods/s N={n}", "no-dralab ÷ plain", "dralab ÷ no-dralab",
+                     "gap (ms/pod)", "scheduler's share (ms/pod)", "dralab's share (ms/pod)"], rows)]
+
+
+def _direct_phases(b: dict[str, Any]) -> list[str]:
+    """Per phase, DRA pods without dralab beside dralab's DRA pods (what dralab adds to each)."""
+    direct, dra = b.get("direct") or {}, b.get("dra") or {}
+    names = sorted(set(direct) | set(dra))
+    rows = [[name, _fmt((dra.get(name) or {}).get("ms_per_pod")), _fmt((direct.get(name) or {}).get("ms_per_pod")),
+             _fmt((direct.get(name) or {}).get("calls_per_pod")),
+             _fmt((b.get("extra_ms_per_direct_pod") or {}).get(name)),
+             _fmt((b.get("dralab_ms_per_dra_pod") or {}).get(name))] for name in names]
+    return [f"**Same phases, DRA pods without dralab, N={b['n']}**", "",
+            *_table(["phase", "DRA ms/pod", "no-dralab DRA ms/pod", "no-dralab calls/pod",
+                     "scheduler's extra over plain (ms)", "dralab's extra (ms)"], rows)]
+
+
+def _cpu_table(cpu: dict[str, Any]) -> list[str]:
+    """CPU per pod of each component, per kind of pod (rendered only for results that have it)."""
+    by_kind = cpu.get("by_kind") or {}
+    if not by_kind:
+        return []
+    labels = {"dra": "dralab DRA", "direct": "no-dralab DRA", "plain": "plain"}
+    kinds = [k for k in ("dra", "direct", "plain") if k in by_kind]
+    comps = [*sorted({c for k in kinds for c in by_kind[k].get("burst", {}) if c != "total"}), "total"]
+    names = {"kubelet": "kubelet stand-in", "driver": "DRA driver (fake)", "webhook": "webhook (all workers)"}
+    rows = [[names.get(comp, comp), *(_fmt(by_kind[k].get(w, {}).get(comp)) for w in ("burst", "with_cleanup")
+                                      for k in kinds)] for comp in comps]
+    heads = [f"{labels[k]} {w}" for w in ("burst", "with clean-up") for k in kinds]
+    return [f"**CPU per pod at N={cpu.get('n')}** (ms, each component's processes from /proc, median over the "
+            "judged bursts; 'burst' ends when the last pod is bound (and Running), 'with clean-up' when the pods, "
+            "their claims and the namespace are gone)", "",
+            *_table(["component", *heads], rows)]
 
 
 def faults_section(res: dict[str, Any]) -> list[str]:

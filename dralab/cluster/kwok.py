@@ -1,10 +1,10 @@
 """KWOK's part of the local cluster: the Node objects and the pod lifecycle stages (pure).
 
 Pods on KWOK nodes never run, but KWOK moves them through their phases by "stages". Ours
-differ from KWOK's defaults in one place: a pod that uses ResourceClaims becomes Running only
-once the kubelet stand-in has prepared its claims with the DRA driver and set the
-``PREPARED_ANNOTATION`` on it, as a real kubelet starts containers only after
-NodePrepareResources succeeded. Pods without claims become Running at once.
+differ from KWOK's defaults in one place: KWOK starts only pods without ResourceClaims (at once).
+A pod that uses claims is started by the kubelet stand-in, which writes its Running status
+itself once the DRA driver prepared its claims, as a real kubelet starts containers only after
+NodePrepareResources succeeded (one status write per pod: see dralab.cluster.standin.status).
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ import yaml
 from dralab.cluster.components import KWOK_NODE_ANNOTATION
 from dralab.model.inventory import Inventory, InventoryNode
 
-PREPARED_ANNOTATION = "dralab.io/dra-prepared"
 NODE_LABEL = "dralab.io/kwok-node"
 NODE_CAPACITY = {"cpu": "64", "memory": "512Gi", "pods": "1000", "ephemeral-storage": "1Ti"}
 
@@ -112,21 +111,11 @@ def _stage(name: str, expressions: list[dict[str, Any]], next_: dict[str, Any]) 
 
 
 def pod_stages() -> list[dict[str, Any]]:
-    """The pod stages: ready without claims, ready once prepared, complete (Jobs), delete."""
+    """The pod stages: ready without claims (the stand-in starts the others), complete (Jobs), delete."""
     return [
         _stage(
             "dralab-pod-ready",
             [_NOT_DELETING, _NOT_STARTED, {"key": ".spec.resourceClaims", "operator": "DoesNotExist"}],
-            {"statusTemplate": _RUNNING_STATUS},
-        ),
-        _stage(
-            "dralab-pod-ready-prepared",
-            [
-                _NOT_DELETING,
-                _NOT_STARTED,
-                {"key": ".spec.resourceClaims", "operator": "Exists"},
-                {"key": f'.metadata.annotations["{PREPARED_ANNOTATION}"]', "operator": "In", "values": ["true"]},
-            ],
             {"statusTemplate": _RUNNING_STATUS},
         ),
         _stage(

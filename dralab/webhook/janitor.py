@@ -5,6 +5,11 @@ The janitor watches pods and managed claims and (a) makes the pod the claim's ow
 pod referencing the claim exists (the garbage collector then frees the claim with the pod, dralab
 running or not), and (b) deletes managed claims whose pod never appeared or is gone, after a
 grace period. The decision is the pure :func:`plan`; the rest is watches and API calls.
+
+Adoption is background work: its owner patches wait while dralab pods are being admitted or
+scheduled (each is an apiserver write competing with the burst's own), see :func:`adoption_delay`.
+Until a claim is adopted the janitor itself keeps it from outliving its pod (reaped at once once
+the pod it saw is gone), so holding the patch back costs no correctness.
 """
 
 from __future__ import annotations
@@ -32,6 +37,8 @@ log = get_logger("dralab.webhook.janitor")
 CLAIM_SELECTOR = ",".join(f"{k}={v}" for k, v in MANAGED_BY.items()) + f",{LIFECYCLE_LABEL}=claim"
 POD_SELECTOR = f"{DRA_LABEL}=true"
 ADOPT_PENDING_AFTER = 10.0  # seconds: a pod not bound by then gets its claim's owner anyway
+ADOPT_QUIET = 1.0  # seconds without a new dralab pod or claim before owner patches go out ...
+ADOPT_DEFER_MAX = 10.0  # ... unless the longest-waiting adoption has waited this long already
 # The janitor reads only claims' metadata (names, owners, timestamps): watch just that.
 METADATA_ONLY = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json"
 WATCH_SECONDS = 240  # the server ends a watch after this; the informer resumes from the last version
@@ -106,9 +113,12 @@ def plan(
         users = [p for p in refs.get(_key(claim), []) if _meta(p).get("uid")]
         if users:
             out.used.add(_key(claim))
-            wait = _adoption_wait(users[0], now)
+            staying = [p for p in users if not _meta(p).get("deletionTimestamp")]
+            if not staying:
+                continue  # its pod is being deleted: no owner needed, it is reaped once the pod is gone
+            wait = _adoption_wait(staying[0], now)
             if wait <= 0:
-                out.adopt.append((claim, users[0]))
+                out.adopt.append((claim, staying[0]))
             else:
                 out.next_check = wait if out.next_check is None else min(out.next_check, wait)
             continue
@@ -137,6 +147,44 @@ def _adoption_wait(pod: dict[str, Any], now: float) -> float:
     if created is None:
         return 0.0
     return max(0.0, created + ADOPT_PENDING_AFTER - now)
+
+
+def scheduling(pods: Iterable[dict[str, Any]], now: float) -> bool:
+    """Whether a dralab pod is (probably) being scheduled now: not bound, not deleting, younger than
+    :data:`ADOPT_PENDING_AFTER` (an older one is pending for a reason a patch does not disturb)."""
+    for pod in pods:
+        meta = _meta(pod)
+        if (pod.get("spec") or {}).get("nodeName") or meta.get("deletionTimestamp"):
+            continue
+        created = parse_time(meta.get("creationTimestamp"))
+        if created is not None and now - created < ADOPT_PENDING_AFTER:
+            return True
+    return False
+
+
+def adoption_delay(
+    now: float,
+    last_added: float | None,
+    oldest_ready: float,
+    busy_scheduling: bool,
+    quiet: float = ADOPT_QUIET,
+    defer_max: float = ADOPT_DEFER_MAX,
+) -> float:
+    """Seconds to hold the owner patches back (0: send them now).
+
+    During a burst every apiserver write slows the pods still being admitted and bound, and an owner
+    patch helps none of them. So adoption waits until no new dralab pod or claim has appeared for
+    ``quiet`` seconds (``last_added``: the latest one) and none is being scheduled, but never longer
+    than ``defer_max`` after the first of the waiting adoptions became possible (``oldest_ready``),
+    so a steady stream of admissions delays owners by a bounded time instead of starving them.
+    """
+    left = oldest_ready + defer_max - now
+    if left <= 0:
+        return 0.0
+    wait = max(0.0, last_added + quiet - now) if last_added is not None else 0.0
+    if busy_scheduling:
+        wait = max(wait, quiet)  # the pods' own events wake the loop earlier when they are bound
+    return min(wait, left) if wait > 0 else 0.0
 
 
 def owner_patch(claim: dict[str, Any], pod: dict[str, Any]) -> dict[str, Any]:
@@ -280,7 +328,9 @@ class Janitor(PodClaimLoop):
         self._prepare_loop("janitor")
         self._wake_at: float | None = None  # wall-clock time the loop's current wait ends
         self._seen_used: set[tuple[str, str]] = set()  # unowned claims whose pod the last pass saw
-        self.pods = Informer(api, pods_path(), POD_SELECTOR, self._kick.set, "pods")
+        self._last_added: float | None = None  # when the latest new dralab pod or claim was seen (clock)
+        self._ready_since: dict[tuple[str, str], float] = {}  # claims adoptable since (clock), held back
+        self.pods = Informer(api, pods_path(), POD_SELECTOR, self._kick.set, "pods", relevant=self._pod_event)
         self.claims = Informer(api, CLAIMS_PATH, CLAIM_SELECTOR, self._kick.set,
                                "claims", relevant=self.claim_needs_pass, metadata_only=True)
 
@@ -293,6 +343,8 @@ class Janitor(PodClaimLoop):
         deadline comes before the loop's current wake-up. Deleted claims and owned ones (our own
         adoption patches) need nothing: their pods' events drive reaping.
         """
+        if kind == "ADDED":
+            self._last_added = self.clock()
         meta = _meta(claim)
         if kind == "DELETED" or meta.get("deletionTimestamp"):
             return False
@@ -304,6 +356,12 @@ class Janitor(PodClaimLoop):
         created = parse_time(meta.get("creationTimestamp"))
         due = (created if created is not None else self.clock()) + self.grace
         return self._wake_at is None or due < self._wake_at
+
+    def _pod_event(self, kind: str, pod: dict[str, Any]) -> bool:
+        """Every pod event calls for a pass; a new pod also marks admissions as under way."""
+        if kind == "ADDED":
+            self._last_added = self.clock()
+        return True
 
     def _loop(self) -> None:
         while not self._stop.is_set():
@@ -326,13 +384,22 @@ class Janitor(PodClaimLoop):
     def reconcile_once(self) -> float:
         """One pass over the cached state; returns how long to wait before the next unprompted pass."""
         claims = self.claims.snapshot()
-        the_plan = plan(claims, self.pods.snapshot(), self.clock(), self.grace, self._seen_used)
+        pods = self.pods.snapshot()
+        now = self.clock()
+        the_plan = plan(claims, pods, now, self.grace, self._seen_used)
         self._seen_used = the_plan.used  # a claim adopted or gone drops out; its pod's deletion is GC's
         self.metrics.janitor_pending.set(
             sum(1 for c in claims if not _meta(c).get("ownerReferences") and not _meta(c).get("deletionTimestamp"))
         )
-        for claim, pod in the_plan.adopt:
-            self._adopt(claim, pod)
+        self._ready_since = {_key(c): self._ready_since.get(_key(c), now) for c, _ in the_plan.adopt}
+        hold = 0.0
+        if the_plan.adopt:
+            hold = adoption_delay(now, self._last_added, min(self._ready_since.values()), scheduling(pods, now))
+        if hold > 0:
+            the_plan.next_check = hold if the_plan.next_check is None else min(the_plan.next_check, hold)
+        else:
+            for claim, pod in the_plan.adopt:
+                self._adopt(claim, pod)
         if the_plan.reap:
             self._reap(the_plan.reap)
         wait = self.resync if the_plan.next_check is None else min(self.resync, the_plan.next_check + 0.05)

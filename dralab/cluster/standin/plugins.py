@@ -13,7 +13,7 @@ import os
 import socket
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -58,6 +58,9 @@ class Plugin:
     reg_inode: int
     registered_at: float
     unreachable_since: float | None = None
+    # one channel per registration, kept across calls (a channel per call cost more CPU than the call);
+    # dropped after any transport error, so a restarted driver is reached on a fresh connection at once
+    channel: grpc.Channel | None = field(default=None, repr=False, compare=False)
     slices_wiped: bool = False
 
 
@@ -148,7 +151,7 @@ class PluginManager:
         assert version is not None
         plugin = Plugin(info.name, info.endpoint, version, str(path), inode, time.time())
         with self._lock:
-            self.plugins[info.name] = plugin
+            self.plugins[info.name] = plugin  # a replaced registration's channel closes when its last call ends
         log.info(
             "plugin registered", extra={"fields": {"driver": info.name, "endpoint": info.endpoint, "version": version}}
         )
@@ -194,8 +197,14 @@ class PluginManager:
         pb2, pb2_grpc = _SERVICES[plugin.version]
         req_type = getattr(pb2, f"{method}Request")
         request = req_type(claims=[pb2.Claim(namespace=c["namespace"], uid=c["uid"], name=c["name"]) for c in claims])
-        with _channel(plugin.endpoint) as channel:
-            stub = pb2_grpc.DRAPluginStub(channel)
-            response = getattr(stub, method)(request, timeout=CALL_TIMEOUT)
+        channel = plugin.channel
+        if channel is None:
+            channel = plugin.channel = _channel(plugin.endpoint)
+        try:
+            response = getattr(pb2_grpc.DRAPluginStub(channel), method)(request, timeout=CALL_TIMEOUT)
+        except grpc.RpcError:
+            plugin.channel = None
+            channel.close()
+            raise
         as_dict = {"preserving_proto_field_name": False}
         return MessageToDict(request, **as_dict), MessageToDict(response, **as_dict)

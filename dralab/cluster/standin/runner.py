@@ -1,5 +1,8 @@
 """The kubelet stand-in of one KWOK node: prepare claims before pods run, unprepare after they are gone.
 
+A pod with claims is started by the stand-in itself once its claims are prepared: one ``pods/status``
+write, as a kubelet does (:mod:`dralab.cluster.standin.status`); KWOK starts only pods without claims.
+
 Threads: a pod watcher (pods bound to this node -> work queue), a plugin loop (registry scan,
 reachability, ResourceSlice cleanup) and one worker that syncs pods from the queue, with a
 per-pod exponential backoff after failures. A periodic full resync catches anything a watch missed.
@@ -17,12 +20,11 @@ from typing import Any
 
 import grpc
 
-from dralab.cluster.kwok import PREPARED_ANNOTATION
-from dralab.cluster.standin import logic
+from dralab.cluster.standin import logic, status
 from dralab.cluster.standin.checkpoint import Checkpoint, PreparedClaim
 from dralab.cluster.standin.plugins import PluginManager
 from dralab.kube import Kube, KubeError, ListWatch
-from dralab.kube.paths import SLICES_PATH, claim_path, pods_path, segment
+from dralab.kube.paths import SLICES_PATH, claim_path, node_path, pods_path, segment
 from dralab.util import get_logger
 
 log = get_logger("dralab.standin")
@@ -78,6 +80,9 @@ class StandIn:
         self._queued: dict[str, float] = {}
         self._cond = threading.Condition()
         self._orphan_drivers: set[str] = set()
+        self.ips = status.PodIPs()
+        self._started: set[str] = set()  # pods this process wrote Running for (the watch may lag behind)
+        self._host_ip: str | None = None
         self.pod_watch = ListWatch(
             kube,
             pods_path(),
@@ -162,6 +167,8 @@ class StandIn:
 
     def _listed(self, items: list[dict[str, Any]], version: str) -> None:
         seen = {pod["metadata"]["uid"]: pod for pod in items}
+        for uid, pod in seen.items():
+            self.ips.adopt(uid, (pod.get("status") or {}).get("podIP"))
         gone = set(self.pods) - set(seen)
         self.pods = seen
         for uid in list(seen) + list(gone):
@@ -255,7 +262,7 @@ class StandIn:
             return
         if (pod["metadata"].get("deletionTimestamp")) is not None:
             return
-        if (pod["metadata"].get("annotations") or {}).get(PREPARED_ANNOTATION) == "true":
+        if uid in self._started or status.started(pod):
             return
         try:
             self._prepare_pod(pod)
@@ -313,11 +320,21 @@ class StandIn:
             )
             self.checkpoint.add(entry, meta["uid"], meta["name"])
         self.checkpoint.save()
-        self.kube.patch(
-            pods_path(meta["namespace"], meta["name"]),
-            {"metadata": {"annotations": {PREPARED_ANNOTATION: "true"}}},
-        )
+        body = status.running_status(pod, _now_iso(), self.ips.get(meta["uid"]), self._node_ip())
+        self.kube.patch(pods_path(meta["namespace"], meta["name"]) + "/status", {"status": body}, kind="strategic")
+        self._started.add(meta["uid"])
         self._count("prepared_pods")
+
+    def _node_ip(self) -> str | None:
+        """The node's InternalIP (KWOK sets the node's addresses), read once; None until it has one."""
+        if self._host_ip is None:
+            try:
+                node = self.kube.get(node_path(self.node), missing_ok=True) or {}
+            except KubeError:
+                return None
+            addresses = (node.get("status") or {}).get("addresses") or []
+            self._host_ip = next((a.get("address") for a in addresses if a.get("type") == "InternalIP"), None)
+        return self._host_ip
 
     def _claim_args(self, claims: list[dict[str, Any]]) -> list[dict[str, str]]:
         return [
@@ -382,6 +399,8 @@ class StandIn:
 
     def _release(self, pod_uid: str) -> None:
         """The pod is gone: unprepare the claims no other pod on this node uses (and earlier failures)."""
+        self._started.discard(pod_uid)
+        self.ips.release(pod_uid)
         if self.checkpoint.claims_of_pod(pod_uid):
             self.checkpoint.release_pod(pod_uid)
             self.checkpoint.save()

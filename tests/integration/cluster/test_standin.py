@@ -7,6 +7,7 @@ and unprepare happens only once the pod is gone.
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import time
 import uuid
@@ -14,7 +15,7 @@ import uuid
 import pytest
 from kubernetes import client
 
-from dralab.cluster.kwok import PREPARED_ANNOTATION
+from dralab.cluster.standin.status import POD_CIDR
 from dralab.cluster.standin.testdriver import TestDriver
 from dralab.util import wait_for
 
@@ -89,7 +90,10 @@ def test_template_claim_prepared_before_running_unprepared_after_gone(cluster, k
     core.create_namespaced_pod(namespace, _pod("app", {"resourceClaimTemplateName": "tpl"}))
     wait_for(lambda: _phase(core, namespace, "app") == "Running", 60, "pod Running")
     pod = core.read_namespaced_pod("app", namespace)
-    assert pod.metadata.annotations[PREPARED_ANNOTATION] == "true"
+    # started by the stand-in (KWOK starts only pods without claims): its address, the scheduler's condition kept
+    assert ipaddress.ip_address(pod.status.pod_ip) in ipaddress.ip_network(POD_CIDR)
+    conditions = {c.type: c.status for c in pod.status.conditions}
+    assert conditions["PodScheduled"] == "True" and conditions["Ready"] == "True"
     claim_name = pod.status.resource_claim_statuses[0].resource_claim_name
     claim = custom.get_namespaced_custom_object(GROUP, VERSION, namespace, "resourceclaims", claim_name)
     claim_uid = claim["metadata"]["uid"]

@@ -61,3 +61,56 @@ def test_judged_verdict_uses_the_median_of_per_round_ratios() -> None:
     assert v["dra_to_plain_spread"] == [0.7, 0.9]
     assert v["ratio_largest_to_10"] == 0.95 and v["flat"] is True
     assert conc.verdict(cols, plain)["dra_to_plain_at_judged_n"] == 0.45  # without repeats: the pooled ratio
+
+
+def test_direct_pods_carry_the_webhooks_request_without_any_dralab_mark() -> None:
+    pod, claim = conc.direct_pod("p-1", "ns")
+    ref = pod["spec"]["resourceClaims"][0]
+    assert ref["resourceClaimName"] == claim["metadata"]["name"]
+    assert claim["metadata"] == {"name": claim["metadata"]["name"], "namespace": "ns"}  # no labels: no janitor
+    assert pod["metadata"] == {"name": "p-1"}  # no hami.io/dra label: the janitor's pod watch skips it
+    limits = pod["spec"]["containers"][0].get("resources", {}).get("limits") or {}
+    assert not any(k.startswith("huawei.com/") for k in limits)  # nothing left for the webhook to convert
+    request = claim["spec"]["devices"]["requests"][0]["exactly"]
+    assert request["capacity"]["requests"] == {"cores": str(conc.POD_CORES),
+                                               "memory": str(conc.POD_MEMORY_MIB * 1024 * 1024)}
+
+
+def test_the_gap_splits_into_shares_that_add_up() -> None:
+    split = conc.gap_split(dra=50.0, direct=80.0, plain=100.0)  # 20 ms, 12.5 ms, 10 ms per pod
+    assert split == {"gap_ms_per_pod": 10.0, "scheduler_ms_per_pod": 2.5, "dralab_ms_per_pod": 7.5}
+    assert conc.gap_split(dra=50.0, direct=None, plain=100.0)["dralab_ms_per_pod"] is None
+
+
+def test_verdict_carries_the_no_dralab_baseline_when_the_rounds_had_it() -> None:
+    cols = {"n": [10, 200], "pods_per_s": [10.0, 9.0]}
+    plain = {"n": [10, 200], "pods_per_s": [10.0, 20.0]}
+    judged = {"large_n": 200, "repeats": 3,
+              "dra_to_plain": {"median": 0.5, "min": 0.4, "max": 0.6},
+              "direct_to_plain": {"median": 0.7, "min": 0.6, "max": 0.8},
+              "dra_to_direct": {"median": 0.71, "min": 0.6, "max": 0.9},
+              "split": {"gap_ms_per_pod": {"median": 10.0}, "scheduler_ms_per_pod": {"median": 4.0},
+                        "dralab_ms_per_pod": {"median": 6.0}},
+              "flatness": {"median": 0.95, "min": 0.9, "max": 1.0}}
+    v = conc.verdict(cols, plain, judged)
+    assert v["direct_to_plain"] == 0.7 and v["dra_to_direct_spread"] == [0.6, 0.9]
+    assert v["gap_split_ms_per_pod"] == {"gap_ms_per_pod": 10.0, "scheduler_ms_per_pod": 4.0,
+                                         "dralab_ms_per_pod": 6.0}
+    del judged["direct_to_plain"]  # a result measured before the baseline existed
+    assert "direct_to_plain" not in conc.verdict(cols, plain, judged)
+
+
+def test_cpu_per_pod_is_the_delta_over_the_burst_with_a_total() -> None:
+    got = conc.cpu_per_pod({"apiserver": 1.0, "webhook": 0.5}, {"apiserver": 1.4, "webhook": 0.6}, 4)
+    assert got == {"apiserver": 100.0, "webhook": 25.0, "total": 125.0}
+
+
+def test_sizes_are_parsed_or_named_as_wrong() -> None:
+    import click
+    import pytest
+
+    assert conc.parse_sizes("200, 10") == (10, 200)
+    with pytest.raises(click.BadParameter, match="integers separated by commas"):
+        conc.parse_sizes("10,x")
+    with pytest.raises(click.BadParameter, match="1 or more"):
+        conc.parse_sizes("0")

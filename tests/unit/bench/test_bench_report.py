@@ -81,6 +81,31 @@ def test_concurrency_is_judged_against_plain_pods_of_the_same_run() -> None:
     assert "not judged: the run did not reach N=200" in quick_text
 
 
+def test_the_no_dralab_baseline_and_cpu_render_only_when_measured() -> None:
+    dra = {"n": [10, 200], "pods_per_s": [40.0, 50.0]}
+    plain = {"n": [10, 200], "pods_per_s": [50.0, 100.0]}
+    rnd = {"load_average": [1.0], "pods_per_s": {"dra": {"200": 50.0}, "plain": {"200": 100.0},
+                                                  "direct": {"200": 80.0}},
+           "dra_to_plain": 0.5, "direct_to_plain": 0.8, "dra_to_direct": 0.625, "flatness": 1.25,
+           "split": conc.gap_split(50.0, 80.0, 100.0)}
+    judged = {"small_n": 10, "large_n": 200, "repeats": 1, "rounds": [rnd],
+              "dra_to_plain": conc._spread([0.5]), "direct_to_plain": conc._spread([0.8]),
+              "dra_to_direct": conc._spread([0.625]), "direct_pods_per_s": conc._spread([80.0]),
+              "split": {k: conc._spread([v]) for k, v in rnd["split"].items()}, "flatness": conc._spread([1.25])}
+    res = {**dra, "baseline": plain, "direct": {"n": [10, 200], "pods_per_s": [45.0, 80.0]}, "judged": judged,
+           "verdict": conc.verdict(dra, plain, judged),
+           "cpu": {"n": 200, "by_kind": {kind: {"burst": {"apiserver": 3.0, "total": 5.0},
+                                                "with_cleanup": {"apiserver": 4.0, "total": 7.0}}
+                                         for kind in ("dra", "direct", "plain")}}}
+    text = report.render({"concurrency": res})
+    assert "Baseline: DRA pods without dralab" in text
+    # gap 10 ms/pod = scheduler's 2.5 + dralab's 7.5
+    assert "| median | 80 | 0.8 | 0.625 | 10 | 2.5 | 7.5 |" in text
+    assert "**CPU per pod at N=200**" in text and "| apiserver | 3 | 3 | 3 | 4 | 4 | 4 |" in text
+    old = report.render({"concurrency": {**dra, "baseline": plain, "verdict": conc.verdict(dra, plain)}})
+    assert "without dralab" not in old and "CPU per pod" not in old
+
+
 def test_throttle_accuracy_is_judged_within_five_points() -> None:
     v = throttle_verdict({25: [0.24, 0.25, 0.26], 50: [0.46, 0.47], 75: [0.69, 0.69]})
     rows = {r["limit_pct"]: r for r in v["limits"]}

@@ -138,18 +138,16 @@ def test_dralab_components_follow_the_cli_contract(layout):
     assert standin.name == "kubelet/n1" and "--node-dir" in standin.argv
 
 
-def test_pod_stages_gate_running_on_the_prepared_annotation():
+def test_kwok_starts_only_pods_without_claims():
+    """Pods with claims are started by the stand-in once prepared (its one status write), never by KWOK."""
     stages = {s["metadata"]["name"]: s for s in yaml.safe_load_all(kwok.kwok_config())}
-    assert set(stages) == {"dralab-pod-ready", "dralab-pod-ready-prepared", "dralab-pod-complete", "dralab-pod-delete"}
+    assert set(stages) == {"dralab-pod-ready", "dralab-pod-complete", "dralab-pod-delete"}
     plain = stages["dralab-pod-ready"]["spec"]["selector"]["matchExpressions"]
     assert {"key": ".spec.resourceClaims", "operator": "DoesNotExist"} in plain
-    prepared = stages["dralab-pod-ready-prepared"]["spec"]["selector"]["matchExpressions"]
-    assert {"key": ".spec.resourceClaims", "operator": "Exists"} in prepared
-    gate = {"key": f'.metadata.annotations["{kwok.PREPARED_ANNOTATION}"]', "operator": "In", "values": ["true"]}
-    assert gate in prepared
-    for name in ("dralab-pod-ready", "dralab-pod-ready-prepared"):
-        template = stages[name]["spec"]["next"]["statusTemplate"]
-        assert "phase: Running" in template and "PodIPWith .spec.nodeName" in template
+    template = stages["dralab-pod-ready"]["spec"]["next"]["statusTemplate"]
+    assert "phase: Running" in template and "PodIPWith .spec.nodeName" in template
+    complete = stages["dralab-pod-complete"]["spec"]["selector"]["matchExpressions"]
+    assert not any(".spec.resourceClaims" in e["key"] for e in complete)  # a Job pod with claims completes too
     assert stages["dralab-pod-delete"]["spec"]["next"] == {"finalizers": {"empty": True}, "delete": True}
 
 

@@ -9,7 +9,6 @@ from typing import Any
 
 import pytest
 
-from dralab.cluster.kwok import PREPARED_ANNOTATION
 from dralab.cluster.standin.runner import FAILED_PREPARE, StandIn
 from dralab.cluster.standin.testdriver import TestDriver
 
@@ -23,6 +22,7 @@ class FakeKube:
         self.objects: dict[str, dict[str, Any]] = {}
         self.events: list[dict[str, Any]] = []
         self.deleted: list[tuple[str, dict]] = []
+        self.writes: list[tuple[str, str]] = []  # (path, patch kind) of every pod write
 
     def get(self, path: str, params=None, missing_ok: bool = False):
         obj = self.objects.get(path)
@@ -41,6 +41,11 @@ class FakeKube:
             event = next(e for e in self.events if e["metadata"]["name"] == name)
             event.update(body)
             return event
+        self.writes.append((path, kind))
+        if path.endswith("/status"):  # the status subresource: only the status changes
+            obj = self.objects[path.removesuffix("/status")]
+            obj.setdefault("status", {}).update(body["status"])
+            return obj
         obj = self.objects[path]
         obj["metadata"].setdefault("annotations", {}).update(body["metadata"]["annotations"])
         return obj
@@ -105,11 +110,16 @@ def test_prepare_then_unprepare_when_the_pod_is_gone(env):
     standin.sync("pu")
     assert driver.methods() == ["NodePrepareResources"]
     assert driver.calls[0].claims == [{"namespace": "ns", "uid": "cu", "name": "c"}]
-    assert pod["metadata"]["annotations"][PREPARED_ANNOTATION] == "true"
+    # started like a kubelet starts it: one status write, after the prepare
+    assert kube.writes == [("/api/v1/namespaces/ns/pods/p/status", "strategic")]
+    assert pod["status"]["phase"] == "Running" and pod["status"]["podIP"].startswith("10.64.")
+    ready = {"type": "Ready", "status": "True", "lastTransitionTime": pod["status"]["startTime"]}
+    assert ready in pod["status"]["conditions"]
     assert standin.checkpoint.claims["cu"].pods == {"pu": "p"}
 
-    standin.sync("pu")  # already prepared: no second call
+    standin.sync("pu")  # already prepared: no second call, no second write
     assert driver.methods() == ["NodePrepareResources"]
+    assert len(kube.writes) == 1
 
     del standin.pods["pu"]
     standin.sync("pu")
@@ -145,13 +155,13 @@ def test_failure_is_an_event_with_backoff_then_success(env):
     assert [e["reason"] for e in kube.events] == [FAILED_PREPARE]
     assert "no such device" in kube.events[0]["message"] and kube.events[0]["count"] == 2
     assert standin.failures["pu"] == 2
-    assert PREPARED_ANNOTATION not in pod["metadata"].get("annotations", {})
+    assert pod["status"]["phase"] == "Pending" and kube.writes == []  # not started while prepare fails
     assert standin._queued["pu"] > 0, "a retry is scheduled"
     assert _records(node_dir)[0]["error"].endswith("no such device")
 
     driver.fail.clear()
     standin.sync("pu")
-    assert pod["metadata"]["annotations"][PREPARED_ANNOTATION] == "true"
+    assert pod["status"]["phase"] == "Running"
     assert "pu" not in standin.failures
 
 
@@ -206,3 +216,41 @@ def test_start_removes_the_node_slices_as_the_real_kubelet_does(env):
     kube, _driver, standin, _ = env
     standin._note_existing_slices()
     assert ("/apis/resource.k8s.io/v1/resourceslices", {"fieldSelector": "spec.nodeName=n1"}) in kube.deleted
+
+
+def test_a_restarted_stand_in_leaves_a_started_pod_alone_and_keeps_its_address(env):
+    kube, driver, standin, node_dir = env
+    kube.objects["/apis/resource.k8s.io/v1/namespaces/ns/resourceclaims/c"] = _claim("c", "cu", ["pu"])
+    pod = _pod("p", "pu", "c")
+    _add_pod(kube, standin, pod)
+    standin.sync("pu")
+    restarted = StandIn("n1", kube, node_dir)
+    restarted.plugins.scan()
+    restarted._listed([pod], "2")  # what the first list of the new process delivers
+    restarted.sync("pu")
+    assert driver.methods() == ["NodePrepareResources"] and len(kube.writes) == 1
+    assert restarted.ips.get("another") != pod["status"]["podIP"]
+
+
+def test_calls_reuse_one_connection_and_reach_a_restarted_driver(env):
+    """The channel is kept across calls; after the driver restarts on the same socket the next prepare
+    gets through (a broken channel is dropped after its error, the retry connects afresh)."""
+    kube, driver, standin, node_dir = env
+    for i in (1, 2):
+        path = f"/apis/resource.k8s.io/v1/namespaces/ns/resourceclaims/c{i}"
+        kube.objects[path] = _claim(f"c{i}", f"cu{i}", [f"pu{i}"])
+    _add_pod(kube, standin, _pod("p1", "pu1", "c1"))
+    standin.sync("pu1")
+    channel = standin.plugins.get(DRIVER).channel
+    assert channel is not None
+    driver.stop()
+    again = TestDriver(DRIVER, node_dir / "registry", node_dir / "plugins").start()
+    try:
+        _add_pod(kube, standin, _pod("p2", "pu2", "c2"))
+        standin.sync("pu2")
+        if "pu2" in standin.failures:  # the old connection failed once: dropped, the retry reconnects
+            assert standin.plugins.get(DRIVER).channel is None
+            standin.sync("pu2")
+        assert again.methods() == ["NodePrepareResources"] and "pu2" not in standin.failures
+    finally:
+        again.stop()

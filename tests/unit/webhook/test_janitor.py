@@ -186,3 +186,66 @@ def test_a_young_claim_whose_pod_was_seen_and_is_gone_is_reaped_at_once() -> Non
     assert [x["metadata"]["name"] for x in after.reap] == ["c1"]
     never_seen = janitor.plan([claim("c2", age=2)], [], NOW, GRACE, first.used)
     assert never_seen.reap == []  # its pod may still be on its way: the grace period applies
+
+
+def test_owner_patches_wait_for_admissions_and_scheduling_to_quiet_down_but_not_forever() -> None:
+    q, most = janitor.ADOPT_QUIET, janitor.ADOPT_DEFER_MAX
+    assert janitor.adoption_delay(NOW, None, NOW, False) == 0.0  # nothing going on: patch now
+    assert janitor.adoption_delay(NOW, NOW - 0.25, NOW, False) == q - 0.25  # a claim was just created
+    assert janitor.adoption_delay(NOW, NOW - q, NOW, False) == 0.0  # quiet for long enough
+    assert janitor.adoption_delay(NOW, None, NOW, True) == q  # pods still being scheduled: look again
+    assert janitor.adoption_delay(NOW, NOW, NOW - most + 0.5, True) == 0.5  # capped by the longest wait
+    assert janitor.adoption_delay(NOW, NOW, NOW - most, True) == 0.0  # waited long enough: patch anyway
+
+
+def _stamped(p: dict[str, Any], age: float, node: str | None = None) -> dict[str, Any]:
+    import datetime as dt
+
+    p["metadata"]["creationTimestamp"] = dt.datetime.fromtimestamp(NOW - age, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    if node:
+        p["spec"]["nodeName"] = node
+    return p
+
+
+def test_scheduling_means_a_young_unbound_pod_that_stays() -> None:
+    assert janitor.scheduling([_stamped(pod("p", "u1"), age=1)], NOW)
+    assert not janitor.scheduling([_stamped(pod("p", "u1"), age=1, node="n1")], NOW)
+    assert not janitor.scheduling([_stamped(pod("p", "u1"), age=janitor.ADOPT_PENDING_AFTER)], NOW)
+    going = _stamped(pod("p", "u1"), age=1)
+    going["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    assert not janitor.scheduling([going], NOW)
+
+
+def test_a_held_back_adoption_is_sent_once_the_burst_is_over(fake_api) -> None:
+    path = claims_path("ns")
+    fake_api.objects[f"{path}/c1"] = claim("c1", age=2)
+    clock = [NOW]
+    jan = janitor.Janitor(fake_api, Metrics(), grace_seconds=GRACE, clock=lambda: clock[0])
+    jan.claims.items = {("ns", "c1"): fake_api.objects[f"{path}/c1"]}
+    jan.pods.items = {("ns", "p"): _stamped(pod("p", "u1", "c1"), age=2, node="n1"),
+                      ("ns", "q"): _stamped(pod("q", "u2"), age=0.5)}  # another pod still being scheduled
+    assert jan.claim_needs_pass("ADDED", claim("c2")) is True  # a new claim: admissions under way
+    wait = jan.reconcile_once()
+    assert "ownerReferences" not in fake_api.objects[f"{path}/c1"]["metadata"]  # held back
+    assert 0 < wait <= janitor.ADOPT_QUIET + 0.05
+    clock[0] = NOW + janitor.ADOPT_QUIET
+    jan.pods.items[("ns", "q")]["spec"]["nodeName"] = "n1"  # bound: the burst is over
+    jan.reconcile_once()
+    assert fake_api.objects[f"{path}/c1"]["metadata"]["ownerReferences"][0]["uid"] == "u1"
+
+
+def test_a_pod_deleted_before_adoption_gets_no_owner_patch_and_its_claim_is_reaped_when_it_is_gone(fake_api) -> None:
+    """The owner patch is skipped for a pod on its way out; the janitor frees its claim itself."""
+    path = claims_path("ns")
+    fake_api.objects[f"{path}/c1"] = claim("c1", age=2)
+    jan = janitor.Janitor(fake_api, Metrics(), grace_seconds=GRACE, clock=lambda: NOW)
+    jan.claims.items = {("ns", "c1"): fake_api.objects[f"{path}/c1"]}
+    going = _stamped(pod("p", "u1", "c1"), age=2, node="n1")
+    going["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    jan.pods.items = {("ns", "p"): going}
+    jan.reconcile_once()
+    assert "ownerReferences" not in fake_api.objects[f"{path}/c1"]["metadata"]
+    assert fake_api.names(path) == ["c1"]  # still in use by the terminating pod: kept
+    jan.pods.items = {}  # the pod is gone (and not in the live list either)
+    jan.reconcile_once()
+    assert fake_api.names(path) == [] and fake_api.delete_uids == ["c-c1"]  # freed now, not after the grace
