@@ -44,6 +44,7 @@ DIRECT_TARGET = 0.8  # create through the webhook vs the same claims created dir
 CPU_TARGET_MS = 1.5  # server CPU (every process, janitor included) per admitted pod with its claim
 REPEATS_FULL = 3
 CLOSED_WORKERS = 16
+SLICE_SECONDS = 1.0  # noop and convert take turns this long in their shared closed loop
 # The bench sends thousands of pods from one namespace: the namespace claim rate (a limit against
 # forged reviews, tested in tests/security) is lifted so it measures the server, not the limiter.
 BENCH_CONFIG = {"webhook": {"claimGracePeriodSeconds": 86400, "claimCreateRatePerSecond": 100000,
@@ -213,11 +214,13 @@ async def open_loop(target: Target, path: str, bodies: Bodies | ClaimBodies, rat
 
     start = time.perf_counter() + 0.05
     tasks = []
+    lags: list[float] = []  # how late the generator itself started each request (its own saturation)
     for i, body in enumerate(payloads):
         scheduled = start + i / rate
         delay = scheduled - time.perf_counter()
         if delay > 0:
             await asyncio.sleep(delay)
+        lags.append(time.perf_counter() - scheduled)
         tasks.append(asyncio.create_task(one(scheduled, body)))
     # What the apiserver would have given up on (its webhook timeout) counts as an error, not a wait.
     _, pending = await asyncio.wait(tasks, timeout=max(0.0, start + duration + WEBHOOK_TIMEOUT - time.perf_counter()))
@@ -229,10 +232,19 @@ async def open_loop(target: Target, path: str, bodies: Bodies | ClaimBodies, rat
     while not idle.empty():
         idle.get_nowait().close()
     out = {"offered_rps": rate, "achieved_rps": round(len(sample.latencies) / elapsed, 1),
-           "connections": opened, **sample.summary()}
+           "connections": opened, **sample.summary(), **schedule_lag(lags)}
     if pending:
         out["timed_out"] = len(pending)
     return out
+
+
+def schedule_lag(lags: list[float]) -> dict[str, Any]:
+    """The generator's own lateness in starting requests (p99 and max, ms): a measurement is only as
+    good as its schedule, and a late start is charged to the server's latency."""
+    ms = [x * 1000 for x in lags]
+    if not ms:
+        return {}
+    return {"start_lag_p99_ms": round(percentile(ms, 99), 3), "start_lag_max_ms": round(max(ms), 3)}
 
 
 async def closed_loop(target: Target, path: str, bodies: Bodies | ClaimBodies, workers: int,
@@ -249,12 +261,57 @@ async def closed_loop(target: Target, path: str, bodies: Bodies | ClaimBodies, w
             status, answer = await conn.post(path, body)
             sample.record(time.perf_counter() - t0, status, answer)
 
-    t0 = time.perf_counter()
+    t0, g0 = time.perf_counter(), time.process_time()
     await asyncio.gather(*(worker(c) for c in conns))
     elapsed = time.perf_counter() - t0
     for conn in conns:
         conn.close()
-    return {"workers": workers, "throughput_rps": round(len(sample.latencies) / elapsed, 1), **sample.summary()}
+    return {"workers": workers, "throughput_rps": round(len(sample.latencies) / elapsed, 1), **sample.summary(),
+            "generator_cpu_share": round((time.process_time() - g0) / elapsed, 3)}
+
+
+async def closed_loop_shared(target: Target, paths: dict[str, str], bodies: dict[str, Bodies], workers: int,
+                             duration: float, server_cpu: Any, slices: int) -> dict[str, dict[str, Any]]:
+    """Closed loops of several handlers of one server, on the same connections, in alternating slices.
+
+    Each handler gets ``duration`` seconds in all, cut into ``slices`` turns. Measured one after the
+    other on connections of their own, two handlers differed by more than their cost: the kernel may
+    hand a handler's connections to the server's workers unevenly (16 connections: 13 and 3, say)
+    and the next handler's evenly, and load from other processes drifts between the runs. On shared
+    connections in short turns, both see the same spread over workers and the same drift, so their
+    ratio is the handlers' own. ``server_cpu()``: the server's CPU seconds so far (per handler, summed
+    over its turns); the generator's own CPU share tells whether the generator, not the server, was the limit.
+    """
+    conns = [await Connection.open(target.port, target.ctx, target.server_hostname) for _ in range(workers)]
+    samples = {name: Sample(ok_status=target.ok_status, ok_marker=target.ok_marker) for name in paths}
+    elapsed = dict.fromkeys(paths, 0.0)
+    cpu = dict.fromkeys(paths, 0.0)
+    generator = dict.fromkeys(paths, 0.0)
+
+    async def worker(conn: Connection, name: str, stop_at: float) -> None:
+        while time.perf_counter() < stop_at:
+            t0 = time.perf_counter()
+            status, answer = await conn.post(paths[name], bodies[name].next())
+            samples[name].record(time.perf_counter() - t0, status, answer)
+
+    for _ in range(slices):
+        for name in paths:
+            c0, g0, t0 = server_cpu(), time.process_time(), time.perf_counter()
+            await asyncio.gather(*(worker(c, name, t0 + duration / slices) for c in conns))
+            elapsed[name] += time.perf_counter() - t0
+            generator[name] += time.process_time() - g0
+            cpu[name] += server_cpu() - c0
+    for conn in conns:
+        conn.close()
+    out = {}
+    for name, sample in samples.items():
+        done = len(sample.latencies)
+        out[name] = {"workers": workers, "throughput_rps": round(done / elapsed[name], 1), **sample.summary(),
+                     "generator_cpu_share": round(generator[name] / elapsed[name], 3),
+                     "shared_connections": list(paths), "slices": slices}
+        if done:
+            out[name]["server_cpu_ms_per_request"] = round(cpu[name] / done * 1000, 3)
+    return out
 
 
 def _process_cpu(pid: int) -> float:
@@ -426,7 +483,7 @@ def drain(hook: Target, limit: float = 60.0, settle: float = 2.0) -> None:
 
 def _one_round(targets: dict[str, tuple[Target, str, Any]], rates: tuple[int, ...], seconds: float,
                proc: subprocess.Popen, api_pid: int | None, progress: Progress, task: Any,
-               hook: Target | None = None) -> dict[str, Any]:
+               hook: Target | None = None, closed_loops: bool = True) -> dict[str, Any]:
     """One repeat: each handler's closed loop with the CPU the server and the apiserver spent on it, then
     every handler at every rate (taking turns at each step, so drifting load hits them alike); the server
     drains between measurements."""
@@ -437,7 +494,21 @@ def _one_round(targets: dict[str, tuple[Target, str, Any]], rates: tuple[int, ..
         if hook is not None:
             drain(hook)
 
-    for name, (target, path, bodies) in targets.items():
+    # noop and convert are measured together on shared connections (see closed_loop_shared)
+    shared = [n for n in ("noop", "convert") if n in targets] if closed_loops else []
+    if len(shared) == 2:
+        wait()
+        progress.update(task, description=f"{' and '.join(shared)}: closed loop, {CLOSED_WORKERS} workers")
+        target = targets[shared[0]][0]
+        results.update({name: {"open_loop": [], "closed_loop": row} for name, row in asyncio.run(closed_loop_shared(
+            target, {n: targets[n][1] for n in shared}, {n: targets[n][2] for n in shared}, CLOSED_WORKERS,
+            seconds, lambda: tree_cpu(proc.pid), max(1, round(seconds / SLICE_SECONDS)))).items()})
+        progress.advance(task, len(shared))
+    else:
+        shared = []
+    for name, (target, path, bodies) in targets.items() if closed_loops else ():
+        if name in shared:
+            continue
         wait()
         progress.update(task, description=f"{name}: closed loop, {CLOSED_WORKERS} workers")
         cpu0 = settled_cpu(proc.pid)
@@ -497,7 +568,7 @@ def summarize(rounds: list[dict[str, Any]], rates: tuple[int, ...]) -> dict[str,
                                "errors": {n: {str(rate): [next(x for x in r["handlers"][n]["open_loop"]
                                                                if x["offered_rps"] == rate)["errors"] for r in rounds]
                                               for rate in rates} for n in names}}
-    ratios = {"convert_vs_noop_max": ("convert", "noop")}
+    ratios = {"convert_vs_noop_max": ("convert", "noop")} if {"convert", "noop"} <= set(names) else {}
     if "create" in names and "direct" in names:
         ratios["create_vs_direct_max"] = ("create", "direct")
         summary["apiserver_cpu_ms_per_request"] = {n: spread(closed(n, "apiserver_cpu_ms_per_request"))
@@ -513,13 +584,15 @@ def summarize(rounds: list[dict[str, Any]], rates: tuple[int, ...]) -> dict[str,
 
 def _median_rows(rounds: list[dict[str, Any]], name: str) -> dict[str, Any]:
     """The handler's rows from the run whose closed-loop throughput is the median (for the report table)."""
-    ordered = sorted(rounds, key=lambda r: r["handlers"][name]["closed_loop"].get("throughput_rps") or 0)
+    ordered = sorted(rounds, key=lambda r: r["handlers"][name].get("closed_loop", {}).get("throughput_rps") or 0)
     return ordered[len(ordered) // 2]["handlers"][name]
 
 
 def run(quick: bool, kubeconfig: str | None, cluster_name: str, duration: float | None,
-        repeats: int | None = None, workers: int | None = None) -> dict[str, Any]:
-    rates = RATES_QUICK if quick else RATES_FULL
+        repeats: int | None = None, workers: int | None = None, handlers: tuple[str, ...] = (),
+        rates: tuple[int, ...] = (), closed_loops: bool = True) -> dict[str, Any]:
+    """The whole benchmark; ``handlers``/``rates`` (default: all) and ``closed_loops`` narrow it while iterating."""
+    rates = rates or (RATES_QUICK if quick else RATES_FULL)
     seconds = duration or (3.0 if quick else 8.0)
     repeats = repeats or (1 if quick else REPEATS_FULL)
     workers = workers if workers is not None else max(1, len(os.sched_getaffinity(0)))
@@ -550,10 +623,14 @@ def run(quick: bool, kubeconfig: str | None, cluster_name: str, duration: float 
 
                 targets["direct"] = (direct, claims_path(namespace), ClaimBodies(namespace))
                 api_pid = apiserver_pid(port)
+            if handlers:
+                targets = {name: t for name, t in targets.items() if name in handlers}
             with Progress(console=console, transient=True) as progress:
-                task = progress.add_task("admission", total=repeats * (len(rates) + 1) * len(targets))
+                steps = len(rates) + (1 if closed_loops else 0)
+                task = progress.add_task("admission", total=repeats * steps * len(targets))
                 for _ in range(repeats):
-                    rounds.append(_one_round(targets, rates, seconds, proc, api_pid, progress, task, hook))
+                    rounds.append(_one_round(targets, rates, seconds, proc, api_pid, progress, task, hook,
+                                             closed_loops))
         finally:
             proc.terminate()
             try:
@@ -566,12 +643,14 @@ def run(quick: bool, kubeconfig: str | None, cluster_name: str, duration: float 
                 finally:
                     api.close()
     summary = summarize(rounds, rates)
+    only = handlers
     handlers: dict[str, Any] = {name: {"path": path, **_median_rows(rounds, name)}
                                 for name, path in {**HANDLERS, "direct": "apiserver"}.items()
                                 if name in rounds[0]["handlers"]}
-    if "create" not in handlers:
+    if "create" not in handlers and (not only or "create" in only):
         handlers["create"] = {"skipped": skip_reason}
-    return {"rates": list(rates), "duration_s": seconds, "repeats": repeats, "server_workers": workers,
+    return {"rates": list(rates), "duration_s": seconds, "closed_loops": closed_loops, "repeats": repeats,
+            "server_workers": workers,
             "closed_loop_workers": CLOSED_WORKERS, "baseline": "noop", "direct_baseline": "direct",
             "bench_config": BENCH_CONFIG, "apiserver_measured": api_pid is not None,
             "handlers": handlers, "rounds": rounds, "summary": summary,
@@ -600,11 +679,11 @@ def _apiserver_baseline(api: Any, namespace: str, n: int) -> dict[str, Any]:
 def _targets(summary: dict[str, Any], handlers: dict[str, Any]) -> dict[str, Any]:
     """Verdicts on the medians over the repeats (each with its spread)."""
     out: dict[str, Any] = {}
-    conv = summary["convert_vs_noop_max"]
+    conv = summary.get("convert_vs_noop_max") or {"median": None, "min": None, "max": None}
     out["convert_max_throughput_vs_noop"] = {"ratio": conv["median"], "spread": [conv["min"], conv["max"]],
                                              "target": THROUGHPUT_TARGET,
                                              "met": conv["median"] is not None and conv["median"] >= THROUGHPUT_TARGET}
-    if "direct" not in summary["p99_ms"]:
+    if not {"create", "direct"} <= set(summary["p99_ms"]):
         reason = handlers.get("create", {}).get("skipped", "no create run")
         for key in ("create_p99_at_100_rps", "create_p99_every_rate", "create_max_vs_direct", "server_cpu_per_pod"):
             out[key] = {"skipped": reason}
@@ -644,8 +723,14 @@ def _targets(summary: dict[str, Any], handlers: dict[str, Any]) -> dict[str, Any
               help="Rounds of every measurement; figures are their median and spread (default 3, quick 1).")
 @click.option("--workers", type=click.IntRange(min=1), default=None,
               help="Webhook server processes (default: one per core).")
+@click.option("--handler", "handlers", multiple=True, type=click.Choice([*HANDLERS, "direct"]),
+              help="Measure only this handler (repeatable; default: all). For iterating, not for results.")
+@click.option("--rate", "rates", multiple=True, type=click.IntRange(min=1),
+              help="Open-loop rate in req/s (repeatable; default 50, 100, 200; quick 100).")
+@click.option("--no-closed-loop", is_flag=True, help="Skip the closed-loop (maximum throughput) runs.")
 def admission(out_dir: str, quick: bool, kubeconfig: str | None, cluster_name: str, duration: float | None,
-              repeats: int | None, workers: int | None) -> None:
+              repeats: int | None, workers: int | None, handlers: tuple[str, ...], rates: tuple[int, ...],
+              no_closed_loop: bool) -> None:
     """Admission latency (open loop at fixed rates) and maximum throughput (closed loop) over TLS.
 
     Baselines in the same run: the no-op handler for conversion, and the same load generator creating
@@ -655,7 +740,8 @@ def admission(out_dir: str, quick: bool, kubeconfig: str | None, cluster_name: s
     Example:
       dralab bench admission --quick --out /tmp/results
     """
-    result = run(quick, kubeconfig, cluster_name, duration, repeats, workers)
+    result = run(quick, kubeconfig, cluster_name, duration, repeats, workers, handlers, tuple(sorted(rates)),
+                 not no_closed_loop)
     path = write_result(out_dir, "admission", result)
     summary = result["summary"]
     for name, entry in result["handlers"].items():
