@@ -43,6 +43,7 @@ log = get_logger("dralab.webhook.server")
 # Bodies above this are converted in a worker thread, so a large pod never holds up the event loop.
 OFFLOAD_BYTES = 64 * 1024
 WARM_SECONDS = 5.0  # at most this long for the admission client's first connection before serving (warm)
+WARM_CONNECTIONS = 4  # apiserver connections each worker opens before serving (more open only under load)
 
 
 @dataclass
@@ -306,9 +307,13 @@ async def warm(api: Any, timeout: float = WARM_SECONDS) -> bool:
     The client is loaded on first use (its modules, TLS context and connection take a few hundred ms,
     with the event loop held); done by the first admission, that stalls every admission queued behind it.
     ``GET /version`` is readable by every identity. Failure only costs the first admission that time again.
+    A client that can (:meth:`dralab.kube.AsyncKube.warm`) opens :data:`WARM_CONNECTIONS` at once: their
+    TLS handshakes would otherwise come with the first burst of admissions.
     """
     try:
         with anyio.fail_after(timeout):
+            if hasattr(api, "warm"):
+                await api.warm(WARM_CONNECTIONS)
             await api.get("/version")
         return True
     except Exception as exc:  # unreachable, slow or refused: serving goes ahead
