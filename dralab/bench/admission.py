@@ -471,6 +471,40 @@ def inflight(target: Target) -> float | None:
     return None
 
 
+def claim_post_histogram(metrics: str) -> dict[str, float]:
+    """The apiserver's own latency histogram of ResourceClaim creates (``le`` -> count, ``sum``, ``count``)
+    from its ``/metrics`` text: what the apiserver itself took, beside what the load generator saw."""
+    out: dict[str, float] = {}
+    for line in metrics.splitlines():
+        if not line.startswith("apiserver_request_duration_seconds") or 'resource="resourceclaims"' not in line \
+                or 'verb="POST"' not in line or 'dry_run=""' not in line:
+            continue
+        name, _, value = line.rpartition(" ")
+        key = name.split('le="', 1)[1].split('"', 1)[0] if 'le="' in name else name.split("{", 1)[0].rsplit("_", 1)[1]
+        out[key] = out.get(key, 0.0) + float(value)
+    return out
+
+
+def apiserver_latency(before: dict[str, float], after: dict[str, float]) -> dict[str, Any]:
+    """The apiserver's claim creates between two histogram readings: count, mean, and the bucket bounds
+    holding the median and the 99th percentile (its buckets are coarse: an upper bound, in ms)."""
+    n = after.get("count", 0.0) - before.get("count", 0.0)
+    if n <= 0:
+        return {}
+    bounds = sorted((float(k), after[k] - before.get(k, 0.0)) for k in after if k not in ("sum", "count", "+Inf"))
+
+    def bound(q: float) -> float | None:
+        return next((round(le * 1000, 1) for le, c in bounds if c >= q * n), None)
+
+    within = next((c for le, c in bounds if le >= P99_TARGET_MS / 1000), None)
+    mean = (after["sum"] - before.get("sum", 0.0)) / n * 1000
+    out = {"apiserver_creates": int(n), "apiserver_mean_ms": round(mean, 2),
+           "apiserver_p50_at_most_ms": bound(0.5), "apiserver_p99_at_most_ms": bound(0.99)}
+    if within is not None:
+        out["apiserver_share_over_25ms"] = round(1 - within / n, 4)
+    return out
+
+
 def drain(hook: Target, limit: float = 60.0, settle: float = 2.0) -> None:
     """Wait until the webhook has finished what an overloaded run left queued (the client gave up on those
     requests, the server did not), then ``settle`` seconds for the apiserver's own backlog: otherwise one
@@ -483,7 +517,7 @@ def drain(hook: Target, limit: float = 60.0, settle: float = 2.0) -> None:
 
 def _one_round(targets: dict[str, tuple[Target, str, Any]], rates: tuple[int, ...], seconds: float,
                proc: subprocess.Popen, api_pid: int | None, progress: Progress, task: Any,
-               hook: Target | None = None, closed_loops: bool = True) -> dict[str, Any]:
+               hook: Target | None = None, closed_loops: bool = True, api: Any = None) -> dict[str, Any]:
     """One repeat: each handler's closed loop with the CPU the server and the apiserver spent on it, then
     every handler at every rate (taking turns at each step, so drifting load hits them alike); the server
     drains between measurements."""
@@ -527,10 +561,24 @@ def _one_round(targets: dict[str, tuple[Target, str, Any]], rates: tuple[int, ..
         for name, (target, path, bodies) in targets.items():
             wait()
             progress.update(task, description=f"{name}: open loop at {rate} req/s")
-            results[name]["open_loop"].append(asyncio.run(open_loop(target, path, bodies, rate, seconds)))
+            seen = claim_creates(api) if api is not None and name in ("create", "direct") else None
+            row = asyncio.run(open_loop(target, path, bodies, rate, seconds))
+            if seen is not None:  # the apiserver's own share of the latency, in the same run
+                row.update(apiserver_latency(seen, claim_creates(api)))
+            results[name]["open_loop"].append(row)
             progress.advance(task)
     return {"load_average_start": load, "load_average_end": [round(x, 2) for x in os.getloadavg()],
             "handlers": results}
+
+
+def claim_creates(api: Any) -> dict[str, float]:
+    """The apiserver's claim-create histogram now (empty when its metrics cannot be read)."""
+    from dralab.kube import KubeError
+
+    try:
+        return claim_post_histogram(api.text("/metrics"))
+    except KubeError:
+        return {}
 
 
 def spread(values: list[float | None]) -> dict[str, Any]:
@@ -573,6 +621,11 @@ def summarize(rounds: list[dict[str, Any]], rates: tuple[int, ...]) -> dict[str,
         ratios["create_vs_direct_max"] = ("create", "direct")
         summary["apiserver_cpu_ms_per_request"] = {n: spread(closed(n, "apiserver_cpu_ms_per_request"))
                                                    for n in ("create", "direct")}
+        # what the apiserver itself took per create in those runs (its own histogram): the gap's apiserver part
+        summary["apiserver_mean_ms"] = {n: {str(rate): spread(at(n, rate, "apiserver_mean_ms")) for rate in rates}
+                                        for n in ("create", "direct")}
+        summary["apiserver_share_over_25ms"] = {n: {str(rate): spread(at(n, rate, "apiserver_share_over_25ms"))
+                                                    for rate in rates} for n in ("create", "direct")}
         summary["create_p99_vs_direct_p99"] = {
             str(rate): spread([_ratio(c, d) for c, d in zip(at("create", rate, "p99_ms"), at("direct", rate, "p99_ms"),
                                                              strict=True)]) for rate in rates}
@@ -630,7 +683,7 @@ def run(quick: bool, kubeconfig: str | None, cluster_name: str, duration: float 
                 task = progress.add_task("admission", total=repeats * steps * len(targets))
                 for _ in range(repeats):
                     rounds.append(_one_round(targets, rates, seconds, proc, api_pid, progress, task, hook,
-                                             closed_loops))
+                                             closed_loops, api))
         finally:
             proc.terminate()
             try:
