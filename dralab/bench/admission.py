@@ -44,6 +44,7 @@ DIRECT_TARGET = 0.8  # create through the webhook vs the same claims created dir
 CPU_TARGET_MS = 1.5  # server CPU (every process, janitor included) per admitted pod with its claim
 REPEATS_FULL = 3
 CLOSED_WORKERS = 16
+SLICE_SECONDS = 1.0  # noop and convert take turns this long in their shared closed loop
 # The bench sends thousands of pods from one namespace: the namespace claim rate (a limit against
 # forged reviews, tested in tests/security) is lifted so it measures the server, not the limiter.
 BENCH_CONFIG = {"webhook": {"claimGracePeriodSeconds": 86400, "claimCreateRatePerSecond": 100000,
@@ -213,11 +214,13 @@ async def open_loop(target: Target, path: str, bodies: Bodies | ClaimBodies, rat
 
     start = time.perf_counter() + 0.05
     tasks = []
+    lags: list[float] = []  # how late the generator itself started each request (its own saturation)
     for i, body in enumerate(payloads):
         scheduled = start + i / rate
         delay = scheduled - time.perf_counter()
         if delay > 0:
             await asyncio.sleep(delay)
+        lags.append(time.perf_counter() - scheduled)
         tasks.append(asyncio.create_task(one(scheduled, body)))
     # What the apiserver would have given up on (its webhook timeout) counts as an error, not a wait.
     _, pending = await asyncio.wait(tasks, timeout=max(0.0, start + duration + WEBHOOK_TIMEOUT - time.perf_counter()))
@@ -229,10 +232,19 @@ async def open_loop(target: Target, path: str, bodies: Bodies | ClaimBodies, rat
     while not idle.empty():
         idle.get_nowait().close()
     out = {"offered_rps": rate, "achieved_rps": round(len(sample.latencies) / elapsed, 1),
-           "connections": opened, **sample.summary()}
+           "connections": opened, **sample.summary(), **schedule_lag(lags)}
     if pending:
         out["timed_out"] = len(pending)
     return out
+
+
+def schedule_lag(lags: list[float]) -> dict[str, Any]:
+    """The generator's own lateness in starting requests (p99 and max, ms): a measurement is only as
+    good as its schedule, and a late start is charged to the server's latency."""
+    ms = [x * 1000 for x in lags]
+    if not ms:
+        return {}
+    return {"start_lag_p99_ms": round(percentile(ms, 99), 3), "start_lag_max_ms": round(max(ms), 3)}
 
 
 async def closed_loop(target: Target, path: str, bodies: Bodies | ClaimBodies, workers: int,
@@ -249,12 +261,57 @@ async def closed_loop(target: Target, path: str, bodies: Bodies | ClaimBodies, w
             status, answer = await conn.post(path, body)
             sample.record(time.perf_counter() - t0, status, answer)
 
-    t0 = time.perf_counter()
+    t0, g0 = time.perf_counter(), time.process_time()
     await asyncio.gather(*(worker(c) for c in conns))
     elapsed = time.perf_counter() - t0
     for conn in conns:
         conn.close()
-    return {"workers": workers, "throughput_rps": round(len(sample.latencies) / elapsed, 1), **sample.summary()}
+    return {"workers": workers, "throughput_rps": round(len(sample.latencies) / elapsed, 1), **sample.summary(),
+            "generator_cpu_share": round((time.process_time() - g0) / elapsed, 3)}
+
+
+async def closed_loop_shared(target: Target, paths: dict[str, str], bodies: dict[str, Bodies], workers: int,
+                             duration: float, server_cpu: Any, slices: int) -> dict[str, dict[str, Any]]:
+    """Closed loops of several handlers of one server, on the same connections, in alternating slices.
+
+    Each handler gets ``duration`` seconds in all, cut into ``slices`` turns. Measured one after the
+    other on connections of their own, two handlers differed by more than their cost: the kernel may
+    hand a handler's connections to the server's workers unevenly (16 connections: 13 and 3, say)
+    and the next handler's evenly, and load from other processes drifts between the runs. On shared
+    connections in short turns, both see the same spread over workers and the same drift, so their
+    ratio is the handlers' own. ``server_cpu()``: the server's CPU seconds so far (per handler, summed
+    over its turns); the generator's own CPU share tells whether the generator, not the server, was the limit.
+    """
+    conns = [await Connection.open(target.port, target.ctx, target.server_hostname) for _ in range(workers)]
+    samples = {name: Sample(ok_status=target.ok_status, ok_marker=target.ok_marker) for name in paths}
+    elapsed = dict.fromkeys(paths, 0.0)
+    cpu = dict.fromkeys(paths, 0.0)
+    generator = dict.fromkeys(paths, 0.0)
+
+    async def worker(conn: Connection, name: str, stop_at: float) -> None:
+        while time.perf_counter() < stop_at:
+            t0 = time.perf_counter()
+            status, answer = await conn.post(paths[name], bodies[name].next())
+            samples[name].record(time.perf_counter() - t0, status, answer)
+
+    for _ in range(slices):
+        for name in paths:
+            c0, g0, t0 = server_cpu(), time.process_time(), time.perf_counter()
+            await asyncio.gather(*(worker(c, name, t0 + duration / slices) for c in conns))
+            elapsed[name] += time.perf_counter() - t0
+            generator[name] += time.process_time() - g0
+            cpu[name] += server_cpu() - c0
+    for conn in conns:
+        conn.close()
+    out = {}
+    for name, sample in samples.items():
+        done = len(sample.latencies)
+        out[name] = {"workers": workers, "throughput_rps": round(done / elapsed[name], 1), **sample.summary(),
+                     "generator_cpu_share": round(generator[name] / elapsed[name], 3),
+                     "shared_connections": list(paths), "slices": slices}
+        if done:
+            out[name]["server_cpu_ms_per_request"] = round(cpu[name] / done * 1000, 3)
+    return out
 
 
 def _process_cpu(pid: int) -> float:
@@ -414,6 +471,40 @@ def inflight(target: Target) -> float | None:
     return None
 
 
+def claim_post_histogram(metrics: str) -> dict[str, float]:
+    """The apiserver's own latency histogram of ResourceClaim creates (``le`` -> count, ``sum``, ``count``)
+    from its ``/metrics`` text: what the apiserver itself took, beside what the load generator saw."""
+    out: dict[str, float] = {}
+    for line in metrics.splitlines():
+        if not line.startswith("apiserver_request_duration_seconds") or 'resource="resourceclaims"' not in line \
+                or 'verb="POST"' not in line or 'dry_run=""' not in line:
+            continue
+        name, _, value = line.rpartition(" ")
+        key = name.split('le="', 1)[1].split('"', 1)[0] if 'le="' in name else name.split("{", 1)[0].rsplit("_", 1)[1]
+        out[key] = out.get(key, 0.0) + float(value)
+    return out
+
+
+def apiserver_latency(before: dict[str, float], after: dict[str, float]) -> dict[str, Any]:
+    """The apiserver's claim creates between two histogram readings: count, mean, and the bucket bounds
+    holding the median and the 99th percentile (its buckets are coarse: an upper bound, in ms)."""
+    n = after.get("count", 0.0) - before.get("count", 0.0)
+    if n <= 0:
+        return {}
+    bounds = sorted((float(k), after[k] - before.get(k, 0.0)) for k in after if k not in ("sum", "count", "+Inf"))
+
+    def bound(q: float) -> float | None:
+        return next((round(le * 1000, 1) for le, c in bounds if c >= q * n), None)
+
+    within = next((c for le, c in bounds if le >= P99_TARGET_MS / 1000), None)
+    mean = (after["sum"] - before.get("sum", 0.0)) / n * 1000
+    out = {"apiserver_creates": int(n), "apiserver_mean_ms": round(mean, 2),
+           "apiserver_p50_at_most_ms": bound(0.5), "apiserver_p99_at_most_ms": bound(0.99)}
+    if within is not None:
+        out["apiserver_share_over_25ms"] = round(1 - within / n, 4)
+    return out
+
+
 def drain(hook: Target, limit: float = 60.0, settle: float = 2.0) -> None:
     """Wait until the webhook has finished what an overloaded run left queued (the client gave up on those
     requests, the server did not), then ``settle`` seconds for the apiserver's own backlog: otherwise one
@@ -426,7 +517,7 @@ def drain(hook: Target, limit: float = 60.0, settle: float = 2.0) -> None:
 
 def _one_round(targets: dict[str, tuple[Target, str, Any]], rates: tuple[int, ...], seconds: float,
                proc: subprocess.Popen, api_pid: int | None, progress: Progress, task: Any,
-               hook: Target | None = None) -> dict[str, Any]:
+               hook: Target | None = None, closed_loops: bool = True, api: Any = None) -> dict[str, Any]:
     """One repeat: each handler's closed loop with the CPU the server and the apiserver spent on it, then
     every handler at every rate (taking turns at each step, so drifting load hits them alike); the server
     drains between measurements."""
@@ -437,7 +528,21 @@ def _one_round(targets: dict[str, tuple[Target, str, Any]], rates: tuple[int, ..
         if hook is not None:
             drain(hook)
 
-    for name, (target, path, bodies) in targets.items():
+    # noop and convert are measured together on shared connections (see closed_loop_shared)
+    shared = [n for n in ("noop", "convert") if n in targets] if closed_loops else []
+    if len(shared) == 2:
+        wait()
+        progress.update(task, description=f"{' and '.join(shared)}: closed loop, {CLOSED_WORKERS} workers")
+        target = targets[shared[0]][0]
+        results.update({name: {"open_loop": [], "closed_loop": row} for name, row in asyncio.run(closed_loop_shared(
+            target, {n: targets[n][1] for n in shared}, {n: targets[n][2] for n in shared}, CLOSED_WORKERS,
+            seconds, lambda: tree_cpu(proc.pid), max(1, round(seconds / SLICE_SECONDS)))).items()})
+        progress.advance(task, len(shared))
+    else:
+        shared = []
+    for name, (target, path, bodies) in targets.items() if closed_loops else ():
+        if name in shared:
+            continue
         wait()
         progress.update(task, description=f"{name}: closed loop, {CLOSED_WORKERS} workers")
         cpu0 = settled_cpu(proc.pid)
@@ -456,10 +561,24 @@ def _one_round(targets: dict[str, tuple[Target, str, Any]], rates: tuple[int, ..
         for name, (target, path, bodies) in targets.items():
             wait()
             progress.update(task, description=f"{name}: open loop at {rate} req/s")
-            results[name]["open_loop"].append(asyncio.run(open_loop(target, path, bodies, rate, seconds)))
+            seen = claim_creates(api) if api is not None and name in ("create", "direct") else None
+            row = asyncio.run(open_loop(target, path, bodies, rate, seconds))
+            if seen is not None:  # the apiserver's own share of the latency, in the same run
+                row.update(apiserver_latency(seen, claim_creates(api)))
+            results[name]["open_loop"].append(row)
             progress.advance(task)
     return {"load_average_start": load, "load_average_end": [round(x, 2) for x in os.getloadavg()],
             "handlers": results}
+
+
+def claim_creates(api: Any) -> dict[str, float]:
+    """The apiserver's claim-create histogram now (empty when its metrics cannot be read)."""
+    from dralab.kube import KubeError
+
+    try:
+        return claim_post_histogram(api.text("/metrics"))
+    except KubeError:
+        return {}
 
 
 def spread(values: list[float | None]) -> dict[str, Any]:
@@ -497,11 +616,16 @@ def summarize(rounds: list[dict[str, Any]], rates: tuple[int, ...]) -> dict[str,
                                "errors": {n: {str(rate): [next(x for x in r["handlers"][n]["open_loop"]
                                                                if x["offered_rps"] == rate)["errors"] for r in rounds]
                                               for rate in rates} for n in names}}
-    ratios = {"convert_vs_noop_max": ("convert", "noop")}
+    ratios = {"convert_vs_noop_max": ("convert", "noop")} if {"convert", "noop"} <= set(names) else {}
     if "create" in names and "direct" in names:
         ratios["create_vs_direct_max"] = ("create", "direct")
         summary["apiserver_cpu_ms_per_request"] = {n: spread(closed(n, "apiserver_cpu_ms_per_request"))
                                                    for n in ("create", "direct")}
+        # what the apiserver itself took per create in those runs (its own histogram): the gap's apiserver part
+        summary["apiserver_mean_ms"] = {n: {str(rate): spread(at(n, rate, "apiserver_mean_ms")) for rate in rates}
+                                        for n in ("create", "direct")}
+        summary["apiserver_share_over_25ms"] = {n: {str(rate): spread(at(n, rate, "apiserver_share_over_25ms"))
+                                                    for rate in rates} for n in ("create", "direct")}
         summary["create_p99_vs_direct_p99"] = {
             str(rate): spread([_ratio(c, d) for c, d in zip(at("create", rate, "p99_ms"), at("direct", rate, "p99_ms"),
                                                              strict=True)]) for rate in rates}
@@ -513,13 +637,15 @@ def summarize(rounds: list[dict[str, Any]], rates: tuple[int, ...]) -> dict[str,
 
 def _median_rows(rounds: list[dict[str, Any]], name: str) -> dict[str, Any]:
     """The handler's rows from the run whose closed-loop throughput is the median (for the report table)."""
-    ordered = sorted(rounds, key=lambda r: r["handlers"][name]["closed_loop"].get("throughput_rps") or 0)
+    ordered = sorted(rounds, key=lambda r: r["handlers"][name].get("closed_loop", {}).get("throughput_rps") or 0)
     return ordered[len(ordered) // 2]["handlers"][name]
 
 
 def run(quick: bool, kubeconfig: str | None, cluster_name: str, duration: float | None,
-        repeats: int | None = None, workers: int | None = None) -> dict[str, Any]:
-    rates = RATES_QUICK if quick else RATES_FULL
+        repeats: int | None = None, workers: int | None = None, handlers: tuple[str, ...] = (),
+        rates: tuple[int, ...] = (), closed_loops: bool = True) -> dict[str, Any]:
+    """The whole benchmark; ``handlers``/``rates`` (default: all) and ``closed_loops`` narrow it while iterating."""
+    rates = rates or (RATES_QUICK if quick else RATES_FULL)
     seconds = duration or (3.0 if quick else 8.0)
     repeats = repeats or (1 if quick else REPEATS_FULL)
     workers = workers if workers is not None else max(1, len(os.sched_getaffinity(0)))
@@ -550,10 +676,14 @@ def run(quick: bool, kubeconfig: str | None, cluster_name: str, duration: float 
 
                 targets["direct"] = (direct, claims_path(namespace), ClaimBodies(namespace))
                 api_pid = apiserver_pid(port)
+            if handlers:
+                targets = {name: t for name, t in targets.items() if name in handlers}
             with Progress(console=console, transient=True) as progress:
-                task = progress.add_task("admission", total=repeats * (len(rates) + 1) * len(targets))
+                steps = len(rates) + (1 if closed_loops else 0)
+                task = progress.add_task("admission", total=repeats * steps * len(targets))
                 for _ in range(repeats):
-                    rounds.append(_one_round(targets, rates, seconds, proc, api_pid, progress, task, hook))
+                    rounds.append(_one_round(targets, rates, seconds, proc, api_pid, progress, task, hook,
+                                             closed_loops, api))
         finally:
             proc.terminate()
             try:
@@ -566,12 +696,14 @@ def run(quick: bool, kubeconfig: str | None, cluster_name: str, duration: float 
                 finally:
                     api.close()
     summary = summarize(rounds, rates)
+    only = handlers
     handlers: dict[str, Any] = {name: {"path": path, **_median_rows(rounds, name)}
                                 for name, path in {**HANDLERS, "direct": "apiserver"}.items()
                                 if name in rounds[0]["handlers"]}
-    if "create" not in handlers:
+    if "create" not in handlers and (not only or "create" in only):
         handlers["create"] = {"skipped": skip_reason}
-    return {"rates": list(rates), "duration_s": seconds, "repeats": repeats, "server_workers": workers,
+    return {"rates": list(rates), "duration_s": seconds, "closed_loops": closed_loops, "repeats": repeats,
+            "server_workers": workers,
             "closed_loop_workers": CLOSED_WORKERS, "baseline": "noop", "direct_baseline": "direct",
             "bench_config": BENCH_CONFIG, "apiserver_measured": api_pid is not None,
             "handlers": handlers, "rounds": rounds, "summary": summary,
@@ -600,11 +732,11 @@ def _apiserver_baseline(api: Any, namespace: str, n: int) -> dict[str, Any]:
 def _targets(summary: dict[str, Any], handlers: dict[str, Any]) -> dict[str, Any]:
     """Verdicts on the medians over the repeats (each with its spread)."""
     out: dict[str, Any] = {}
-    conv = summary["convert_vs_noop_max"]
+    conv = summary.get("convert_vs_noop_max") or {"median": None, "min": None, "max": None}
     out["convert_max_throughput_vs_noop"] = {"ratio": conv["median"], "spread": [conv["min"], conv["max"]],
                                              "target": THROUGHPUT_TARGET,
                                              "met": conv["median"] is not None and conv["median"] >= THROUGHPUT_TARGET}
-    if "direct" not in summary["p99_ms"]:
+    if not {"create", "direct"} <= set(summary["p99_ms"]):
         reason = handlers.get("create", {}).get("skipped", "no create run")
         for key in ("create_p99_at_100_rps", "create_p99_every_rate", "create_max_vs_direct", "server_cpu_per_pod"):
             out[key] = {"skipped": reason}
@@ -644,8 +776,14 @@ def _targets(summary: dict[str, Any], handlers: dict[str, Any]) -> dict[str, Any
               help="Rounds of every measurement; figures are their median and spread (default 3, quick 1).")
 @click.option("--workers", type=click.IntRange(min=1), default=None,
               help="Webhook server processes (default: one per core).")
+@click.option("--handler", "handlers", multiple=True, type=click.Choice([*HANDLERS, "direct"]),
+              help="Measure only this handler (repeatable; default: all). For iterating, not for results.")
+@click.option("--rate", "rates", multiple=True, type=click.IntRange(min=1),
+              help="Open-loop rate in req/s (repeatable; default 50, 100, 200; quick 100).")
+@click.option("--no-closed-loop", is_flag=True, help="Skip the closed-loop (maximum throughput) runs.")
 def admission(out_dir: str, quick: bool, kubeconfig: str | None, cluster_name: str, duration: float | None,
-              repeats: int | None, workers: int | None) -> None:
+              repeats: int | None, workers: int | None, handlers: tuple[str, ...], rates: tuple[int, ...],
+              no_closed_loop: bool) -> None:
     """Admission latency (open loop at fixed rates) and maximum throughput (closed loop) over TLS.
 
     Baselines in the same run: the no-op handler for conversion, and the same load generator creating
@@ -655,7 +793,8 @@ def admission(out_dir: str, quick: bool, kubeconfig: str | None, cluster_name: s
     Example:
       dralab bench admission --quick --out /tmp/results
     """
-    result = run(quick, kubeconfig, cluster_name, duration, repeats, workers)
+    result = run(quick, kubeconfig, cluster_name, duration, repeats, workers, handlers, tuple(sorted(rates)),
+                 not no_closed_loop)
     path = write_result(out_dir, "admission", result)
     summary = result["summary"]
     for name, entry in result["handlers"].items():

@@ -379,7 +379,25 @@ def _admission_repeats(res: dict[str, Any]) -> list[str]:
                    *[f"p99 ms at {r} req/s" for r in rates]], rows)
     out += ["A p99 of `-` means every run at that rate had errors (timeouts count as errors); webhook CPU for "
             "`direct` is what the janitor's watch and the idle server cost per claim created without it.", ""]
+    if any((h.get("closed_loop") or {}).get("shared_connections") for h in (res.get("handlers") or {}).values()):
+        out += ["`noop` and `convert` closed loops run on the same connections, taking turns, so both see the same "
+                "spread of connections over the server workers and the same load from other processes.", ""]
+    out += _apiserver_share(summary, rates)
     return out
+
+
+def _apiserver_share(summary: dict[str, Any], rates: list[str]) -> list[str]:
+    """The apiserver's own time per claim create in the same open-loop runs (its request histogram)."""
+    mean = summary.get("apiserver_mean_ms") or {}
+    over = summary.get("apiserver_share_over_25ms") or {}
+    if not mean:
+        return []
+    rows = [[name, *[f"{_fmt(((mean.get(name) or {}).get(r) or {}).get('median'))} / "
+                     f"{_fmt(((over.get(name) or {}).get(r) or {}).get('median'))}" for r in rates]]
+            for name in ("create", "direct")]
+    return ["The apiserver's own time per claim create in those runs (its request histogram), median over the "
+            "rounds: mean ms / share of creates over 25 ms.", "",
+            *_table(["run", *[f"at {r} req/s" for r in rates]], rows)]
 
 
 def driver_section(res: dict[str, Any]) -> list[str]:

@@ -6,11 +6,11 @@ generated request serializer of ``kubernetes.client`` are skipped. What is used 
 package is what is hard to get right: its kubeconfig and in-cluster loaders (contexts, exec
 plugins, OIDC, TLS options, proxies) and its connection pool (``kubernetes.client``'s urllib3
 ``RESTClientObject``). The asyncio side (:class:`AsyncKube`, for the webhook's admission path)
-talks aiohttp, the transport of ``kubernetes.aio``, with the same loaded credentials.
+uses the same loaded credentials over a small bounded pool of kept-alive HTTP/1.1 connections.
 
 - :mod:`.config`: one loader for kubeconfig and in-cluster credentials; rotating tokens; no key files.
 - :mod:`.client`: :class:`Kube`, the synchronous client (request/get/list/create/patch/apply/delete/watch).
-- :mod:`.aio`: :class:`AsyncKube`, the same calls on asyncio.
+- :mod:`.aio`: :class:`AsyncKube`, the same calls on asyncio; :mod:`.http1`: its connection pool.
 - :mod:`.watch`: :class:`ListWatch`, the one list-and-watch loop (resourceVersion, 410 relist, backoff).
 - :mod:`.paths`: URL paths with escaped segments; :mod:`.discovery`: kind to resource.
 - :mod:`.errors`: :class:`KubeError`, the one error type (``status`` 0: no answer).

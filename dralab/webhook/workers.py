@@ -2,8 +2,11 @@
 
 Python serves one request at a time per process, and the apiserver shares the machine, so one process
 cannot use every core. ``dralab webhook serve --workers N`` starts a small supervisor that binds the
-port once and starts N copies of ``dralab webhook serve`` that inherit that socket (the kernel hands
-each new connection to one of them). Every worker answers admissions; each also runs a
+port and starts N copies of ``dralab webhook serve``, each inheriting its own listening socket on that
+port (``SO_REUSEPORT``: the kernel spreads new connections evenly over the workers' sockets; with one
+shared socket, every idle worker is woken for each connection and the first in the kernel's wait queue
+takes nearly all of them, so one worker served most requests while the other idled). Every worker
+answers admissions; each also runs a
 :class:`~dralab.webhook.lease.LeaderElector` on one Lease, and only the leader (one worker across
 all workers *and* all replicas) runs the janitor, the budget status writer and HAMi-DRA adoption
 (:class:`Leadership`).
@@ -55,13 +58,25 @@ def worker_rate(rate: float, burst: int, workers: int, max_claims_per_pod: int) 
     return rate / workers, max(math.ceil(burst / workers), max_claims_per_pod)
 
 
-def listen(host: str, port: int, backlog: int = 2048) -> socket.socket:
-    """The listening TCP socket all workers share (bound once, so a port clash fails here, before any worker)."""
+def listen(host: str, port: int, backlog: int = 2048, reuse_port: bool = True) -> socket.socket:
+    """The first worker's listening TCP socket; :func:`sibling` adds the others' on the same port.
+
+    A port clash fails here, before any worker: the port is first bound without ``SO_REUSEPORT``, which
+    fails while anything (another dralab webhook included) listens there; only then is it bound for
+    sharing between this server's workers. Linux lets only the same user join such a group.
+    """
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind((host, port))
+        if reuse_port and hasattr(socket, "SO_REUSEPORT"):
+            port = sock.getsockname()[1]  # the port the check got (port 0: the kernel's pick)
+            sock.close()
+            sock = socket.socket(family, socket.SOCK_STREAM)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+            sock.bind((host, port))
     except OSError as exc:
         sock.close()
         from dralab.errors import UserError
@@ -70,6 +85,25 @@ def listen(host: str, port: int, backlog: int = 2048) -> socket.socket:
     sock.listen(backlog)
     sock.set_inheritable(True)
     return sock
+
+
+def sibling(sock: socket.socket, backlog: int = 2048) -> socket.socket:
+    """Another listening socket on ``sock``'s address in its ``SO_REUSEPORT`` group, or ``sock`` itself
+    when it was bound without one (then the workers share it)."""
+    reuse = hasattr(socket, "SO_REUSEPORT") and sock.getsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT)
+    if not reuse:
+        return sock
+    other = socket.socket(sock.family, socket.SOCK_STREAM)
+    try:
+        other.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        other.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        other.bind(sock.getsockname()[:2])
+        other.listen(backlog)
+    except OSError:
+        other.close()
+        raise
+    other.set_inheritable(True)
+    return other
 
 
 class Leadership:
@@ -121,8 +155,16 @@ class Supervisor:
     port: int
 
     def run(self, sock: socket.socket | None = None) -> int:
-        """Start the workers and wait; ``sock``: an already listening socket (else bound here)."""
+        """Start the workers and wait; ``sock``: the first worker's listening socket (else bound here); the
+        others get siblings of it (:func:`sibling`)."""
         sock = sock or listen(self.host, self.port)
+        socks = [sock]
+        try:
+            socks += [sibling(sock) for _ in range(self.workers - 1)]
+        except OSError:
+            for extra in socks[1:]:
+                extra.close()
+            raise
         metrics_dir = tempfile.mkdtemp(prefix="dralab-webhook-metrics-")
         env = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": metrics_dir}
         procs: list[subprocess.Popen[bytes]] = []
@@ -135,9 +177,9 @@ class Supervisor:
                     proc.send_signal(signum)
 
         previous = {sig: signal.signal(sig, forward) for sig in (signal.SIGTERM, signal.SIGINT)}
-        for _ in range(self.workers):
-            cmd = [*self.argv, "--workers", str(self.workers), "--listen-fd", str(sock.fileno())]
-            procs.append(subprocess.Popen(cmd, pass_fds=(sock.fileno(),), env=env, preexec_fn=_die_with_parent))
+        for own in socks:
+            cmd = [*self.argv, "--workers", str(self.workers), "--listen-fd", str(own.fileno())]
+            procs.append(subprocess.Popen(cmd, pass_fds=(own.fileno(),), env=env, preexec_fn=_die_with_parent))
         log.info("webhook workers started", extra={"fields": {"workers": self.workers, "port": self.port,
                                                               "pids": [p.pid for p in procs]}})
         status = 0
@@ -156,7 +198,8 @@ class Supervisor:
                     proc.wait(timeout=15)
                 except subprocess.TimeoutExpired:
                     proc.kill()
-            sock.close()
+            for own in set(socks):
+                own.close()
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
             import shutil

@@ -103,3 +103,16 @@ def test_warm_opens_the_admission_client_once_and_never_fails_serving() -> None:
     assert anyio.run(warm, ok) is True and ok.paths == ["/version"]
     assert anyio.run(warm, _VersionApi(fail=KubeError(0, "ConnectionRefusedError"))) is False
     assert anyio.run(warm, _VersionApi(hang=True), 0.05) is False  # bounded: a hung apiserver delays serving briefly
+
+
+def test_settle_heap_leaves_start_up_objects_out_of_later_collections() -> None:
+    import gc
+
+    from dralab.webhook.server import settle_heap
+
+    before = gc.get_freeze_count()
+    try:
+        settle_heap()
+        assert gc.get_freeze_count() > before  # what lives now is no longer walked by full collections
+    finally:
+        gc.unfreeze()  # other tests' objects stay collectable

@@ -26,6 +26,10 @@ def test_bench_writes_results_and_skip_reason(tmp_path: Path) -> None:
         assert data["summary"]["max_rps"][name]["median"] > 0
         assert entry["closed_loop"]["throughput_rps"] > 0
         assert entry["closed_loop"]["server_cpu_ms_per_request"] >= 0
+        # measured together, on the same connections, taking turns (closed_loop_shared)
+        assert entry["closed_loop"]["shared_connections"] == ["noop", "convert"]
+        assert entry["closed_loop"]["generator_cpu_share"] > 0
+        assert entry["open_loop"][0]["start_lag_max_ms"] >= entry["open_loop"][0]["start_lag_p99_ms"]
     assert "not up" in data["handlers"]["create"]["skipped"]
     assert "ratio" in data["targets"]["convert_max_throughput_vs_noop"]
     assert "skipped" in data["targets"]["create_p99_at_100_rps"]
@@ -45,3 +49,55 @@ def test_summary_takes_ratios_inside_each_run_then_the_median_and_spread() -> No
     assert s["p99_ms"]["convert"]["100"]["runs"] == [5, 7, None]  # a run with errors has no valid p99
     assert s["p99_ms"]["convert"]["100"]["median"] == 6
     assert s["errors"]["convert"]["100"] == [0, 0, 2]
+
+
+def test_schedule_lag_reports_how_late_the_generator_started_requests() -> None:
+    from dralab.bench.admission import schedule_lag
+
+    lags = [0.001] * 99 + [0.050]
+    assert schedule_lag(lags) == {"start_lag_p99_ms": 1.0, "start_lag_max_ms": 50.0}
+    assert schedule_lag([]) == {}
+
+
+def test_a_run_of_some_handlers_leaves_the_missing_ratios_out() -> None:
+    from dralab.bench.admission import _targets, summarize
+
+    def rnd(create: float, direct: float) -> dict:
+        def row(p99: float) -> dict:
+            return {"offered_rps": 200, "p99_ms": p99, "errors": 0}
+        return {"handlers": {"create": {"open_loop": [row(create)]}, "direct": {"open_loop": [row(direct)]}}}
+
+    s = summarize([rnd(30, 20), rnd(10, 20)], (200,))
+    assert "convert_vs_noop_max" not in s
+    assert s["create_p99_vs_direct_p99"]["200"]["runs"] == [1.5, 0.5]
+    targets = _targets(s, {})
+    assert targets["convert_max_throughput_vs_noop"]["ratio"] is None
+    assert targets["create_p99_every_rate"]["p99_ms_by_rate"] == {"200": 20.0}
+
+
+CLAIMS = ('component="apiserver",dry_run="",group="resource.k8s.io",resource="resourceclaims",scope="resource",'
+          'subresource="",verb="POST",version="v1"')
+PODS = CLAIMS.replace('group="resource.k8s.io",resource="resourceclaims"', 'group="",resource="pods"')
+METRICS = "\n".join([
+    "# HELP apiserver_request_duration_seconds x",
+    *(f'apiserver_request_duration_seconds_bucket{{{CLAIMS},le="{le}"}} {{{v}}}'
+      for le, v in (("0.005", "a"), ("0.025", "b"), ("0.1", "c"), ("+Inf", "c"))),
+    f"apiserver_request_duration_seconds_sum{{{CLAIMS}}} {{s}}",
+    f"apiserver_request_duration_seconds_count{{{CLAIMS}}} {{c}}",
+    f"apiserver_request_duration_seconds_count{{{PODS}}} 999",  # other resources do not count
+])
+
+
+def test_the_apiservers_own_create_latency_is_read_between_two_readings() -> None:
+    from dralab.bench.admission import apiserver_latency, claim_post_histogram
+
+    def reading(a: int, b: int, c: int, s: float) -> dict[str, float]:
+        return claim_post_histogram(METRICS.replace("{a}", str(a)).replace("{b}", str(b)).replace("{c}", str(c))
+                                    .replace("{s}", str(s)))
+
+    before = reading(10, 10, 10, 0.03)
+    after = reading(10 + 50, 10 + 98, 10 + 100, 0.03 + 0.5)  # 100 creates: 50 within 5 ms, 2 over 25 ms
+    got = apiserver_latency(before, after)
+    assert got == {"apiserver_creates": 100, "apiserver_mean_ms": 5.0, "apiserver_p50_at_most_ms": 5.0,
+                   "apiserver_p99_at_most_ms": 100.0, "apiserver_share_over_25ms": 0.02}
+    assert apiserver_latency(before, before) == {}  # nothing created in between

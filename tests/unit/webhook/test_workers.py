@@ -133,6 +133,44 @@ def test_listen_names_a_taken_port() -> None:
         taken.close()
 
 
+def test_each_worker_gets_its_own_socket_and_connections_reach_all_of_them() -> None:
+    """One shared socket let the first worker in the kernel's wait queue take nearly every connection."""
+    first = workers.listen("127.0.0.1", 0)
+    second = workers.sibling(first)
+    clients = []
+    try:
+        assert second is not first and second.getsockname() == first.getsockname()
+        for _ in range(64):
+            clients.append(socket.create_connection(first.getsockname(), timeout=5))
+        counts = []
+        for sock in (first, second):
+            sock.setblocking(False)
+            n = 0
+            while True:
+                try:
+                    conn, _ = sock.accept()
+                except BlockingIOError:
+                    break
+                conn.close()
+                n += 1
+            counts.append(n)
+        assert sum(counts) == 64
+        assert min(counts) > 0  # the kernel spread them (all 64 on one socket: chance 2**-63)
+    finally:
+        for c in clients:
+            c.close()
+        second.close()
+        first.close()
+
+
+def test_a_socket_bound_without_reuse_port_is_shared() -> None:
+    plain = workers.listen("127.0.0.1", 0, reuse_port=False)
+    try:
+        assert workers.sibling(plain) is plain
+    finally:
+        plain.close()
+
+
 def test_several_workers_without_leader_election_are_refused(tmp_path) -> None:
     from click.testing import CliRunner
 
