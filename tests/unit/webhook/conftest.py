@@ -49,7 +49,7 @@ class FakeApi:
             self.objects[full] = obj
         return copy.deepcopy(obj)
 
-    def get(self, path: str) -> dict[str, Any]:
+    def get(self, path: str, params: dict[str, str] | None = None) -> dict[str, Any]:
         self.calls.append(("get", path))
         if path not in self.objects:
             raise KubeError(404, "NotFound", what=f"GET {path}")

@@ -86,7 +86,7 @@ class _VersionApi:
         self.fail = fail
         self.hang = hang
 
-    async def get(self, path: str) -> dict[str, Any]:
+    async def get(self, path: str, params: dict[str, str] | None = None) -> dict[str, Any]:
         self.paths.append(path)
         if self.hang:
             await anyio.sleep_forever()

@@ -31,8 +31,10 @@ class ListingApi(FakeApi):
         self.collections = {claims_path(NS), budgets_path(NS)}
         self.lock = threading.Lock()
         self.gets: dict[str, int] = {}
+        self.reads: list[tuple[str, str | None]] = []  # (path, resourceVersion asked for) of every GET
 
-    def get(self, path: str) -> dict[str, Any]:
+    def get(self, path: str, params: dict[str, str] | None = None) -> dict[str, Any]:
+        self.reads.append((path, (params or {}).get("resourceVersion")))
         if path in self.collections:
             return self.list(path)
         return super().get(path)
@@ -86,8 +88,8 @@ def with_budget(api: ListingApi, memory: str = "12Gi", cores: int = 100) -> None
     }
 
 
-def admit(wh, pod: dict[str, Any], uid: str) -> dict[str, Any]:
-    return anyio.run(lambda: wh.handler.mutate(review(pod, uid=uid, namespace=NS)))["response"]
+def admit(wh, pod: dict[str, Any], uid: str, namespace: str = NS) -> dict[str, Any]:
+    return anyio.run(lambda: wh.handler.mutate(review(pod, uid=uid, namespace=namespace)))["response"]
 
 
 def test_pods_within_the_budget_pass_and_the_next_is_denied_with_figures() -> None:
@@ -149,14 +151,33 @@ def test_concurrent_admissions_of_one_namespace_never_overshoot() -> None:
 
 def test_budget_list_failure_denies_with_a_server_error() -> None:
     class Broken(ListingApi):
-        def get(self, path: str) -> dict[str, Any]:
+        def get(self, path: str, params: dict[str, str] | None = None) -> dict[str, Any]:
             if path == budgets_path(NS):
                 raise KubeError(500, "InternalError", {"message": "etcd down"}, what=f"GET {path}")
-            return super().get(path)
+            return super().get(path, params)
 
     api = Broken()
     out = admit(build(default_config(), api, janitor=False), gpu_pod("a", "1024"), "u1")
     assert out["allowed"] is False and out["status"]["code"] == 500
+
+
+def test_budget_cache_reads_the_watch_cache_and_the_check_reads_quorum() -> None:
+    """Which namespaces have budgets comes from the apiserver's watch cache (resourceVersion 0: no wait
+    for etcd's progress notification); the check under the lock reads budgets and claims with a quorum
+    LIST, so an admission that held the lock before is always seen."""
+    api = ListingApi()
+    with_budget(api, memory="8Gi")
+    wh = build(default_config(), api, janitor=False)
+    assert admit(wh, gpu_pod("a", "1024"), "u1")["allowed"]
+    reads = [r for r in api.reads if r[0] in api.collections]
+    assert reads == [(budgets_path(NS), "0"), (budgets_path(NS), None), (claims_path(NS), None)]
+
+    api.reads.clear()
+    other = gpu_pod("b", "1024")
+    other["metadata"]["namespace"] = "no-budget"
+    api.collections.add(budgets_path("no-budget"))
+    assert admit(wh, other, "u2", namespace="no-budget")["allowed"]
+    assert [r for r in api.reads if r[0] in api.collections] == [(budgets_path("no-budget"), "0")]
 
 
 def test_reconciler_writes_use_and_flags_overshoot() -> None:
