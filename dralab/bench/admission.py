@@ -22,6 +22,7 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,6 +33,7 @@ from rich.console import Console
 from rich.progress import Progress
 
 from dralab.bench.common import percentile, write_result
+from dralab.bench.cpu import CpuMeter, machine_cpu, process_cpu, settled_cpu, tree_cpu
 from dralab.util import free_port, wait_for
 
 RATES_FULL = (50, 100, 200)
@@ -314,49 +316,6 @@ async def closed_loop_shared(target: Target, paths: dict[str, str], bodies: dict
     return out
 
 
-def _process_cpu(pid: int) -> float:
-    """User plus system CPU seconds of process ``pid`` so far (Linux /proc); 0 once it is gone."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def _children(pid: int) -> list[int]:
-    out: list[int] = []
-    try:
-        for task in Path(f"/proc/{pid}/task").iterdir():
-            out += [int(c) for c in (task / "children").read_text().split()]
-    except OSError:
-        pass
-    return out
-
-
-def tree_cpu(pid: int) -> float:
-    """CPU seconds of ``pid`` and its descendants (the supervisor and every worker, janitor threads included)."""
-    total, todo = 0.0, [pid]
-    while todo:
-        current = todo.pop()
-        total += _process_cpu(current)
-        todo += _children(current)
-    return total
-
-
-def settled_cpu(pid: int, quiet: float = 0.02, limit: float = 5.0) -> float:
-    """The tree's CPU once trailing work (the janitor's watch events) has stopped: read until a 0.5 s
-    window adds less than ``quiet`` CPU seconds, at most ``limit`` seconds."""
-    last = tree_cpu(pid)
-    deadline = time.monotonic() + limit
-    while time.monotonic() < deadline:
-        time.sleep(0.5)
-        now = tree_cpu(pid)
-        if now - last < quiet:
-            return now
-        last = now
-    return last
-
-
 def apiserver_pid(port: int) -> int | None:
     """The local kube-apiserver serving ``port`` (its CPU is reported beside the webhook's)."""
     for proc in Path("/proc").iterdir():
@@ -428,6 +387,16 @@ def _start_server(workdir: Path, kubeconfig: str | None, workers: int,
         wait_for(lambda: "dralab_webhook_leader 1.0" in get("/metrics")[1] and get("/readyz")[0] == 200, 90,
                  "a benchmark webhook worker to win its Lease")
     return proc, Target(port, ctx)
+
+
+def _cluster_meter(kubeconfig: str | None, cluster_name: str) -> CpuMeter | None:
+    """The local cluster's components as a CPU meter; None for a cluster given by kubeconfig (not ours)."""
+    if kubeconfig is not None:
+        return None
+    from dralab.cluster.api import get_cluster
+
+    handle = get_cluster(cluster_name)
+    return CpuMeter.for_cluster(handle) if handle is not None else None
 
 
 def _apiserver_target(kubeconfig: str, workdir: Path) -> tuple[Target, int]:
@@ -515,9 +484,41 @@ def drain(hook: Target, limit: float = 60.0, settle: float = 2.0) -> None:
     time.sleep(settle)
 
 
+CpuReading = dict[str, float]
+
+
+def cpu_reader(server_pid: int, meter: CpuMeter | None, api_pid: int | None) -> Callable[[], CpuReading]:
+    """A reader of the CPU seconds so far of everything that shares the machine with a measurement: the
+    benchmark's webhook (every worker), the load generator (this process), the cluster's components where
+    the cluster is dralab's own (``meter``; else the apiserver alone), and the machine (busy and total)."""
+
+    def read() -> CpuReading:
+        out = meter.read() if meter is not None else ({"apiserver": process_cpu(api_pid)} if api_pid else {})
+        if "webhook" in out:  # the cluster's own webhook, not the one under load
+            out["cluster webhook"] = out.pop("webhook")
+        out["bench webhook"] = tree_cpu(server_pid)
+        out["generator"] = process_cpu(os.getpid())
+        out["machine busy"], out["machine total"] = machine_cpu()
+        return out
+
+    return read
+
+
+def cpu_during(before: CpuReading, after: CpuReading, seconds: float) -> dict[str, Any]:
+    """Cores each process used on average over ``seconds``, ``other`` (the rest of the machine's busy time:
+    the kernel, processes not named) and ``machine_busy``, the machine's busy share of all its cores."""
+    named = {k: max(0.0, after[k] - before.get(k, 0.0)) / seconds for k in after if not k.startswith("machine")}
+    busy = after["machine busy"] - before["machine busy"]
+    total = after["machine total"] - before["machine total"]
+    cores = {k: round(v, 3) for k, v in named.items()}
+    cores["other"] = round(max(0.0, busy / seconds - sum(named.values())), 3)
+    return {"cores": cores, "machine_busy": round(busy / total, 3) if total > 0 else None}
+
+
 def _one_round(targets: dict[str, tuple[Target, str, Any]], rates: tuple[int, ...], seconds: float,
                proc: subprocess.Popen, api_pid: int | None, progress: Progress, task: Any,
-               hook: Target | None = None, closed_loops: bool = True, api: Any = None) -> dict[str, Any]:
+               hook: Target | None = None, closed_loops: bool = True, api: Any = None,
+               cpu: Callable[[], CpuReading] | None = None) -> dict[str, Any]:
     """One repeat: each handler's closed loop with the CPU the server and the apiserver spent on it, then
     every handler at every rate (taking turns at each step, so drifting load hits them alike); the server
     drains between measurements."""
@@ -546,7 +547,7 @@ def _one_round(targets: dict[str, tuple[Target, str, Any]], rates: tuple[int, ..
         wait()
         progress.update(task, description=f"{name}: closed loop, {CLOSED_WORKERS} workers")
         cpu0 = settled_cpu(proc.pid)
-        api0 = _process_cpu(api_pid) if api_pid else None
+        api0 = process_cpu(api_pid) if api_pid else None
         closed = asyncio.run(closed_loop(target, path, bodies, CLOSED_WORKERS, seconds))
         # CPU seconds per request: far less sensitive to a busy machine than wall time. The server's
         # counts every process and the janitor's work on the claims (read once it has settled).
@@ -554,7 +555,7 @@ def _one_round(targets: dict[str, tuple[Target, str, Any]], rates: tuple[int, ..
             closed["server_cpu_ms_per_request"] = round((settled_cpu(proc.pid) - cpu0) / closed["completed"] * 1000, 3)
             if api0 is not None and api_pid:
                 closed["apiserver_cpu_ms_per_request"] = round(
-                    (_process_cpu(api_pid) - api0) / closed["completed"] * 1000, 3)
+                    (process_cpu(api_pid) - api0) / closed["completed"] * 1000, 3)
         results[name]["closed_loop"] = closed
         progress.advance(task)
     for rate in rates:
@@ -562,7 +563,10 @@ def _one_round(targets: dict[str, tuple[Target, str, Any]], rates: tuple[int, ..
             wait()
             progress.update(task, description=f"{name}: open loop at {rate} req/s")
             seen = claim_creates(api) if api is not None and name in ("create", "direct") else None
+            cpu0, t0 = (cpu(), time.perf_counter()) if cpu is not None else (None, 0.0)
             row = asyncio.run(open_loop(target, path, bodies, rate, seconds))
+            if cpu0 is not None and cpu is not None:  # was the machine saturated while this ran, and by whom
+                row["cpu"] = cpu_during(cpu0, cpu(), time.perf_counter() - t0)
             if seen is not None:  # the apiserver's own share of the latency, in the same run
                 row.update(apiserver_latency(seen, claim_creates(api)))
             results[name]["open_loop"].append(row)
@@ -616,6 +620,8 @@ def summarize(rounds: list[dict[str, Any]], rates: tuple[int, ...]) -> dict[str,
                                "errors": {n: {str(rate): [next(x for x in r["handlers"][n]["open_loop"]
                                                                if x["offered_rps"] == rate)["errors"] for r in rounds]
                                               for rate in rates} for n in names}}
+    if all("cpu" in x for r in rounds for h in r["handlers"].values() for x in h["open_loop"]):
+        summary["cpu_during_open_loop"] = cpu_summary(rounds, names, rates)
     ratios = {"convert_vs_noop_max": ("convert", "noop")} if {"convert", "noop"} <= set(names) else {}
     if "create" in names and "direct" in names:
         ratios["create_vs_direct_max"] = ("create", "direct")
@@ -633,6 +639,22 @@ def summarize(rounds: list[dict[str, Any]], rates: tuple[int, ...]) -> dict[str,
         summary[key] = spread([_ratio(x, y) for x, y in zip(closed(a, "throughput_rps"), closed(b, "throughput_rps"),
                                                              strict=True)])
     return summary
+
+
+def cpu_summary(rounds: list[dict[str, Any]], names: list[str], rates: tuple[int, ...]) -> dict[str, Any]:
+    """Per handler and rate, over the rounds: the machine's busy share (median and spread) and the median
+    cores of each process (``cpu_during``), errors or not (a saturated run is the one to explain)."""
+    out: dict[str, Any] = {}
+    for name in names:
+        for rate in rates:
+            rows = [next(x for x in r["handlers"][name]["open_loop"] if x["offered_rps"] == rate)["cpu"]
+                    for r in rounds]
+            keys = sorted({k for row in rows for k in row["cores"]})
+            out.setdefault(name, {})[str(rate)] = {
+                "machine_busy": spread([row.get("machine_busy") for row in rows]),
+                "cores": {k: round(statistics.median(row["cores"].get(k, 0.0) for row in rows), 3) for k in keys},
+            }
+    return out
 
 
 def _median_rows(rounds: list[dict[str, Any]], name: str) -> dict[str, Any]:
@@ -676,6 +698,7 @@ def run(quick: bool, kubeconfig: str | None, cluster_name: str, duration: float 
 
                 targets["direct"] = (direct, claims_path(namespace), ClaimBodies(namespace))
                 api_pid = apiserver_pid(port)
+            cpu = cpu_reader(proc.pid, _cluster_meter(kubeconfig, cluster_name) if kube else None, api_pid)
             if handlers:
                 targets = {name: t for name, t in targets.items() if name in handlers}
             with Progress(console=console, transient=True) as progress:
@@ -683,7 +706,7 @@ def run(quick: bool, kubeconfig: str | None, cluster_name: str, duration: float 
                 task = progress.add_task("admission", total=repeats * steps * len(targets))
                 for _ in range(repeats):
                     rounds.append(_one_round(targets, rates, seconds, proc, api_pid, progress, task, hook,
-                                             closed_loops, api))
+                                             closed_loops, api, cpu))
         finally:
             proc.terminate()
             try:

@@ -43,8 +43,8 @@ import yaml
 from rich.console import Console
 
 from dralab.bench import DEFAULT_OUT
-from dralab.bench.admission import tree_cpu
 from dralab.bench.common import percentile, write_result
+from dralab.bench.cpu import CpuMeter
 from dralab.bench.phases import Scraper, difference, per_pod
 
 NODE = "bench-node"
@@ -61,7 +61,6 @@ BASELINE_RATIO_N = 200  # ... at this burst size
 DEFAULT_QPS = (50, 100)  # kube-scheduler's client default (qps, burst)
 CHIP = "Ascend310P"
 KINDS = ("dra", "direct", "plain")  # dralab's DRA pods, DRA pods without dralab, plain pods
-CPU_COMPONENTS = ("apiserver", "etcd", "scheduler", "webhook", "kwok", "kubelet", "driver", "controller-manager")
 
 console = Console(stderr=True)
 
@@ -467,27 +466,6 @@ class BurstRunner:
                 break
             await asyncio.sleep(0.5)  # polling interval while the garbage collector works
         await self._ok("DELETE", f"/api/v1/namespaces/{ns}")
-
-
-@dataclass
-class CpuMeter:
-    """CPU seconds of the cluster's processes (each with its children: the webhook's workers), from /proc."""
-
-    pids: dict[str, int]
-
-    @classmethod
-    def for_cluster(cls, handle: Any) -> CpuMeter:
-        comps = (handle.state or {}).get("components") or {}
-        pids = {}
-        for name in CPU_COMPONENTS:
-            found = [rec["pid"] for key, rec in comps.items()
-                     if (key == name or key.startswith(f"{name}/")) and rec.get("pid")]
-            if found:
-                pids[name] = found[0]  # the benchmark's cluster has one node
-        return cls(pids)
-
-    def read(self) -> dict[str, float]:
-        return {name: tree_cpu(pid) for name, pid in self.pids.items()}
 
 
 def cpu_per_pod(before: dict[str, float], after: dict[str, float], n: int) -> dict[str, float]:

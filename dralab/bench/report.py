@@ -383,7 +383,39 @@ def _admission_repeats(res: dict[str, Any]) -> list[str]:
         out += ["`noop` and `convert` closed loops run on the same connections, taking turns, so both see the same "
                 "spread of connections over the server workers and the same load from other processes.", ""]
     out += _apiserver_share(summary, rates)
+    out += _machine_share(summary.get("cpu_during_open_loop") or {}, rates)
     return out
+
+
+MACHINE_COLUMNS = ("apiserver", "etcd", "bench webhook", "generator")
+
+
+def _machine_share(cpu: dict[str, Any], rates: list[str]) -> list[str]:
+    """Who used the machine's cores during the create and direct open-loop runs (older results: nothing)."""
+    rows = []
+    for name in ("create", "direct"):
+        for rate in rates:
+            got = (cpu.get(name) or {}).get(rate)
+            if not got:
+                continue
+            cores = got.get("cores") or {}
+            rest = sum(v for k, v in cores.items() if k not in (*MACHINE_COLUMNS, "other"))
+            busy = got.get("machine_busy") or {}
+            hook = cores.get("bench webhook")
+            rows.append([name, rate, f"{_fmt(busy.get('median'))}{_spread_text([busy.get('min'), busy.get('max')])}",
+                         *[_fmt(cores.get(k)) for k in MACHINE_COLUMNS], _fmt(round(rest, 3)),
+                         _fmt(cores.get("other")),
+                         _fmt(round(hook * 1000 / int(rate), 3)) if hook is not None else "-"])
+    if not rows:
+        return []
+    return ["", "Where the machine's cores went during those runs (from /proc, median over the rounds): the busy "
+            "share of all cores, then cores used on average by each process; `rest of cluster` is the "
+            "scheduler, controller-manager, KWOK, the kubelet stand-in, the DRA driver and the cluster's own "
+            "webhook, `other` the kernel and everything unnamed. The last column is the bench webhook's CPU per "
+            "request at that rate (for `direct`: what its janitor's watch costs per claim created without it); "
+            "it is higher than the closed loop's, where each wake-up of a worker serves several requests.", "",
+            *_table(["run", "req/s", "machine busy", *MACHINE_COLUMNS, "rest of cluster", "other",
+                     "bench webhook ms/req"], rows)]
 
 
 def _apiserver_share(summary: dict[str, Any], rates: list[str]) -> list[str]:

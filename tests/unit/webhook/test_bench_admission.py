@@ -101,3 +101,49 @@ def test_the_apiservers_own_create_latency_is_read_between_two_readings() -> Non
     assert got == {"apiserver_creates": 100, "apiserver_mean_ms": 5.0, "apiserver_p50_at_most_ms": 5.0,
                    "apiserver_p99_at_most_ms": 100.0, "apiserver_share_over_25ms": 0.02}
     assert apiserver_latency(before, before) == {}  # nothing created in between
+
+
+def test_machine_cpu_counts_every_state_but_idle_and_iowait_as_busy() -> None:
+    import os
+
+    from dralab.bench.cpu import machine_cpu
+
+    hz = os.sysconf("SC_CLK_TCK")
+    stat = "cpu  100 10 50 700 40 5 5 90 0 0\ncpu0 50 5 25 350 20 2 3 45 0 0\nintr 1\n"
+    busy, total = machine_cpu(stat)
+    assert (busy * hz, total * hz) == (260, 1000)  # user nice system irq softirq steal; of all eight states
+
+
+def test_cpu_during_gives_cores_per_process_the_rest_and_the_busy_share() -> None:
+    from dralab.bench.admission import cpu_during
+
+    before = {"apiserver": 10.0, "bench webhook": 2.0, "generator": 1.0, "machine busy": 100.0, "machine total": 400.0}
+    after = {"apiserver": 14.0, "bench webhook": 4.0, "generator": 1.5, "machine busy": 108.0, "machine total": 416.0}
+    got = cpu_during(before, after, 8.0)  # 8 s on a 2-core machine: 16 core-seconds, 8 of them busy
+    assert got["cores"] == {"apiserver": 0.5, "bench webhook": 0.25, "generator": 0.062, "other": 0.188}
+    assert got["machine_busy"] == 0.5
+
+
+def test_cpu_summary_takes_the_median_per_handler_and_rate_and_the_report_shows_it() -> None:
+    from dralab.bench.admission import summarize
+    from dralab.bench.report import _machine_share
+
+    def rnd(busy: float, hook: float) -> dict:
+        def row(name: str) -> dict:
+            cores = {"apiserver": 0.8, "etcd": 0.2, "bench webhook": hook if name == "create" else 0.05,
+                     "generator": 0.1, "scheduler": 0.05, "cluster webhook": 0.03, "other": 0.1}
+            return {"offered_rps": 200, "p99_ms": 30.0, "errors": 0, "cpu": {"cores": cores, "machine_busy": busy}}
+        return {"handlers": {n: {"open_loop": [row(n)]} for n in ("create", "direct")}}
+
+    s = summarize([rnd(0.9, 0.4), rnd(0.7, 0.3), rnd(0.8, 0.35)], (200,))
+    create = s["cpu_during_open_loop"]["create"]["200"]
+    assert create["machine_busy"]["median"] == 0.8 and create["machine_busy"]["min"] == 0.7
+    assert create["cores"]["bench webhook"] == 0.35
+    text = "\n".join(_machine_share(s["cpu_during_open_loop"], ["200"]))
+    assert "| create | 200 | 0.8 (0.7-0.9) | 0.8 | 0.2 | 0.35 | 0.1 | 0.08 | 0.1 | 1.75 |" in text
+    assert _machine_share({}, ["200"]) == []  # older results: nothing to show
+    # a round measured without CPU readings leaves the summary out rather than guessing
+    plain = rnd(0.8, 0.3)
+    for h in plain["handlers"].values():
+        del h["open_loop"][0]["cpu"]
+    assert "cpu_during_open_loop" not in summarize([plain], (200,))
