@@ -33,7 +33,7 @@ from rich.console import Console
 from rich.progress import Progress
 
 from dralab.bench.common import percentile, write_result
-from dralab.bench.cpu import CpuMeter, machine_cpu, process_cpu, settled_cpu, tree_cpu
+from dralab.bench.cpu import CpuMeter, machine_cpu, process_cpu, settle_machine, settled_cpu, tree_cpu
 from dralab.util import free_port, wait_for
 
 RATES_FULL = (50, 100, 200)
@@ -474,14 +474,24 @@ def apiserver_latency(before: dict[str, float], after: dict[str, float]) -> dict
     return out
 
 
-def drain(hook: Target, limit: float = 60.0, settle: float = 2.0) -> None:
-    """Wait until the webhook has finished what an overloaded run left queued (the client gave up on those
-    requests, the server did not), then ``settle`` seconds for the apiserver's own backlog: otherwise one
-    measurement's leftovers are charged to the next."""
+def drain(hook: Target, limit: float = 60.0, api: Any = None, namespace: str = "") -> float | None:
+    """Leave nothing of one measurement to the next: wait until the webhook has finished what an overloaded run
+    left queued (the client gave up on those requests, the server did not), delete the namespace's claims
+    (``api``), then wait for the machine to be quiet again (:func:`~dralab.bench.cpu.settle_machine`).
+
+    The claims go because the cluster's own webhook reaps any claim whose pod never came once its grace
+    period (30 s by default) ends: left in place, one run's claims were deleted during a later run, and that
+    deletion work (0.2 cores of the cluster's webhook, more of the apiserver and etcd) was charged to it.
+    Returns the machine's busy share when the next measurement starts.
+    """
     deadline = time.monotonic() + limit
     while time.monotonic() < deadline and (inflight(hook) or 0) > 0:
         time.sleep(0.2)
-    time.sleep(settle)
+    if api is not None and namespace:
+        from dralab.kube.paths import claims_path
+
+        api.delete(claims_path(namespace), propagation=None)  # DELETE on a collection: every claim in it
+    return settle_machine()
 
 
 CpuReading = dict[str, float]
@@ -518,16 +528,15 @@ def cpu_during(before: CpuReading, after: CpuReading, seconds: float) -> dict[st
 def _one_round(targets: dict[str, tuple[Target, str, Any]], rates: tuple[int, ...], seconds: float,
                proc: subprocess.Popen, api_pid: int | None, progress: Progress, task: Any,
                hook: Target | None = None, closed_loops: bool = True, api: Any = None,
-               cpu: Callable[[], CpuReading] | None = None) -> dict[str, Any]:
+               cpu: Callable[[], CpuReading] | None = None, namespace: str = "") -> dict[str, Any]:
     """One repeat: each handler's closed loop with the CPU the server and the apiserver spent on it, then
     every handler at every rate (taking turns at each step, so drifting load hits them alike); the server
     drains between measurements."""
     results: dict[str, Any] = {name: {"open_loop": []} for name in targets}
     load = [round(x, 2) for x in os.getloadavg()]
 
-    def wait() -> None:
-        if hook is not None:
-            drain(hook)
+    def wait() -> float | None:
+        return drain(hook, api=api, namespace=namespace) if hook is not None else None
 
     # noop and convert are measured together on shared connections (see closed_loop_shared)
     shared = [n for n in ("noop", "convert") if n in targets] if closed_loops else []
@@ -560,13 +569,13 @@ def _one_round(targets: dict[str, tuple[Target, str, Any]], rates: tuple[int, ..
         progress.advance(task)
     for rate in rates:
         for name, (target, path, bodies) in targets.items():
-            wait()
+            quiet = wait()
             progress.update(task, description=f"{name}: open loop at {rate} req/s")
             seen = claim_creates(api) if api is not None and name in ("create", "direct") else None
             cpu0, t0 = (cpu(), time.perf_counter()) if cpu is not None else (None, 0.0)
             row = asyncio.run(open_loop(target, path, bodies, rate, seconds))
             if cpu0 is not None and cpu is not None:  # was the machine saturated while this ran, and by whom
-                row["cpu"] = cpu_during(cpu0, cpu(), time.perf_counter() - t0)
+                row["cpu"] = {**cpu_during(cpu0, cpu(), time.perf_counter() - t0), "machine_busy_at_start": quiet}
             if seen is not None:  # the apiserver's own share of the latency, in the same run
                 row.update(apiserver_latency(seen, claim_creates(api)))
             results[name]["open_loop"].append(row)
@@ -706,7 +715,7 @@ def run(quick: bool, kubeconfig: str | None, cluster_name: str, duration: float 
                 task = progress.add_task("admission", total=repeats * steps * len(targets))
                 for _ in range(repeats):
                     rounds.append(_one_round(targets, rates, seconds, proc, api_pid, progress, task, hook,
-                                             closed_loops, api, cpu))
+                                             closed_loops, api, cpu, namespace))
         finally:
             proc.terminate()
             try:

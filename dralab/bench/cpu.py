@@ -91,3 +91,25 @@ def machine_cpu(stat: str | None = None) -> tuple[float, float]:
     idle = ticks[3] + (ticks[4] if len(ticks) > 4 else 0)
     hz = os.sysconf("SC_CLK_TCK")
     return (total - idle) / hz, total / hz
+
+
+def settle_machine(below: float = 0.35, window: float = 0.5, limit: float = 30.0) -> float | None:
+    """Wait until the machine's busy share over one ``window`` is under ``below`` (at most ``limit`` seconds);
+    returns the last share seen (None without ``/proc/stat``).
+
+    What one measurement leaves behind (watch events of thousands of claims, their deletion, garbage
+    collection in every component) keeps the cores busy for seconds after it ends; a fixed pause either
+    wastes time or charges that work to the next measurement.
+    """
+    deadline = time.monotonic() + limit
+    share = None
+    while True:
+        try:
+            busy0, total0 = machine_cpu()
+            time.sleep(window)  # the measuring window itself
+            busy1, total1 = machine_cpu()
+        except (OSError, StopIteration):
+            return None
+        share = (busy1 - busy0) / (total1 - total0) if total1 > total0 else 0.0
+        if share < below or time.monotonic() >= deadline:
+            return round(share, 3)

@@ -147,3 +147,16 @@ def test_cpu_summary_takes_the_median_per_handler_and_rate_and_the_report_shows_
     for h in plain["handlers"].values():
         del h["open_loop"][0]["cpu"]
     assert "cpu_during_open_loop" not in summarize([plain], (200,))
+
+
+def test_settle_machine_waits_for_a_quiet_window_and_gives_up_at_its_limit(monkeypatch: pytest.MonkeyPatch) -> None:
+    from dralab.bench import cpu
+
+    # (busy, total) readings: windows busy 90 %, 60 %, then 20 %
+    readings = iter([(0, 0), (9, 10), (9, 10), (15, 20), (15, 20), (17, 30)])
+    monkeypatch.setattr(cpu, "machine_cpu", lambda: next(readings))
+    assert cpu.settle_machine(below=0.35, window=0.0) == 0.2
+
+    busy = iter([(i * 10, i * 10) for i in range(100)])  # always fully busy
+    monkeypatch.setattr(cpu, "machine_cpu", lambda: next(busy))
+    assert cpu.settle_machine(below=0.35, window=0.0, limit=0.0) == 1.0  # the limit ends the wait, the share says why
