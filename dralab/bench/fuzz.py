@@ -324,7 +324,7 @@ class MemoryApi:
         self.objects[full] = obj
         return copy.deepcopy(obj)
 
-    def get(self, path: str) -> dict[str, Any]:
+    def get(self, path: str, params: dict[str, str] | None = None) -> dict[str, Any]:
         if path not in self.objects:
             raise self.error(404, "NotFound", what=f"GET {path}")
         return copy.deepcopy(self.objects[path])
