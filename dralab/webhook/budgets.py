@@ -119,10 +119,11 @@ class BudgetGate:
     async def _get(self, path: str, cached: bool = False) -> dict[str, Any]:
         """GET an object or a list (a GET of a collection path is a quorum LIST; ``cached``: a LIST from the
         apiserver's watch cache, see the module docstring)."""
-        fn = functools.partial(self.api.get, params={"resourceVersion": "0"}) if cached else self.api.get
-        if inspect.iscoroutinefunction(self.api.get):
-            return await fn(path)
-        return await anyio.to_thread.run_sync(fn, path)
+        params = {"resourceVersion": "0"} if cached else None
+        fn = self.api.get
+        if inspect.iscoroutinefunction(fn):
+            return await fn(path, params=params)
+        return await anyio.to_thread.run_sync(functools.partial(fn, path, params=params))
 
     async def budgets(self, namespace: str, cached: bool = False) -> list[model.Budget]:
         """The namespace's ShareBudgets (none while the CRD is not installed)."""
