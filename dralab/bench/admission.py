@@ -46,7 +46,9 @@ DIRECT_TARGET = 0.8  # create through the webhook vs the same claims created dir
 CPU_TARGET_MS = 1.5  # server CPU (every process, janitor included) per admitted pod with its claim
 REPEATS_FULL = 3
 CLOSED_WORKERS = 16
-SLICE_SECONDS = 1.0  # noop and convert take turns this long in their shared closed loop
+SLICE_SECONDS = 1.0  # the handlers of a pair take turns this long in their closed loop
+# Handlers whose ratio is a target: their closed loops take turns (closed_loop_turns)
+PAIRS = (("noop", "convert"), ("direct", "create"))
 # The bench sends thousands of pods from one namespace: the namespace claim rate (a limit against
 # forged reviews, tested in tests/security) is lifted so it measures the server, not the limiter.
 BENCH_CONFIG = {"webhook": {"claimGracePeriodSeconds": 86400, "claimCreateRatePerSecond": 100000,
@@ -272,48 +274,68 @@ async def closed_loop(target: Target, path: str, bodies: Bodies | ClaimBodies, w
             "generator_cpu_share": round((time.process_time() - g0) / elapsed, 3)}
 
 
-async def closed_loop_shared(target: Target, paths: dict[str, str], bodies: dict[str, Bodies], workers: int,
-                             duration: float, server_cpu: Any, slices: int) -> dict[str, dict[str, Any]]:
-    """Closed loops of several handlers of one server, on the same connections, in alternating slices.
+async def closed_loop_turns(loops: dict[str, tuple[Target, str, Bodies | ClaimBodies]], workers: int,
+                            duration: float, cpu: Callable[[], CpuReading], slices: int) -> dict[str, dict[str, Any]]:
+    """Closed loops of several handlers taking turns: ``loops`` maps a handler to its target, path and bodies.
 
-    Each handler gets ``duration`` seconds in all, cut into ``slices`` turns. Measured one after the
-    other on connections of their own, two handlers differed by more than their cost: the kernel may
-    hand a handler's connections to the server's workers unevenly (16 connections: 13 and 3, say)
-    and the next handler's evenly, and load from other processes drifts between the runs. On shared
-    connections in short turns, both see the same spread over workers and the same drift, so their
-    ratio is the handlers' own. ``server_cpu()``: the server's CPU seconds so far (per handler, summed
-    over its turns); the generator's own CPU share tells whether the generator, not the server, was the limit.
+    Each handler gets ``duration`` seconds in all, cut into ``slices`` turns, so load from other
+    processes drifts alike for all of them and their ratio is their own. Measured one after the other,
+    the direct baseline's maximum swung by 40 % between runs minutes apart. Handlers of one target run
+    on the same connections: the kernel may hand a handler's connections to the server's workers
+    unevenly (16 connections: 13 and 3, say) and the next handler's evenly, and shared connections see
+    the same spread. ``cpu()`` (:func:`cpu_reader`) is read around every turn; each handler's row has
+    the CPU every process spent per request over its turns, and the machine's busy share.
     """
-    conns = [await Connection.open(target.port, target.ctx, target.server_hostname) for _ in range(workers)]
-    samples = {name: Sample(ok_status=target.ok_status, ok_marker=target.ok_marker) for name in paths}
-    elapsed = dict.fromkeys(paths, 0.0)
-    cpu = dict.fromkeys(paths, 0.0)
-    generator = dict.fromkeys(paths, 0.0)
+    conns: dict[int, list[Connection]] = {}
+    for target, _, _ in loops.values():
+        if id(target) not in conns:
+            conns[id(target)] = [await Connection.open(target.port, target.ctx, target.server_hostname)
+                                 for _ in range(workers)]
+    samples = {name: Sample(ok_status=target.ok_status, ok_marker=target.ok_marker)
+               for name, (target, _, _) in loops.items()}
+    elapsed = dict.fromkeys(loops, 0.0)
+    used: dict[str, dict[str, float]] = {name: {} for name in loops}  # CPU seconds by reading, over the turns
 
     async def worker(conn: Connection, name: str, stop_at: float) -> None:
+        _, path, bodies = loops[name]
         while time.perf_counter() < stop_at:
             t0 = time.perf_counter()
-            status, answer = await conn.post(paths[name], bodies[name].next())
+            status, answer = await conn.post(path, bodies.next())
             samples[name].record(time.perf_counter() - t0, status, answer)
 
     for _ in range(slices):
-        for name in paths:
-            c0, g0, t0 = server_cpu(), time.process_time(), time.perf_counter()
-            await asyncio.gather(*(worker(c, name, t0 + duration / slices) for c in conns))
+        for name, (target, _, _) in loops.items():
+            before, t0 = cpu(), time.perf_counter()
+            await asyncio.gather(*(worker(c, name, t0 + duration / slices) for c in conns[id(target)]))
             elapsed[name] += time.perf_counter() - t0
-            generator[name] += time.process_time() - g0
-            cpu[name] += server_cpu() - c0
-    for conn in conns:
-        conn.close()
-    out = {}
-    for name, sample in samples.items():
-        done = len(sample.latencies)
-        out[name] = {"workers": workers, "throughput_rps": round(done / elapsed[name], 1), **sample.summary(),
-                     "generator_cpu_share": round(generator[name] / elapsed[name], 3),
-                     "shared_connections": list(paths), "slices": slices}
-        if done:
-            out[name]["server_cpu_ms_per_request"] = round(cpu[name] / done * 1000, 3)
-    return out
+            for key, value in cpu().items():
+                used[name][key] = used[name].get(key, 0.0) + value - before.get(key, 0.0)
+    for group in conns.values():
+        for conn in group:
+            conn.close()
+    return {name: _turns_row(samples[name], used[name], elapsed[name], workers, list(loops), slices)
+            for name in loops}
+
+
+def _turns_row(sample: Sample, used: dict[str, float], elapsed: float, workers: int, names: list[str],
+               slices: int) -> dict[str, Any]:
+    """One handler's closed-loop row from its turns: throughput, latency, and CPU per request by process."""
+    done = len(sample.latencies)
+    busy, total = used.pop("machine busy", 0.0), used.pop("machine total", 0.0)
+    row: dict[str, Any] = {"workers": workers, "throughput_rps": round(done / elapsed, 1) if elapsed else 0.0,
+                           **sample.summary(), "generator_cpu_share": round(used.get("generator", 0.0) / elapsed, 3),
+                           "turns_with": names, "slices": slices}
+    if total > 0:
+        row["machine_busy"] = round(busy / total, 3)
+    if done:
+        per = {key: round(max(0.0, value) / done * 1000, 3) for key, value in used.items()}
+        if busy:
+            per["other"] = round(max(0.0, busy - sum(max(0.0, v) for v in used.values())) / done * 1000, 3)
+        row["cpu_ms_per_request"] = per
+        row["server_cpu_ms_per_request"] = per.get("bench webhook")
+        if "apiserver" in per:
+            row["apiserver_cpu_ms_per_request"] = per["apiserver"]
+    return row
 
 
 def apiserver_pid(port: int) -> int | None:
@@ -538,20 +560,20 @@ def _one_round(targets: dict[str, tuple[Target, str, Any]], rates: tuple[int, ..
     def wait() -> float | None:
         return drain(hook, api=api, namespace=namespace) if hook is not None else None
 
-    # noop and convert are measured together on shared connections (see closed_loop_shared)
-    shared = [n for n in ("noop", "convert") if n in targets] if closed_loops else []
-    if len(shared) == 2:
+    paired: set[str] = set()
+    for pair in PAIRS if closed_loops else ():
+        if not all(n in targets for n in pair):
+            continue
         wait()
-        progress.update(task, description=f"{' and '.join(shared)}: closed loop, {CLOSED_WORKERS} workers")
-        target = targets[shared[0]][0]
-        results.update({name: {"open_loop": [], "closed_loop": row} for name, row in asyncio.run(closed_loop_shared(
-            target, {n: targets[n][1] for n in shared}, {n: targets[n][2] for n in shared}, CLOSED_WORKERS,
-            seconds, lambda: tree_cpu(proc.pid), max(1, round(seconds / SLICE_SECONDS)))).items()})
-        progress.advance(task, len(shared))
-    else:
-        shared = []
+        progress.update(task, description=f"{' and '.join(pair)}: closed loops taking turns, {CLOSED_WORKERS} workers")
+        rows = asyncio.run(closed_loop_turns({n: targets[n] for n in pair}, CLOSED_WORKERS, seconds,
+                                             cpu or (lambda: {"bench webhook": tree_cpu(proc.pid)}),
+                                             max(1, round(seconds / SLICE_SECONDS))))
+        results.update({name: {"open_loop": [], "closed_loop": row} for name, row in rows.items()})
+        paired.update(pair)
+        progress.advance(task, len(pair))
     for name, (target, path, bodies) in targets.items() if closed_loops else ():
-        if name in shared:
+        if name in paired:
             continue
         wait()
         progress.update(task, description=f"{name}: closed loop, {CLOSED_WORKERS} workers")
@@ -636,6 +658,8 @@ def summarize(rounds: list[dict[str, Any]], rates: tuple[int, ...]) -> dict[str,
         ratios["create_vs_direct_max"] = ("create", "direct")
         summary["apiserver_cpu_ms_per_request"] = {n: spread(closed(n, "apiserver_cpu_ms_per_request"))
                                                    for n in ("create", "direct")}
+        if all(closed(n, "cpu_ms_per_request")[0] for n in ("create", "direct")):
+            summary["closed_loop_cpu"] = closed_cpu_summary(rounds)
         # what the apiserver itself took per create in those runs (its own histogram): the gap's apiserver part
         summary["apiserver_mean_ms"] = {n: {str(rate): spread(at(n, rate, "apiserver_mean_ms")) for rate in rates}
                                         for n in ("create", "direct")}
@@ -663,6 +687,20 @@ def cpu_summary(rounds: list[dict[str, Any]], names: list[str], rates: tuple[int
                 "machine_busy": spread([row.get("machine_busy") for row in rows]),
                 "cores": {k: round(statistics.median(row["cores"].get(k, 0.0) for row in rows), 3) for k in keys},
             }
+    return out
+
+
+def closed_cpu_summary(rounds: list[dict[str, Any]]) -> dict[str, Any]:
+    """Where a closed-loop request's CPU went, for create and direct (taking turns): per process, the median
+    over the rounds of the CPU ms per request, and the machine's busy share. With the machine saturated,
+    maximum throughput is the cores over the sum of these, so their difference is the ratio's gap by owner."""
+    out: dict[str, Any] = {}
+    for name in ("create", "direct"):
+        rows = [r["handlers"][name]["closed_loop"] for r in rounds]
+        keys = sorted({k for row in rows for k in row.get("cpu_ms_per_request") or {}})
+        out[name] = {"machine_busy": spread([row.get("machine_busy") for row in rows]),
+                     "ms_per_request": {k: round(statistics.median((row.get("cpu_ms_per_request") or {}).get(k, 0.0)
+                                                                   for row in rows), 3) for k in keys}}
     return out
 
 

@@ -379,11 +379,17 @@ def _admission_repeats(res: dict[str, Any]) -> list[str]:
                    *[f"p99 ms at {r} req/s" for r in rates]], rows)
     out += ["A p99 of `-` means every run at that rate had errors (timeouts count as errors); webhook CPU for "
             "`direct` is what the janitor's watch and the idle server cost per claim created without it.", ""]
-    if any((h.get("closed_loop") or {}).get("shared_connections") for h in (res.get("handlers") or {}).values()):
+    loops = [h.get("closed_loop") or {} for h in (res.get("handlers") or {}).values()]
+    if any(loop.get("turns_with") == ["direct", "create"] for loop in loops):
+        out += ["The closed loops of `noop` and `convert`, and of `direct` and `create`, take turns of about a second, "
+                "so each pair sees the same load from other processes (`noop` and `convert` also on the same "
+                "connections). The webhook's CPU per request is read around every turn.", ""]
+    elif any(loop.get("shared_connections") for loop in loops):
         out += ["`noop` and `convert` closed loops run on the same connections, taking turns, so both see the same "
                 "spread of connections over the server workers and the same load from other processes.", ""]
     out += _apiserver_share(summary, rates)
     out += _machine_share(summary.get("cpu_during_open_loop") or {}, rates)
+    out += _closed_loop_cpu(summary.get("closed_loop_cpu") or {})
     return out
 
 
@@ -416,6 +422,30 @@ def _machine_share(cpu: dict[str, Any], rates: list[str]) -> list[str]:
             "it is higher than the closed loop's, where each wake-up of a worker serves several requests.", "",
             *_table(["run", "req/s", "machine busy", *MACHINE_COLUMNS, "rest of cluster", "other",
                      "bench webhook ms/req"], rows)]
+
+
+def _closed_loop_cpu(cpu: dict[str, Any]) -> list[str]:
+    """CPU per request by process in the create and direct closed loops, and create's extra (older results: nothing)."""
+    if not {"create", "direct"} <= set(cpu):
+        return []
+    per = {name: cpu[name].get("ms_per_request") or {} for name in ("create", "direct")}
+    columns = [*MACHINE_COLUMNS, "cluster webhook", "controller-manager", "scheduler", "driver", "other"]
+    columns = [c for c in columns if c in per["create"] or c in per["direct"]]
+    rows = []
+    for name in ("create", "direct"):
+        busy = cpu[name].get("machine_busy") or {}
+        rest = sum(v for k, v in per[name].items() if k not in columns)
+        rows.append([name, f"{_fmt(busy.get('median'))}{_spread_text([busy.get('min'), busy.get('max')])}",
+                     *[_fmt(per[name].get(k)) for k in columns], _fmt(round(rest, 3)),
+                     _fmt(round(sum(per[name].values()), 3))])
+    extra = {k: per["create"].get(k, 0.0) - per["direct"].get(k, 0.0) for k in {*per["create"], *per["direct"]}}
+    rest = sum(v for k, v in extra.items() if k not in columns)
+    rows.append(["create - direct", "", *[_fmt(round(extra.get(k, 0.0), 3)) for k in columns], _fmt(round(rest, 3)),
+                 _fmt(round(sum(extra.values()), 3))])
+    return ["", "Where a closed-loop request's CPU went (`create` and `direct` taking turns; ms of CPU per request "
+            "by process, median over the rounds). With the machine saturated, maximum throughput is the cores "
+            "divided by the total, so the last row splits create's extra cost, the throughput gap, by owner.", "",
+            *_table(["closed loop", "machine busy", *columns, "rest", "total"], rows)]
 
 
 def _apiserver_share(summary: dict[str, Any], rates: list[str]) -> list[str]:

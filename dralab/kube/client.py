@@ -10,13 +10,13 @@ looked up per request, so rotation (see :mod:`dralab.kube.config`) takes effect 
 
 from __future__ import annotations
 
-import json
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
+from dralab.jsonio import dumps, loads
 from dralab.kube.config import KubeConfig, load_config
 from dralab.kube.errors import KubeError
 
@@ -45,7 +45,7 @@ def encode_body(body: Any) -> bytes | None:
     """A request body: bytes as given, anything else compact JSON; None for no body."""
     if body is None:
         return None
-    return body if isinstance(body, bytes) else json.dumps(body, separators=(",", ":")).encode()
+    return body if isinstance(body, bytes) else dumps(body)
 
 
 def request_headers(
@@ -73,7 +73,7 @@ def patch_args(kind: str, manager: str | None, force: bool) -> tuple[str, dict[s
 def decode(data: bytes, status: int, reason: str, what: str) -> Any:
     """The JSON answer of a finished call (``{}`` when empty); :class:`KubeError` for a non-2xx answer."""
     try:
-        decoded = json.loads(data) if data else {}
+        decoded = loads(data) if data else {}
     except ValueError:
         decoded = {"message": data[:200].decode(errors="replace")}
     if not 200 <= status < 300:
@@ -381,7 +381,7 @@ class Kube:
                 while b"\n" in buffer:
                     line, buffer = buffer.split(b"\n", 1)
                     if line.strip():
-                        yield json.loads(line)
+                        yield loads(line)
                     if stop is not None and stop.is_set():
                         return
         except KubeError:

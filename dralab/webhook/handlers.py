@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import base64
 import contextlib
-import json
 from typing import Any
 
 import anyio
 import orjson
 
+from dralab.jsonio import dumps
 from dralab.model.denials import Denied, check_type, json_type
 from dralab.util import get_logger
 from dralab.webhook.lifecycle import ClaimLifecycle, LifecycleError
@@ -42,17 +42,6 @@ _KIND_FIELDS = ("group", "version", "kind")
 # A pod's deepest fields sit about 15 levels below the review; the recursive steps of conversion
 # (copy, diff, encode) need the body bounded far below Python's recursion limit.
 MAX_DEPTH = 100
-
-
-def dumps(value: Any) -> bytes:
-    """Compact JSON bytes: orjson (several times faster than ``json``), else ``json`` for what orjson refuses.
-
-    orjson refuses integers past 64 bits and strings with lone surrogates; ``json`` writes both.
-    """
-    try:
-        return orjson.dumps(value)
-    except TypeError:  # orjson.JSONEncodeError
-        return json.dumps(value, separators=(",", ":")).encode()
 
 
 def nesting_exceeds(value: Any, limit: int) -> bool:

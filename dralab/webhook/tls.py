@@ -1,9 +1,10 @@
 """The server's TLS context, reloaded in place when the certificate files change.
 
 cert-manager renews serving certificates by rewriting the mounted files. A new pair is loaded into a
-fresh ``SSLContext`` and swapped in only when it loads: the transport reads ``context`` for every new
-handshake, so a half-written pair (new certificate, old key) is never served; it is retried on the
-next check while the old pair keeps serving.
+fresh ``SSLContext`` and swapped in only when it loads, so a half-written pair (new certificate, old
+key) is never served; it is retried on the next check while the old pair keeps serving. The server
+listens with :attr:`ReloadingTLS.listener`, the first context, whose server-name callback runs early in
+every handshake (with or without SNI) and moves the handshake onto the current ``context``.
 
 With ``client_ca`` the server also requires a client certificate signed by that CA: the apiserver
 presents one when its admission configuration names a kubeconfig with a client certificate for the
@@ -40,6 +41,14 @@ class ReloadingTLS:
             self.context = self._load()
         except (OSError, ssl.SSLError) as exc:
             raise UserError(f"cannot load TLS certificate {self.cert} / key {self.key}: {exc}") from None
+        self.listener = self.context
+        self.listener.sni_callback = self._select
+
+    def _select(self, connection: ssl.SSLObject, server_name: str | None, listener: ssl.SSLContext) -> None:
+        """Serve this handshake from the current context (certificate, key and client CA as last loaded)."""
+        current = self.context
+        if current is not listener:
+            connection.context = current
 
     def _digest(self) -> str:
         parts = [self.cert.read_bytes(), self.key.read_bytes()]

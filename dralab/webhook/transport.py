@@ -1,22 +1,26 @@
 """The webhook's connections: TLS under a handshake deadline, and a request deadline on every connection.
 
 uvicorn alone keeps a connection open as long as the client likes before its first request (and during a
-TLS handshake that never finishes, up to asyncio's 60 s), and reads headers sent one byte at a time
-forever. Here uvicorn serves plain HTTP on a protocol that starts TLS itself (``loop.start_tls`` with a
-handshake timeout) and closes any connection that has not delivered a complete request within
-``read_timeout`` of connecting or of its previous answer. A request being answered is not cut off: the
-admission deadline bounds that.
+TLS handshake that never finishes, up to the event loop's default of 60 s), and reads headers sent one
+byte at a time forever. Here the listening server is created with the server's TLS context and a
+handshake deadline (:class:`TLSServer`), and the HTTP protocol closes any connection that has not
+delivered a complete request within ``read_timeout`` of its handshake or of its previous answer. A
+request being answered is not cut off: the admission deadline bounds that.
 
-The TLS context is read from ``tls`` on every connection, so a reloaded certificate is used by the next
-handshake without touching connections in progress.
+The listener's context picks the current certificate during each handshake
+(:meth:`dralab.webhook.tls.ReloadingTLS.listener`), so a reloaded certificate is used by the next
+handshake without touching connections in progress. This works the same on asyncio's loop and on
+uvloop, which starts reading a new connection on its own and so leaves no room for starting TLS late.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
+import socket
+import ssl
 from typing import Any
 
+import uvicorn
 from uvicorn.protocols.http.h11_impl import H11Protocol
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
@@ -69,50 +73,19 @@ class Coalescing:
 
 
 class _Guards:
-    """TLS started under a deadline and a per-request read deadline, over either of uvicorn's HTTP/1.1 protocols.
+    """A per-request read deadline over either of uvicorn's HTTP/1.1 protocols.
 
     Mixed in before the protocol class; class attributes are set by :func:`guarded_protocol` (uvicorn
-    instantiates the class itself).
+    instantiates the class itself). With TLS, ``connection_made`` comes after the handshake.
     """
 
-    tls: Any = None  # an object with a ``context`` (ssl.SSLContext) attribute, or None for plain HTTP
     read_timeout: float = 10.0
-    handshake_timeout: float = 5.0
     max_head_bytes: int = MAX_HEAD_BYTES
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         self._deadline: asyncio.TimerHandle | None = None
-        if self.tls is None:
-            self._ready(transport)
-            return
-        transport.pause_reading()  # the ClientHello waits for start_tls
-        self._raw = transport
-        self._handshake = asyncio.get_running_loop().create_task(self._start_tls(transport))
-
-    async def _start_tls(self, transport: asyncio.Transport) -> None:
-        loop = asyncio.get_running_loop()
-        try:
-            secured = await loop.start_tls(
-                transport, self, self.tls.context, server_side=True, ssl_handshake_timeout=self.handshake_timeout
-            )
-        except asyncio.CancelledError:
-            transport.abort()
-            raise
-        except Exception as exc:  # timeout, reset, not TLS at all: the connection just ends
-            log.debug("TLS handshake failed", extra={"fields": {"error": f"{type(exc).__name__}: {exc}"}})
-            transport.abort()
-            return
-        if secured is None or secured.is_closing():
-            transport.abort()
-            return
-        self._ready(secured)  # type: ignore[arg-type]
-
-    def _ready(self, transport: asyncio.Transport) -> None:
         super().connection_made(Coalescing(transport, asyncio.get_running_loop()))  # type: ignore[arg-type]
         self._arm()
-        for data in getattr(self, "_early", ()):  # decrypted before start_tls returned
-            self.data_received(data)
-        self._early = []
 
     # -- the request deadline -------------------------------------------------------------
 
@@ -139,24 +112,7 @@ class _Guards:
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm()
-        if self.transport is None:  # lost during the handshake: uvicorn never saw this connection
-            return
         super().connection_lost(exc)
-
-    def data_received(self, data: bytes) -> None:
-        if self.transport is None:  # request bytes decrypted with the handshake's last flight
-            if not hasattr(self, "_early"):
-                self._early: list[bytes] = []
-            self._early.append(data)
-            return
-        super().data_received(data)
-
-    def shutdown(self) -> None:
-        if self.transport is None:
-            with contextlib.suppress(Exception):
-                self._raw.abort()
-            return
-        super().shutdown()
 
 
 class GuardedH11(_Guards, H11Protocol):  # type: ignore[misc]
@@ -172,9 +128,9 @@ class GuardedHttpTools(_Guards, HttpToolsProtocol):  # type: ignore[misc]
     ``max_head_bytes`` gets 431 and is closed, as h11 does with its limit.
     """
 
-    def _ready(self, transport: asyncio.Transport) -> None:
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         self._head = 0  # bytes of the current request's head so far; None once its headers are complete
-        super()._ready(transport)
+        super().connection_made(transport)
 
     def on_headers_complete(self) -> None:
         self._head = None
@@ -186,9 +142,6 @@ class GuardedHttpTools(_Guards, HttpToolsProtocol):  # type: ignore[misc]
         super().on_message_complete()
 
     def data_received(self, data: bytes) -> None:
-        if self.transport is None:
-            super().data_received(data)  # early data: kept by the guards until TLS is up
-            return
         if self._head is not None:
             self._head += len(data)
         super().data_received(data)
@@ -204,14 +157,42 @@ class GuardedHttpTools(_Guards, HttpToolsProtocol):  # type: ignore[misc]
 PROTOCOLS: dict[str, type[_Guards]] = {"h11": GuardedH11, "httptools": GuardedHttpTools}
 
 
-def guarded_protocol(tls: Any, read_timeout: float, handshake_timeout: float, http: str = "httptools") -> type[Any]:
-    """A protocol class for ``uvicorn.Config(http=...)`` bound to ``tls`` and the two deadlines.
+def guarded_protocol(read_timeout: float, http: str = "httptools") -> type[Any]:
+    """A protocol class for ``uvicorn.Config(http=...)`` bound to the request deadline.
 
     ``http``: ``httptools`` (the default: llhttp, C) or ``h11`` (pure Python, several times the CPU per request).
     """
     base = PROTOCOLS[http]
-    return type(
-        f"{base.__name__}Bound",
-        (base,),
-        {"tls": tls, "read_timeout": float(read_timeout), "handshake_timeout": float(handshake_timeout)},
-    )
+    return type(f"{base.__name__}Bound", (base,), {"read_timeout": float(read_timeout)})
+
+
+class TLSServer(uvicorn.Server):
+    """uvicorn's server listening with TLS under a handshake deadline, on one socket.
+
+    uvicorn creates its listener without a handshake deadline (the loop's default is 60 s); this
+    startup is uvicorn's own for one socket, with ``ssl_handshake_timeout`` added.
+    """
+
+    def __init__(self, config: uvicorn.Config, context: ssl.SSLContext | None, handshake_timeout: float,
+                 sock: socket.socket | None = None) -> None:
+        """``context``: the listener's (None: plain HTTP); ``sock``: a listening socket (else host and port)."""
+        super().__init__(config)
+        self.context = context
+        self.handshake_timeout = handshake_timeout
+        self.sock = sock
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await self.lifespan.startup()
+        config = self.config
+
+        def protocol() -> asyncio.Protocol:
+            return config.http_protocol_class(config=config, server_state=self.server_state,  # type: ignore[call-arg]
+                                              app_state=self.lifespan.state)
+
+        sock = self.sock if self.sock is not None else config.bind_socket()
+        tls: dict[str, Any] = {}
+        if self.context is not None:
+            tls = {"ssl": self.context, "ssl_handshake_timeout": self.handshake_timeout}
+        server = await asyncio.get_running_loop().create_server(protocol, sock=sock, backlog=config.backlog, **tls)
+        self.servers = [server]
+        self.started = True

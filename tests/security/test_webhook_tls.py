@@ -13,6 +13,7 @@ import socket
 import ssl
 import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 from cryptography import x509
@@ -153,3 +154,46 @@ def test_client_ca_requires_the_apiservers_certificate(tmp_path: Path) -> None:
         ctx.load_cert_chain(str(client_dir / "tls.crt"), str(client_dir / "tls.key"))
         with httpx.Client(verify=ctx, timeout=5) as c:
             assert c.get(f"{s.url}/healthz").text == "ok"
+
+
+def test_client_ca_reload_applies_to_the_next_handshake(tmp_path: Path) -> None:
+    """The listener moves every handshake onto the current context: a rotated client CA is the one checked."""
+    import httpx
+
+    from dralab import tls as pki
+
+    day = datetime.timedelta(days=1)
+
+    def client_pair(name: str) -> tuple[bytes, Path, Path]:
+        ca_cert, ca_key = pki.make_ca(f"{name}-ca", day, path_length=0)
+        cert, key = pki.issue(ca_cert, ca_key, "kube-apiserver", day, client=True)
+        folder = tmp_path / name
+        folder.mkdir()
+        pki.write_pem(folder / "tls.crt", folder / "tls.key", pki.cert_pem(cert), pki.key_pem(key))
+        return pki.cert_pem(ca_cert), folder / "tls.crt", folder / "tls.key"
+
+    old_ca, old_cert, old_key = client_pair("old")
+    new_ca, new_cert, new_key = client_pair("new")
+    client_ca = tmp_path / "client-ca.crt"
+    client_ca.write_bytes(old_ca)
+
+    def answered(s: Any, cert: Path, key: Path) -> bool:
+        ctx = ssl.create_default_context(cafile=str(s.ca))
+        ctx.load_cert_chain(str(cert), str(key))
+        try:
+            with httpx.Client(verify=ctx, timeout=5) as c:
+                return c.get(f"{s.url}/healthz").text == "ok"
+        except (httpx.ConnectError, httpx.ReadError, httpx.RemoteProtocolError):
+            return False
+
+    with serve(tmp_path / "server", server_kwargs={"client_ca": client_ca}) as s:
+        assert answered(s, old_cert, old_key) and not answered(s, new_cert, new_key)
+        client_ca.write_bytes(new_ca)
+        assert s.server.tls.check() is True
+        assert answered(s, new_cert, new_key) and not answered(s, old_cert, old_key)
+
+
+def test_the_server_runs_on_uvloop(tmp_path: Path) -> None:
+    """uvloop is a dependency on Linux; the handshake deadline above is uvloop's (the transport tests run on it)."""
+    with serve(tmp_path) as s:
+        assert type(s.server.server.servers[0]).__module__.startswith("uvloop")

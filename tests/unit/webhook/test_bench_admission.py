@@ -26,8 +26,8 @@ def test_bench_writes_results_and_skip_reason(tmp_path: Path) -> None:
         assert data["summary"]["max_rps"][name]["median"] > 0
         assert entry["closed_loop"]["throughput_rps"] > 0
         assert entry["closed_loop"]["server_cpu_ms_per_request"] >= 0
-        # measured together, on the same connections, taking turns (closed_loop_shared)
-        assert entry["closed_loop"]["shared_connections"] == ["noop", "convert"]
+        # measured together, on the same connections, taking turns (closed_loop_turns)
+        assert entry["closed_loop"]["turns_with"] == ["noop", "convert"]
         assert entry["closed_loop"]["generator_cpu_share"] > 0
         assert entry["open_loop"][0]["start_lag_max_ms"] >= entry["open_loop"][0]["start_lag_p99_ms"]
     assert "not up" in data["handlers"]["create"]["skipped"]
@@ -160,3 +160,39 @@ def test_settle_machine_waits_for_a_quiet_window_and_gives_up_at_its_limit(monke
     busy = iter([(i * 10, i * 10) for i in range(100)])  # always fully busy
     monkeypatch.setattr(cpu, "machine_cpu", lambda: next(busy))
     assert cpu.settle_machine(below=0.35, window=0.0, limit=0.0) == 1.0  # the limit ends the wait, the share says why
+
+
+def test_turns_row_gives_each_process_cpu_per_request_and_the_machine_share() -> None:
+    from dralab.bench.admission import Sample, _turns_row
+
+    sample = Sample(ok_status=201, ok_marker=b'"uid"')
+    for _ in range(400):
+        sample.record(0.01, 201, b'{"uid":"x"}')
+    used = {"apiserver": 1.2, "bench webhook": 0.4, "generator": 0.1, "machine busy": 1.9, "machine total": 2.0}
+    row = _turns_row(sample, used, elapsed=1.0, workers=16, names=["direct", "create"], slices=8)
+    assert row["throughput_rps"] == 400 and row["machine_busy"] == 0.95
+    assert row["cpu_ms_per_request"] == {"apiserver": 3.0, "bench webhook": 1.0, "generator": 0.25, "other": 0.5}
+    assert row["server_cpu_ms_per_request"] == 1.0 and row["apiserver_cpu_ms_per_request"] == 3.0
+    assert row["generator_cpu_share"] == 0.1 and row["turns_with"] == ["direct", "create"]
+
+
+def test_closed_loop_cpu_splits_creates_extra_cost_by_process() -> None:
+    from dralab.bench.admission import summarize
+    from dralab.bench.report import _closed_loop_cpu
+
+    def rnd(api_create: float, hook: float) -> dict:
+        def loop(name: str, rps: float) -> dict:
+            per = {"apiserver": api_create if name == "create" else 3.0, "etcd": 0.4,
+                   "bench webhook": hook if name == "create" else 0.1, "generator": 0.2, "kwok": 0.0}
+            return {"throughput_rps": rps, "machine_busy": 0.99, "cpu_ms_per_request": per,
+                    "apiserver_cpu_ms_per_request": per["apiserver"]}
+        row = {"offered_rps": 100, "p99_ms": 20.0, "errors": 0}
+        return {"handlers": {"create": {"open_loop": [row], "closed_loop": loop("create", 300)},
+                             "direct": {"open_loop": [row], "closed_loop": loop("direct", 400)}}}
+
+    s = summarize([rnd(3.4, 1.0), rnd(3.8, 1.2), rnd(3.2, 0.9)], (100,))
+    assert s["closed_loop_cpu"]["create"]["ms_per_request"]["apiserver"] == 3.4
+    assert s["closed_loop_cpu"]["create"]["ms_per_request"]["bench webhook"] == 1.0
+    text = "\n".join(_closed_loop_cpu(s["closed_loop_cpu"]))
+    assert "| create - direct |  | 0.4 | 0 | 0.9 | 0 | 0 | 1.3 |" in text  # apiserver, etcd, webhook, ..., total
+    assert _closed_loop_cpu({}) == []  # older results: nothing to show
