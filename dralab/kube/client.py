@@ -11,6 +11,7 @@ looked up per request, so rotation (see :mod:`dralab.kube.config`) takes effect 
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,9 @@ from dralab.kube.errors import KubeError
 Params = Mapping[str, Any] | Sequence[tuple[str, Any]] | None
 
 JSON = "application/json"
+# A watch read longer than this waited for the apiserver; a read from buffers takes tens of microseconds
+WAITED_SECONDS = 0.0005
+clock = time.perf_counter  # the watch reader's (tests replace it)
 PATCH_TYPES = {
     "merge": "application/merge-patch+json",
     "strategic": "application/strategic-merge-patch+json",
@@ -357,11 +361,17 @@ class Kube:
         accept: str = JSON,
         stop: threading.Event | None = None,
         on_open: Callable[[Any], None] | None = None,
+        gather_seconds: float = 0.0,
     ) -> Iterator[dict[str, Any]]:
         """One watch's events (``{"type", "object"}``) until the server ends it (``timeout_seconds``) or ``stop``.
 
         This is a single stream: :class:`dralab.kube.watch.ListWatch` lists, resumes and backs off
         around it. ``on_open`` receives the open response, so another thread can close it early.
+
+        ``gather_seconds``: for watches that may lag a little (background work). The apiserver sends
+        every event on its own, and a reader woken for each one pays a thread wake-up and cold caches
+        per event: 0.2 ms of CPU for a claim's metadata at 200 events/s. So after an event that had to
+        be waited for, the reader pauses this long and then takes what gathered in one go.
         """
         what = f"WATCH {path}"
         query = watch_params(resource_version, timeout_seconds, bookmarks, label_selector, field_selector)
@@ -375,8 +385,11 @@ class Kube:
         if on_open is not None:
             on_open(resp)
         buffer = b""
+        pause = stop.wait if stop is not None else time.sleep
         try:
+            reading = clock()
             for chunk in resp.stream(65536, decode_content=True):
+                waited = clock() - reading > WAITED_SECONDS  # not already buffered
                 buffer += chunk
                 while b"\n" in buffer:
                     line, buffer = buffer.split(b"\n", 1)
@@ -384,6 +397,9 @@ class Kube:
                         yield loads(line)
                     if stop is not None and stop.is_set():
                         return
+                if gather_seconds > 0 and waited and pause(gather_seconds):
+                    return  # stopped while gathering
+                reading = clock()
         except KubeError:
             raise
         except Exception as exc:  # a cut connection or a response closed by another thread

@@ -68,7 +68,9 @@ class ListWatch:
         watch_seconds: int = 300,
         backoff: tuple[float, float] = BACKOFF_S,
         name: str = "",
+        gather_seconds: float = 0.0,
     ) -> None:
+        """``gather_seconds``: how long the reader may let events gather (:meth:`dralab.kube.Kube.watch`)."""
         self.kube = kube
         self.path = path
         self.on_list = on_list
@@ -80,6 +82,7 @@ class ListWatch:
         self.watch_seconds = watch_seconds
         self.backoff = backoff
         self.name = name or path
+        self.gather_seconds = gather_seconds
         self.resource_version = ""
         self.synced = threading.Event()
         self._stop = threading.Event()
@@ -122,6 +125,7 @@ class ListWatch:
                 accept=self.accept,
                 stop=stop,
                 on_open=self._opened,
+                gather_seconds=self.gather_seconds,
             ):
                 if stop.is_set():
                     return

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import threading
 
 import pytest
 
@@ -156,3 +157,45 @@ def test_paths_escape_every_segment() -> None:
     assert claims_path("x/../kube-system", "c") == escaped
     with pytest.raises(ValueError):
         segment("..")
+
+
+class _Pauses(threading.Event):
+    """A stop flag that records the reader's pauses instead of waiting them out."""
+
+    def __init__(self, stop_at: int = 0) -> None:
+        super().__init__()
+        self.pauses: list[float] = []
+        self.stop_at = stop_at  # the pause (1-based) during which the watch is stopped; 0: never
+
+    def wait(self, timeout: float | None = None) -> bool:
+        self.pauses.append(float(timeout or 0))
+        if len(self.pauses) == self.stop_at:
+            self.set()
+        return self.is_set()
+
+
+@pytest.mark.parametrize(("read_seconds", "pauses"), [(0.0, []), (1.0, [0.05, 0.05, 0.05])])
+def test_a_gathering_watch_pauses_only_after_events_it_waited_for(apiserver, kube, monkeypatch,
+                                                                  read_seconds, pauses) -> None:
+    from dralab.kube import client as kube_client
+
+    ticks = iter(range(1000))
+    monkeypatch.setattr(kube_client, "clock", lambda: next(ticks) * read_seconds)  # every read takes read_seconds
+    events = [{"type": "ADDED", "object": {"metadata": {"name": n, "resourceVersion": str(i)}}}
+              for i, n in enumerate("abc")]
+    apiserver.script.on("WATCH", "/api/v1/pods", events)
+    stop = _Pauses()
+    assert list(kube.watch("/api/v1/pods", stop=stop, gather_seconds=0.05)) == events
+    assert stop.pauses == pauses
+
+
+def test_a_watch_stopped_while_gathering_ends(apiserver, kube, monkeypatch) -> None:
+    from dralab.kube import client as kube_client
+
+    ticks = iter(range(1000))
+    monkeypatch.setattr(kube_client, "clock", lambda: float(next(ticks)))
+    events = [{"type": "ADDED", "object": {"metadata": {"name": n, "resourceVersion": str(i)}}}
+              for i, n in enumerate("abc")]
+    apiserver.script.on("WATCH", "/api/v1/pods", events)
+    stop = _Pauses(stop_at=1)
+    assert list(kube.watch("/api/v1/pods", stop=stop, gather_seconds=0.05)) == events[:1]
