@@ -462,37 +462,51 @@ def inflight(target: Target) -> float | None:
     return None
 
 
-def claim_post_histogram(metrics: str) -> dict[str, float]:
-    """The apiserver's own latency histogram of ResourceClaim creates (``le`` -> count, ``sum``, ``count``)
-    from its ``/metrics`` text: what the apiserver itself took, beside what the load generator saw."""
-    out: dict[str, float] = {}
+# The apiserver's own latency histograms of ResourceClaim creates: the whole request, and its write to etcd
+CREATE_HISTOGRAMS = {
+    "apiserver": ("apiserver_request_duration_seconds", ('resource="resourceclaims"', 'verb="POST"', 'dry_run=""')),
+    "etcd": ("etcd_request_duration_seconds", ('resource="resourceclaims"', 'operation="create"')),
+}
+
+
+def claim_create_histograms(metrics: str) -> dict[str, dict[str, float]]:
+    """Each of :data:`CREATE_HISTOGRAMS` (``le`` -> count, ``sum``, ``count``) from the apiserver's ``/metrics``
+    text: what the apiserver and its etcd write took, beside what the load generator saw."""
+    out: dict[str, dict[str, float]] = {name: {} for name in CREATE_HISTOGRAMS}
     for line in metrics.splitlines():
-        if not line.startswith("apiserver_request_duration_seconds") or 'resource="resourceclaims"' not in line \
-                or 'verb="POST"' not in line or 'dry_run=""' not in line:
-            continue
-        name, _, value = line.rpartition(" ")
-        key = name.split('le="', 1)[1].split('"', 1)[0] if 'le="' in name else name.split("{", 1)[0].rsplit("_", 1)[1]
-        out[key] = out.get(key, 0.0) + float(value)
+        for name, (metric, labels) in CREATE_HISTOGRAMS.items():
+            if not line.startswith(metric) or not all(label in line for label in labels):
+                continue
+            series, _, value = line.rpartition(" ")
+            key = series.split('le="', 1)[1].split('"', 1)[0] if 'le="' in series else \
+                series.split("{", 1)[0].rsplit("_", 1)[1]
+            out[name][key] = out[name].get(key, 0.0) + float(value)
     return out
 
 
-def apiserver_latency(before: dict[str, float], after: dict[str, float]) -> dict[str, Any]:
-    """The apiserver's claim creates between two histogram readings: count, mean, and the bucket bounds
-    holding the median and the 99th percentile (its buckets are coarse: an upper bound, in ms)."""
-    n = after.get("count", 0.0) - before.get("count", 0.0)
-    if n <= 0:
-        return {}
-    bounds = sorted((float(k), after[k] - before.get(k, 0.0)) for k in after if k not in ("sum", "count", "+Inf"))
+def _bucket_bound(bounds: list[tuple[float, float]], count: float) -> float | None:
+    """The upper bound in ms of the first cumulative bucket holding ``count`` observations."""
+    return next((round(le * 1000, 1) for le, c in bounds if c >= count), None)
 
-    def bound(q: float) -> float | None:
-        return next((round(le * 1000, 1) for le, c in bounds if c >= q * n), None)
 
-    within = next((c for le, c in bounds if le >= P99_TARGET_MS / 1000), None)
-    mean = (after["sum"] - before.get("sum", 0.0)) / n * 1000
-    out = {"apiserver_creates": int(n), "apiserver_mean_ms": round(mean, 2),
-           "apiserver_p50_at_most_ms": bound(0.5), "apiserver_p99_at_most_ms": bound(0.99)}
-    if within is not None:
-        out["apiserver_share_over_25ms"] = round(1 - within / n, 4)
+def create_latency(before: dict[str, dict[str, float]], after: dict[str, dict[str, float]]) -> dict[str, Any]:
+    """The claim creates between two readings, per histogram (``apiserver_*``, ``etcd_*``): count, mean, the
+    bucket bounds holding the median and the 99th percentile (coarse buckets: an upper bound, in ms), and
+    the share over the p99 target."""
+    out: dict[str, Any] = {}
+    for name in CREATE_HISTOGRAMS:
+        was, now = before.get(name) or {}, after.get(name) or {}
+        n = now.get("count", 0.0) - was.get("count", 0.0)
+        if n <= 0:
+            continue
+        bounds = sorted((float(k), now[k] - was.get(k, 0.0)) for k in now if k not in ("sum", "count", "+Inf"))
+        mean = (now["sum"] - was.get("sum", 0.0)) / n * 1000
+        out.update({f"{name}_creates": int(n), f"{name}_mean_ms": round(mean, 2),
+                    f"{name}_p50_at_most_ms": _bucket_bound(bounds, 0.5 * n),
+                    f"{name}_p99_at_most_ms": _bucket_bound(bounds, 0.99 * n)})
+        within = next((c for le, c in bounds if le >= P99_TARGET_MS / 1000), None)
+        if within is not None:
+            out[f"{name}_share_over_25ms"] = round(1 - within / n, 4)
     return out
 
 
@@ -599,19 +613,19 @@ def _one_round(targets: dict[str, tuple[Target, str, Any]], rates: tuple[int, ..
             if cpu0 is not None and cpu is not None:  # was the machine saturated while this ran, and by whom
                 row["cpu"] = {**cpu_during(cpu0, cpu(), time.perf_counter() - t0), "machine_busy_at_start": quiet}
             if seen is not None:  # the apiserver's own share of the latency, in the same run
-                row.update(apiserver_latency(seen, claim_creates(api)))
+                row.update(create_latency(seen, claim_creates(api)))
             results[name]["open_loop"].append(row)
             progress.advance(task)
     return {"load_average_start": load, "load_average_end": [round(x, 2) for x in os.getloadavg()],
             "handlers": results}
 
 
-def claim_creates(api: Any) -> dict[str, float]:
-    """The apiserver's claim-create histogram now (empty when its metrics cannot be read)."""
+def claim_creates(api: Any) -> dict[str, dict[str, float]]:
+    """The apiserver's claim-create histograms now (empty when its metrics cannot be read)."""
     from dralab.kube import KubeError
 
     try:
-        return claim_post_histogram(api.text("/metrics"))
+        return claim_create_histograms(api.text("/metrics"))
     except KubeError:
         return {}
 
@@ -665,6 +679,9 @@ def summarize(rounds: list[dict[str, Any]], rates: tuple[int, ...]) -> dict[str,
                                         for n in ("create", "direct")}
         summary["apiserver_share_over_25ms"] = {n: {str(rate): spread(at(n, rate, "apiserver_share_over_25ms"))
                                                     for rate in rates} for n in ("create", "direct")}
+        # the apiserver's write to etcd: does the store itself slow down when the webhook shares the machine
+        summary["etcd_share_over_25ms"] = {n: {str(rate): spread(at(n, rate, "etcd_share_over_25ms"))
+                                               for rate in rates} for n in ("create", "direct")}
         summary["create_p99_vs_direct_p99"] = {
             str(rate): spread([_ratio(c, d) for c, d in zip(at("create", rate, "p99_ms"), at("direct", rate, "p99_ms"),
                                                              strict=True)]) for rate in rates}

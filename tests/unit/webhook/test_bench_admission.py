@@ -78,6 +78,7 @@ def test_a_run_of_some_handlers_leaves_the_missing_ratios_out() -> None:
 CLAIMS = ('component="apiserver",dry_run="",group="resource.k8s.io",resource="resourceclaims",scope="resource",'
           'subresource="",verb="POST",version="v1"')
 PODS = CLAIMS.replace('group="resource.k8s.io",resource="resourceclaims"', 'group="",resource="pods"')
+ETCD = 'group="resource.k8s.io",operation="create",resource="resourceclaims"'
 METRICS = "\n".join([
     "# HELP apiserver_request_duration_seconds x",
     *(f'apiserver_request_duration_seconds_bucket{{{CLAIMS},le="{le}"}} {{{v}}}'
@@ -85,22 +86,30 @@ METRICS = "\n".join([
     f"apiserver_request_duration_seconds_sum{{{CLAIMS}}} {{s}}",
     f"apiserver_request_duration_seconds_count{{{CLAIMS}}} {{c}}",
     f"apiserver_request_duration_seconds_count{{{PODS}}} 999",  # other resources do not count
+    *(f'etcd_request_duration_seconds_bucket{{{ETCD},le="{le}"}} {{{v}}}'
+      for le, v in (("0.005", "a"), ("0.025", "b"), ("0.1", "c"), ("+Inf", "c"))),
+    f"etcd_request_duration_seconds_sum{{{ETCD}}} {{s}}",
+    f"etcd_request_duration_seconds_count{{{ETCD}}} {{c}}",
+    'etcd_request_duration_seconds_count{group="",operation="create",resource="pods"} 999',
 ])
 
 
 def test_the_apiservers_own_create_latency_is_read_between_two_readings() -> None:
-    from dralab.bench.admission import apiserver_latency, claim_post_histogram
+    from dralab.bench.admission import claim_create_histograms, create_latency
 
-    def reading(a: int, b: int, c: int, s: float) -> dict[str, float]:
-        return claim_post_histogram(METRICS.replace("{a}", str(a)).replace("{b}", str(b)).replace("{c}", str(c))
-                                    .replace("{s}", str(s)))
+    def reading(a: int, b: int, c: int, s: float) -> dict[str, dict[str, float]]:
+        return claim_create_histograms(METRICS.replace("{a}", str(a)).replace("{b}", str(b)).replace("{c}", str(c))
+                                       .replace("{s}", str(s)))
 
     before = reading(10, 10, 10, 0.03)
     after = reading(10 + 50, 10 + 98, 10 + 100, 0.03 + 0.5)  # 100 creates: 50 within 5 ms, 2 over 25 ms
-    got = apiserver_latency(before, after)
-    assert got == {"apiserver_creates": 100, "apiserver_mean_ms": 5.0, "apiserver_p50_at_most_ms": 5.0,
-                   "apiserver_p99_at_most_ms": 100.0, "apiserver_share_over_25ms": 0.02}
-    assert apiserver_latency(before, before) == {}  # nothing created in between
+    got = create_latency(before, after)
+    assert {k: v for k, v in got.items() if k.startswith("apiserver")} == {
+        "apiserver_creates": 100, "apiserver_mean_ms": 5.0, "apiserver_p50_at_most_ms": 5.0,
+        "apiserver_p99_at_most_ms": 100.0, "apiserver_share_over_25ms": 0.02}
+    # the etcd writes of those creates (scaled copy of the same buckets: 100 writes, 2 over 25 ms)
+    assert got["etcd_creates"] == 100 and got["etcd_share_over_25ms"] == 0.02 and got["etcd_mean_ms"] == 5.0
+    assert create_latency(before, before) == {}  # nothing created in between
 
 
 def test_machine_cpu_counts_every_state_but_idle_and_iowait_as_busy() -> None:
@@ -196,3 +205,17 @@ def test_closed_loop_cpu_splits_creates_extra_cost_by_process() -> None:
     text = "\n".join(_closed_loop_cpu(s["closed_loop_cpu"]))
     assert "| create - direct |  | 0.4 | 0 | 0.9 | 0 | 0 | 1.3 |" in text  # apiserver, etcd, webhook, ..., total
     assert _closed_loop_cpu({}) == []  # older results: nothing to show
+
+
+def test_the_report_shows_the_apiservers_etcd_writes_beside_its_requests() -> None:
+    from dralab.bench.report import _apiserver_share
+
+    def by_rate(create: float, direct: float) -> dict:
+        return {"create": {"200": {"median": create}}, "direct": {"200": {"median": direct}}}
+
+    summary = {"apiserver_mean_ms": by_rate(13.5, 6.1), "apiserver_share_over_25ms": by_rate(0.15, 0.004),
+               "etcd_share_over_25ms": by_rate(0.1, 0.01)}
+    text = "\n".join(_apiserver_share(summary, ["200"]))
+    assert "| create | 13.5 / 0.15 / 0.1 |" in text and "etcd writes" in text
+    del summary["etcd_share_over_25ms"]  # older results: the two columns they have
+    assert "| direct | 6.1 / 0.004 |" in "\n".join(_apiserver_share(summary, ["200"]))
