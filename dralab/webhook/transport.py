@@ -24,9 +24,6 @@ import uvicorn
 from uvicorn.protocols.http.h11_impl import H11Protocol
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-from dralab.util import get_logger
-
-log = get_logger("dralab.webhook.transport")
 MAX_HEAD_BYTES = 64 * 1024  # request line and headers of one request
 
 
@@ -189,7 +186,7 @@ class TLSServer(uvicorn.Server):
             return config.http_protocol_class(config=config, server_state=self.server_state,  # type: ignore[call-arg]
                                               app_state=self.lifespan.state)
 
-        sock = self.sock if self.sock is not None else config.bind_socket()
+        sock = sockets[0] if sockets else self.sock if self.sock is not None else config.bind_socket()
         tls: dict[str, Any] = {}
         if self.context is not None:
             tls = {"ssl": self.context, "ssl_handshake_timeout": self.handshake_timeout}
