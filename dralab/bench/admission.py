@@ -317,24 +317,22 @@ async def closed_loop_turns(loops: dict[str, tuple[Target, str, Bodies | ClaimBo
             for name in loops}
 
 
-def _turns_row(sample: Sample, used: dict[str, float], elapsed: float, workers: int, names: list[str],
+def _turns_row(sample: Sample, used: CpuReading, elapsed: float, workers: int, names: list[str],
                slices: int) -> dict[str, Any]:
-    """One handler's closed-loop row from its turns: throughput, latency, and CPU per request by process."""
+    """One handler's closed-loop row from its turns (``used``: its readings' growth summed over them):
+    throughput, latency, and CPU per request by process."""
     done = len(sample.latencies)
-    busy, total = used.pop("machine busy", 0.0), used.pop("machine total", 0.0)
+    per, busy = cpu_used({}, used)
     row: dict[str, Any] = {"workers": workers, "throughput_rps": round(done / elapsed, 1) if elapsed else 0.0,
-                           **sample.summary(), "generator_cpu_share": round(used.get("generator", 0.0) / elapsed, 3),
+                           **sample.summary(), "generator_cpu_share": round(per.get("generator", 0.0) / elapsed, 3),
                            "turns_with": names, "slices": slices}
-    if total > 0:
-        row["machine_busy"] = round(busy / total, 3)
+    if busy is not None:
+        row["machine_busy"] = round(busy, 3)
     if done:
-        per = {key: round(max(0.0, value) / done * 1000, 3) for key, value in used.items()}
-        if busy:
-            per["other"] = round(max(0.0, busy - sum(max(0.0, v) for v in used.values())) / done * 1000, 3)
-        row["cpu_ms_per_request"] = per
-        row["server_cpu_ms_per_request"] = per.get("bench webhook")
+        row["cpu_ms_per_request"] = {key: round(value / done * 1000, 3) for key, value in per.items()}
+        row["server_cpu_ms_per_request"] = row["cpu_ms_per_request"].get("bench webhook")
         if "apiserver" in per:
-            row["apiserver_cpu_ms_per_request"] = per["apiserver"]
+            row["apiserver_cpu_ms_per_request"] = row["cpu_ms_per_request"]["apiserver"]
     return row
 
 
@@ -550,15 +548,24 @@ def cpu_reader(server_pid: int, meter: CpuMeter | None, api_pid: int | None) -> 
     return read
 
 
+def cpu_used(before: CpuReading, after: CpuReading) -> tuple[dict[str, float], float | None]:
+    """CPU seconds each named process used between two readings, with ``other`` (the rest of the machine's
+    busy time: the kernel, processes not named) when the readings have the machine's; and the machine's busy
+    share of all its cores (None without it)."""
+    used = {k: max(0.0, v - before.get(k, 0.0)) for k, v in after.items() if not k.startswith("machine")}
+    if "machine busy" not in after:
+        return used, None
+    busy = after["machine busy"] - before.get("machine busy", 0.0)
+    total = after["machine total"] - before.get("machine total", 0.0)
+    used["other"] = max(0.0, busy - sum(used.values()))
+    return used, busy / total if total > 0 else None
+
+
 def cpu_during(before: CpuReading, after: CpuReading, seconds: float) -> dict[str, Any]:
-    """Cores each process used on average over ``seconds``, ``other`` (the rest of the machine's busy time:
-    the kernel, processes not named) and ``machine_busy``, the machine's busy share of all its cores."""
-    named = {k: max(0.0, after[k] - before.get(k, 0.0)) / seconds for k in after if not k.startswith("machine")}
-    busy = after["machine busy"] - before["machine busy"]
-    total = after["machine total"] - before["machine total"]
-    cores = {k: round(v, 3) for k, v in named.items()}
-    cores["other"] = round(max(0.0, busy / seconds - sum(named.values())), 3)
-    return {"cores": cores, "machine_busy": round(busy / total, 3) if total > 0 else None}
+    """Cores each process used on average over ``seconds`` (:func:`cpu_used`) and ``machine_busy``."""
+    used, busy = cpu_used(before, after)
+    return {"cores": {k: round(v / seconds, 3) for k, v in used.items()},
+            "machine_busy": round(busy, 3) if busy is not None else None}
 
 
 def _one_round(targets: dict[str, tuple[Target, str, Any]], rates: tuple[int, ...], seconds: float,
@@ -691,6 +698,12 @@ def summarize(rounds: list[dict[str, Any]], rates: tuple[int, ...]) -> dict[str,
     return summary
 
 
+def _medians(readings: list[dict[str, float]]) -> dict[str, float]:
+    """Per key, the median over the rounds' readings (a key a round lacks counts as 0 there)."""
+    keys = sorted({k for reading in readings for k in reading})
+    return {k: round(statistics.median(reading.get(k, 0.0) for reading in readings), 3) for k in keys}
+
+
 def cpu_summary(rounds: list[dict[str, Any]], names: list[str], rates: tuple[int, ...]) -> dict[str, Any]:
     """Per handler and rate, over the rounds: the machine's busy share (median and spread) and the median
     cores of each process (``cpu_during``), errors or not (a saturated run is the one to explain)."""
@@ -699,11 +712,8 @@ def cpu_summary(rounds: list[dict[str, Any]], names: list[str], rates: tuple[int
         for rate in rates:
             rows = [next(x for x in r["handlers"][name]["open_loop"] if x["offered_rps"] == rate)["cpu"]
                     for r in rounds]
-            keys = sorted({k for row in rows for k in row["cores"]})
-            out.setdefault(name, {})[str(rate)] = {
-                "machine_busy": spread([row.get("machine_busy") for row in rows]),
-                "cores": {k: round(statistics.median(row["cores"].get(k, 0.0) for row in rows), 3) for k in keys},
-            }
+            out.setdefault(name, {})[str(rate)] = {"machine_busy": spread([row.get("machine_busy") for row in rows]),
+                                                   "cores": _medians([row["cores"] for row in rows])}
     return out
 
 
@@ -714,10 +724,8 @@ def closed_cpu_summary(rounds: list[dict[str, Any]]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for name in ("create", "direct"):
         rows = [r["handlers"][name]["closed_loop"] for r in rounds]
-        keys = sorted({k for row in rows for k in row.get("cpu_ms_per_request") or {}})
         out[name] = {"machine_busy": spread([row.get("machine_busy") for row in rows]),
-                     "ms_per_request": {k: round(statistics.median((row.get("cpu_ms_per_request") or {}).get(k, 0.0)
-                                                                   for row in rows), 3) for k in keys}}
+                     "ms_per_request": _medians([row.get("cpu_ms_per_request") or {} for row in rows])}
     return out
 
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+TICKS_PER_SECOND = os.sysconf("SC_CLK_TCK")  # /proc counts CPU time in these
 CPU_COMPONENTS = ("apiserver", "etcd", "scheduler", "webhook", "kwok", "kubelet", "driver", "controller-manager")
 
 
@@ -21,7 +22,7 @@ def process_cpu(pid: int) -> float:
         fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     except OSError:
         return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return (int(fields[11]) + int(fields[12])) / TICKS_PER_SECOND
 
 
 def _children(pid: int) -> list[int]:
@@ -89,8 +90,7 @@ def machine_cpu(stat: str | None = None) -> tuple[float, float]:
     ticks = [int(v) for v in line.split()[1:]]
     total = sum(ticks[:8])  # user nice system idle iowait irq softirq steal (guest time is inside user)
     idle = ticks[3] + (ticks[4] if len(ticks) > 4 else 0)
-    hz = os.sysconf("SC_CLK_TCK")
-    return (total - idle) / hz, total / hz
+    return (total - idle) / TICKS_PER_SECOND, total / TICKS_PER_SECOND
 
 
 def settle_machine(below: float = 0.35, window: float = 0.5, limit: float = 30.0) -> float | None:

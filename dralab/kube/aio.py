@@ -12,9 +12,14 @@ throughput and tail latency; this does not.
 from __future__ import annotations
 
 import asyncio
+import functools
+import inspect
 import ssl
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+import anyio
 
 from dralab.kube.client import (
     JSON,
@@ -140,3 +145,11 @@ class AsyncKube:
                 return False
             raise
         return True
+
+
+async def call_api(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """Call a client method from async code: await :class:`AsyncKube`'s, run a blocking client's (tests'
+    fakes, the sync :class:`~dralab.kube.Kube`) in a worker thread. The webhook's parts take either."""
+    if inspect.iscoroutinefunction(fn):
+        return await fn(*args, **kwargs)
+    return await anyio.to_thread.run_sync(functools.partial(fn, *args, **kwargs))

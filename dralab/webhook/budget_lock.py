@@ -11,7 +11,6 @@ the longest admission deadline, so a live holder never loses it).
 
 from __future__ import annotations
 
-import inspect
 import os
 import socket
 import time
@@ -22,6 +21,7 @@ from typing import Any
 import anyio
 
 from dralab.kube import AsyncKube, Kube, KubeError
+from dralab.kube.aio import call_api
 from dralab.kube.client import PATCH_TYPES
 from dralab.util import get_logger
 
@@ -66,9 +66,7 @@ class BudgetLock:
         kwargs: dict[str, Any] = {}
         if body is not None:
             kwargs = {"body": body, "content_type": PATCH_TYPES["merge"]}
-        if inspect.iscoroutinefunction(fn):
-            return await fn(method, path, **kwargs)
-        return await anyio.to_thread.run_sync(lambda: fn(method, path, **kwargs))
+        return await call_api(fn, method, path, **kwargs)
 
     async def acquire(self, path: str, obj: dict[str, Any] | None = None) -> str:
         """Hold the lock of the ShareBudget at ``path`` (``obj``: a recent copy, saves a GET); returns the token."""

@@ -26,8 +26,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
-import inspect
 import threading
 import time
 from collections.abc import AsyncIterator, Callable, Collection
@@ -39,6 +37,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from dralab.errors import UserError
 from dralab.kube import AsyncKube, Kube, KubeError
+from dralab.kube.aio import call_api
 from dralab.kube.paths import CLAIMS_PATH, claims_path
 from dralab.model import budget as model
 from dralab.model.denials import Denied
@@ -119,11 +118,7 @@ class BudgetGate:
     async def _get(self, path: str, cached: bool = False) -> dict[str, Any]:
         """GET an object or a list (a GET of a collection path is a quorum LIST; ``cached``: a LIST from the
         apiserver's watch cache, see the module docstring)."""
-        params = {"resourceVersion": "0"} if cached else None
-        fn = self.api.get
-        if inspect.iscoroutinefunction(fn):
-            return await fn(path, params=params)
-        return await anyio.to_thread.run_sync(functools.partial(fn, path, params=params))
+        return await call_api(self.api.get, path, params={"resourceVersion": "0"} if cached else None)
 
     async def budgets(self, namespace: str, cached: bool = False) -> list[model.Budget]:
         """The namespace's ShareBudgets (none while the CRD is not installed)."""

@@ -10,7 +10,6 @@ resourceclaim controller then makes pod-owned claims from them.
 from __future__ import annotations
 
 import functools
-import inspect
 import time
 from collections.abc import Callable
 from typing import Any
@@ -18,6 +17,7 @@ from typing import Any
 import anyio
 
 from dralab.kube import AsyncKube, Kube, KubeError
+from dralab.kube.aio import call_api
 from dralab.kube.paths import claims_path, templates_path
 from dralab.model import naming
 from dralab.model.convert import (
@@ -74,12 +74,6 @@ class ClaimLifecycle:
         self.rate = rate  # per-namespace claim creation rate (forged reviews cannot flood a namespace)
         self._convert_threads: anyio.CapacityLimiter | None = None
         self._templates: dict[tuple[str, str], float] = {}
-
-    async def _call(self, fn: Callable[..., Any], *args: Any) -> Any:
-        """Await an asyncio API; run a blocking one in a worker thread."""
-        if inspect.iscoroutinefunction(fn):
-            return await fn(*args)
-        return await anyio.to_thread.run_sync(fn, *args)
 
     async def admit(
         self,
@@ -145,7 +139,7 @@ class ClaimLifecycle:
                         "nothing was left behind, retry the pod"
                     )
                 try:
-                    made = await self._call(self.api.create, claims_path(namespace), claim)
+                    made = await call_api(self.api.create, claims_path(namespace), claim)
                 except KubeError as exc:
                     if exc.status != 409:
                         await self._rollback(namespace, created)
@@ -181,7 +175,7 @@ class ClaimLifecycle:
     async def _holder(self, namespace: str, name: str) -> dict[str, Any] | None:
         assert self.api is not None
         try:
-            return await self._call(self.api.get, claims_path(namespace, name))
+            return await call_api(self.api.get, claims_path(namespace, name))
         except KubeError as exc:
             if exc.status == 404:
                 return None
@@ -192,7 +186,7 @@ class ClaimLifecycle:
         for name, claim_uid in created.items():
             try:
                 delete = functools.partial(self.api.delete, uid=claim_uid or None)  # only the claim we made
-                await self._call(delete, claims_path(namespace, name))
+                await call_api(delete, claims_path(namespace, name))
                 self.metrics.claims_rolled_back.inc()
             except KubeError as exc:
                 if exc.status != 404:
@@ -209,7 +203,7 @@ class ClaimLifecycle:
             if self._templates.get(key, 0.0) > now:
                 continue
             try:
-                await self._call(self.api.create, templates_path(conv.namespace), template)
+                await call_api(self.api.create, templates_path(conv.namespace), template)
                 self.metrics.templates_created.inc()
             except KubeError as exc:
                 if exc.status != 409:

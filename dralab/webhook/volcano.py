@@ -8,12 +8,10 @@ controller and owned by their pods: nothing here can leak a claim.
 
 from __future__ import annotations
 
-import inspect
 from typing import Any
 
-import anyio
-
 from dralab.kube import KubeError
+from dralab.kube.aio import call_api
 from dralab.kube.paths import templates_path
 from dralab.model.convert import Converter
 from dralab.model.denials import Denied
@@ -39,11 +37,6 @@ class VolcanoMutator:
         self.metrics = metrics
         self.excluded = excluded
 
-    async def _call(self, fn: Any, *args: Any) -> Any:
-        if inspect.iscoroutinefunction(fn):
-            return await fn(*args)
-        return await anyio.to_thread.run_sync(fn, *args)
-
     async def mutate(self, review: dict[str, Any]) -> dict[str, Any]:
         request = review["request"]
         uid = str(request.get("uid", ""))
@@ -62,7 +55,7 @@ class VolcanoMutator:
         if self.api is not None and not request.get("dryRun"):
             for template in conv.objects:
                 try:
-                    await self._call(self.api.create, templates_path(namespace), template)
+                    await call_api(self.api.create, templates_path(namespace), template)
                 except KubeError as exc:
                     if exc.status != 409:
                         self.metrics.errors.labels("mutate").inc()
