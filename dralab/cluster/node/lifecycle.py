@@ -164,6 +164,28 @@ def remove_all_tasks(paths: NodePaths) -> int:
 # ---------------------------------------------------------------- kubelet and the Node
 
 
+def node_patch(node: dict[str, Any], labels: dict[str, str]) -> dict[str, Any] | None:
+    """The merge patch that adds the inventory's ``labels`` and lifts the "uninitialized" taint.
+
+    Additive only: the labels and annotations the kubelet set at registration (``kubernetes.io/hostname``,
+    ``kubernetes.io/os``, ...) stay, because a merge patch's ``"labels": null`` would delete them all.
+    The taint list is sent only when the "uninitialized" taint is on it, and then keeps every other
+    taint. None when there is nothing to change.
+    """
+    meta = node.get("metadata") or {}
+    current = meta.get("labels") or {}
+    patch: dict[str, Any] = {}
+    added = {k: v for k, v in labels.items() if current.get(k) != v}
+    if added:
+        patch["metadata"] = {"labels": added}
+    taints = (node.get("spec") or {}).get("taints") or []
+    kept = [t for t in taints if t.get("key") != UNINITIALIZED_TAINT]
+    if len(kept) != len(taints):
+        # a list replaces the whole field in a merge patch; [] (not null) when nothing else is left
+        patch["spec"] = {"taints": kept}
+    return patch or None
+
+
 def patch_node(kube: Kube, node: str, labels: dict[str, str]) -> None:
     """What a cloud controller would do: address 127.0.0.1 only, the "uninitialized" taint off, labels.
 
@@ -172,9 +194,20 @@ def patch_node(kube: Kube, node: str, labels: dict[str, str]) -> None:
     """
     addresses = [{"type": "InternalIP", "address": NODE_ADDRESS}]
     kube.patch(f"{node_path(node)}/status", {"status": {"addresses": addresses}})
-    obj = kube.get(node_path(node), missing_ok=True) or {}
-    taints = [t for t in (obj.get("spec") or {}).get("taints") or [] if t.get("key") != UNINITIALIZED_TAINT]
-    kube.patch(node_path(node), {"metadata": {"labels": labels or None}, "spec": {"taints": taints or None}})
+    for _ in range(5):
+        obj = kube.get(node_path(node), missing_ok=True) or {}
+        patch = node_patch(obj, labels)
+        if patch is None:
+            return
+        # the resourceVersion guards the taint list against the node controller's own taint writes
+        patch.setdefault("metadata", {})["resourceVersion"] = (obj.get("metadata") or {}).get("resourceVersion")
+        try:
+            kube.patch(node_path(node), patch)
+            return
+        except KubeError as exc:
+            if exc.status != 409:
+                raise
+    raise UserError(f"node {node} kept changing while its labels and taints were set; run `dralab cluster up` again")
 
 
 def wait_node_registered(kube: Kube, node: str, alive: Callable[[], bool], timeout: float) -> dict[str, Any]:

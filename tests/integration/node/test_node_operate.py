@@ -130,6 +130,21 @@ def test_restart_keeps_running_containers(ops: ClusterHandle, running_pod: tuple
     kube.close()
 
 
+def test_kubelet_restart_keeps_the_hostname_label(ops: ClusterHandle, running_pod: tuple[str, str]) -> None:
+    """After a restart the kubelet re-registers an existing Node: its own labels must still be there."""
+    kube = ops.kube()
+    ns, _ = running_pod
+    node = ops.state["realNode"]
+    _dralab("restart", "kubelet")
+    wait_for(lambda: _node_ready(kube, node), 90, "node Ready after the restart", interval=0.2)
+    assert kube.get(f"/api/v1/nodes/{node}")["metadata"]["labels"]["kubernetes.io/hostname"] == node
+    selected = pod("by-hostname", "sleep 3600", nodeSelector={"kubernetes.io/hostname": node})
+    kube.create(f"/api/v1/namespaces/{ns}/pods", selected)
+    assert wait_running(kube, ns, "by-hostname")["spec"]["nodeName"] == node
+    kube.delete(f"/api/v1/namespaces/{ns}/pods/by-hostname", missing_ok=True)
+    kube.close()
+
+
 def test_stop_and_start_kubelet(ops: ClusterHandle) -> None:
     node = ops.state["realNode"]
     _dralab("stop", "kubelet")

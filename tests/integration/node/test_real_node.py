@@ -167,3 +167,18 @@ def test_role_generated_configs_are_what_runs(node_cluster: ClusterHandle, kube:
     assert anonymous.status_code == 401  # only clients with a cluster-CA certificate get in
     assert configz["kubeletconfig"]["featureGates"] == {"DRAConsumableCapacity": True}
     assert configz["kubeletconfig"]["cgroupDriver"] == "cgroupfs"
+
+
+def test_node_keeps_the_kubelets_labels_and_a_hostname_selector_schedules(
+    node_cluster: ClusterHandle, kube: Kube, ns: str
+) -> None:
+    name = _real(node_cluster)
+    labels = kube.get(f"/api/v1/nodes/{name}")["metadata"]["labels"]
+    assert labels["kubernetes.io/hostname"] == name
+    assert labels["kubernetes.io/os"] == "linux"
+    assert labels["kubernetes.io/arch"]
+    kube.create(
+        f"/api/v1/namespaces/{ns}/pods",
+        pod("by-hostname", "sleep 3600", nodeSelector={"kubernetes.io/hostname": name}),
+    )
+    assert wait_running(kube, ns, "by-hostname")["spec"]["nodeName"] == name

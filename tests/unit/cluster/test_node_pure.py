@@ -197,3 +197,40 @@ def test_tap_reports_per_claim_errors() -> None:
 def test_tap_leaves_other_methods_undecoded(method: str) -> None:
     fields = tap.decode(method, b"\x00", b"")
     assert fields["claims"] == [] and "request" not in fields
+
+
+REGISTERED = {
+    "metadata": {
+        "resourceVersion": "7",
+        "labels": {
+            "kubernetes.io/hostname": "aio-node74-arm",
+            "kubernetes.io/os": "linux",
+            "kubernetes.io/arch": "amd64",
+        },
+        "annotations": {"node.alpha.kubernetes.io/ttl": "0"},
+    },
+    "spec": {
+        "taints": [
+            {"key": lifecycle.UNINITIALIZED_TAINT, "value": "true", "effect": "NoSchedule"},
+            {"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"},
+        ]
+    },
+}
+
+
+def test_node_patch_without_inventory_labels_never_nulls_the_kubelets_labels() -> None:
+    patch = lifecycle.node_patch(REGISTERED, {})
+    assert patch == {"spec": {"taints": [{"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}]}}
+    assert "metadata" not in patch  # no "labels": null, which deleted kubernetes.io/hostname
+
+
+def test_node_patch_adds_only_the_labels_that_differ() -> None:
+    patch = lifecycle.node_patch(REGISTERED, {"kubernetes.io/hostname": "aio-node74-arm", "accelerator": "310p"})
+    assert patch is not None
+    assert patch["metadata"] == {"labels": {"accelerator": "310p"}}
+
+
+def test_node_patch_sends_an_empty_taint_list_not_null_and_nothing_when_done() -> None:
+    only_uninitialized = {"metadata": {}, "spec": {"taints": [{"key": lifecycle.UNINITIALIZED_TAINT}]}}
+    assert lifecycle.node_patch(only_uninitialized, {}) == {"spec": {"taints": []}}
+    assert lifecycle.node_patch({"metadata": {"labels": {"a": "b"}}, "spec": {}}, {"a": "b"}) is None
