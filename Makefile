@@ -3,7 +3,8 @@ VENV ?= .venv
 PYTHON ?= python3
 BIN := $(VENV)/bin
 
-.PHONY: lab lab-node test bench-quick env vcore binaries tools chart-tools lint unit clean-cluster
+.PHONY: lab lab-node test bench-quick env vcore binaries binaries-local tools chart-tools lint unit clean-cluster \
+	system-local system-node system-test
 
 ## env: a virtual environment with dralab and its test tools installed (the test extra brings
 ## the provision and bench extras along: the tests exercise both)
@@ -15,12 +16,26 @@ $(VENV)/.installed: pyproject.toml
 	$(BIN)/pip install -q -e '.[$(EXTRAS)]'
 	touch $@
 
+## system-PROFILE: the Debian packages a profile needs, from the one list dralab/cluster/debian-packages.txt:
+## installed when make runs as root on Debian/Ubuntu, else named with the apt-get line (and make stops)
+## before any build. `local` is what `make lab` needs; `make test` also needs `node` and `test`.
+system-local:
+	scripts/system-packages local
+system-node:
+	scripts/system-packages local node
+system-test:
+	scripts/system-packages local node test
+
 ## vcore: the in-container enforcement library, its fake runtimes and probe
-vcore:
+vcore: system-local
 	$(MAKE) -s -C vcore
 
-## binaries: Kubernetes v1.35, etcd, kwok and the real node (kubelet, containerd, runc, CNI) built from Go modules into the cache (once per machine)
-binaries: env
+## binaries-local: what the local profile runs (Kubernetes v1.35 control plane, etcd, kwok), built from Go modules into the cache (once per machine)
+binaries-local: env system-local
+	$(BIN)/dralab cluster build
+
+## binaries: binaries-local and the real node (kubelet, containerd, runc, CNI), for the node profiles and `make test`
+binaries: env system-node
 	$(BIN)/dralab cluster build --real-node
 
 ## chart-tools: helm and actionlint from their Go modules (the chart and workflow checks use them)
@@ -31,9 +46,12 @@ chart-tools: env
 tools: chart-tools
 	$(BIN)/dralab infra build
 
-## lab: bring up the local cluster and replay Lab 20 as assertions; prints the report path
-lab: env vcore binaries
-	$(BIN)/dralab lab run lab20-ascend-hami-dra
+## lab: bring up the local cluster and replay Lab 20 as assertions; prints the report path. The cluster
+## stays up for `dralab` commands by hand; `make clean-cluster` (or `dralab cluster down`) stops it.
+lab: system-local env vcore binaries-local
+	@$(BIN)/dralab lab run lab20-ascend-hami-dra; rc=$$?; \
+	echo "the local cluster 'dralab' is still running: 'make clean-cluster' (or '$(BIN)/dralab cluster down') stops it"; \
+	exit $$rc
 
 ## lint: ruff over the whole tree
 lint: env
@@ -44,7 +62,7 @@ unit: env vcore
 	$(BIN)/pytest -n 2 tests/unit tests/security -m "not integration"
 
 ## test: lint, then every test (unit, integration and the lab replays on the local profile), then Lab 20 on the real node (profile node)
-test: env vcore binaries tools lint
+test: system-test env vcore binaries tools lint
 	$(BIN)/pytest -n 2 --dist loadgroup
 	$(BIN)/pytest -n 0 --profile node labs/lab20-ascend-hami-dra/lab.yaml
 
@@ -60,7 +78,7 @@ bench-quick: env vcore binaries
 	sed -n '/^## Verdicts/,/^## Where/p' $(BENCH_QUICK_OUT)/REPORT.md | sed '$$d'
 
 ## lab-node: Lab 20 on the real kubelet + containerd node (profile node)
-lab-node: env vcore binaries
+lab-node: system-node env vcore binaries
 	$(BIN)/dralab lab run lab20-ascend-hami-dra --profile node
 
 clean-cluster: env

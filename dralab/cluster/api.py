@@ -20,7 +20,7 @@ from typing import Any
 import filelock
 import httpx
 
-from dralab.cluster import build, components, kwok
+from dralab.cluster import build, components, kwok, preflight
 from dralab.cluster.components import CONTROL_PLANE, WEBHOOK_NAMESPACE, ComponentSpec, Health
 from dralab.cluster.kubeconfig import render_kubeconfig
 from dralab.cluster.layout import DEFAULT_NAME, Layout, check_socket_paths, dralab_home
@@ -451,6 +451,7 @@ def ensure_cluster(
     build.require_binaries()
     if real_node:
         build.require_node_binaries()
+        preflight.require(preflight.check_node_host(preflight.THIS_HOST), "run the real node")
     layout = Layout.of(name)
     with _locked(layout):
         return _up_locked(layout, devices, config, say, real_node)

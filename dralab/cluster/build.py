@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from dralab.cluster import preflight
 from dralab.errors import UserError
 from dralab.gobuild import BuildResult, build_go_tools, cache_root
 
@@ -163,6 +164,8 @@ def build(force: bool = False, progress: bool = True, real_node: bool = False) -
 
     ``real_node`` adds the kubelet, containerd, runc and the CNI plugins.
     """
+    if force or missing_binaries() or (real_node and missing_node_binaries()):
+        preflight.require(preflight.check_build(preflight.THIS_HOST, real_node), "build the cluster binaries")
     results = []
     for toolset in TOOLSETS:
         results.append(
@@ -177,23 +180,9 @@ def build(force: bool = False, progress: bool = True, real_node: bool = False) -
 
 def build_node(force: bool = False, progress: bool = True) -> list[BuildResult]:
     """Build the real node's binaries (kubelet, containerd, runc, CNI plugins) that are not built."""
-    if any(dict(ts.env).get("CGO_ENABLED") == "1" for ts in NODE_TOOLSETS):
-        _check_seccomp_dev()
     return [
         build_go_tools(
             ts.wrapper, ts.packages, node_bin_dir(ts), ts.ldflags, dict(ts.env), force=force, progress=progress
         )
         for ts in NODE_TOOLSETS
     ]
-
-
-def _check_seccomp_dev() -> None:
-    """runc links libseccomp statically: say how to get it before a long build fails at the end."""
-    import shutil
-
-    headers = [Path("/usr/include/seccomp.h"), *Path("/usr/include").glob("*/seccomp.h")]
-    if not shutil.which("gcc") or not any(h.is_file() for h in headers):
-        raise UserError(
-            "runc needs gcc and libseccomp's headers and static library; "
-            "install them with `apt-get install -y gcc libseccomp-dev` (Debian/Ubuntu)"
-        )

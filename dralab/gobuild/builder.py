@@ -12,7 +12,6 @@ compile work is shared), writes them atomically into ``out_dir`` and records a s
 
 from __future__ import annotations
 
-import collections
 import hashlib
 import json
 import os
@@ -33,7 +32,7 @@ from typing import TextIO
 import filelock
 
 from dralab.errors import UserError
-from dralab.gobuild.toolchain import GoToolchain, explain_failure, find_go, go_env
+from dralab.gobuild.toolchain import GoToolchain, explain_failure, find_go, go_env, is_error_line
 from dralab.util import atomic_write
 
 _MAJOR_SUFFIX = re.compile(r"^v[0-9]+$")
@@ -339,7 +338,8 @@ def _run_go_build(
     flags = ("-s -w " + ldflags).strip()
     tmp = Path(tempfile.mkdtemp(prefix=".build-", dir=out))
     cmd = [tool.path, "build", "-v", "-trimpath", "-ldflags", flags, "-o", str(tmp) + os.sep, *todo.values()]
-    tail: collections.deque[str] = collections.deque(maxlen=40)
+    # the error lines as they come (the first ones are the cause; parallel compiles print on after them)
+    errors: list[str] = []
     title = f"building {', '.join(todo)} with {tool.version_text}"
     try:
         with log_path.open("w") as log, _Progress(title, progress) as bar:
@@ -351,13 +351,14 @@ def _run_go_build(
             for raw in proc.stdout:
                 line = raw.rstrip("\n")
                 log.write(raw)
-                tail.append(line)
+                if len(errors) < 200 and is_error_line(line):
+                    errors.append(line)
                 bar.line(line)
             rc = proc.wait()
         if rc != 0:
             goproxy = go_env(tool, "GOPROXY")
             what = f"go build of {', '.join(todo)} (log: {log_path})"
-            raise UserError(explain_failure("\n".join(tail), what, goproxy))
+            raise UserError(explain_failure("\n".join(errors), what, goproxy))
         for name, pkg in todo.items():
             built = tmp / exec_name(pkg)
             if not built.is_file():

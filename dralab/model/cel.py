@@ -54,13 +54,39 @@ def one_of(domain: str, name: str, values: list[str], negate: bool = False) -> s
     return f"!({expr})" if negate else expr
 
 
-def contains_any(domain: str, name: str, values: list[str], negate: bool = False) -> str:
-    """The attribute contains one of ``values`` as a substring (HAMi's GPU type matching)."""
-    attr = attribute(domain, name)
-    expr = " || ".join(f"{attr}.contains({string_literal(v)})" for v in values)
-    if negate:
-        return f"!({expr})"
-    return expr if len(values) == 1 else f"({expr})"
+def capacity_equals(domain: str, name: str, value: int) -> str:
+    """The device's published capacity ``name`` is exactly ``value`` (a quantity comparison)."""
+    return f"device.capacity[{string_literal(domain)}].{name}.compareTo(quantity({string_literal(str(value))})) == 0"
+
+
+_ASCII_UPPER = str.maketrans("abcdefghijklmnopqrstuvwxyz", "ABCDEFGHIJKLMNOPQRSTUVWXYZ")
+
+
+def upper_ascii(value: str) -> str:
+    """``value`` with ASCII letters upper-cased and nothing else changed: CEL's ``upperAscii()``."""
+    return value.translate(_ASCII_UPPER)
+
+
+def type_match(domain: str, name: str, values: list[str], *, substring: bool, negate: bool = False) -> str:
+    """The attribute matches one of the device types ``values``, ignoring case as HAMi does.
+
+    HAMi upper-cases both the card's type and the annotation's entry before comparing, so
+    ``a100`` selects ``NVIDIA A100-SXM4-40GB``. The attribute side uses ``upperAscii()`` from the
+    strings extension that Kubernetes' DRA CEL environment includes (its base environment); the
+    literal side is upper-cased here. ``substring`` is HAMi's GPU matching (``contains``), else
+    the whole type must be equal.
+    """
+    attr = f"{attribute(domain, name)}.upperAscii()"
+    wanted = list(dict.fromkeys(upper_ascii(v) for v in values))  # "a100" and "A100" are one entry
+    if substring:
+        expr = " || ".join(f"{attr}.contains({string_literal(v)})" for v in wanted)
+        if len(wanted) > 1 or negate:
+            expr = f"({expr})"
+    else:
+        expr = f"{attr} in {list_literal(wanted)}"
+        if negate:
+            expr = f"({expr})"
+    return f"!{expr}" if negate else expr
 
 
 @dataclass(frozen=True)

@@ -357,8 +357,14 @@ class Converter:
             cores: int | None = cores_percent(*found.values["cores"])
         else:
             cores = vendor.default_cores
+        units_guard = None
         if cores is not None:
-            capacity[CORES_CAPACITY] = str(compute_units(cores, vendor.compute_reference_units))
+            if vendor.counts_compute_units and cores:
+                units = self._compute_units(vendor, rs, cores, found)
+                capacity[CORES_CAPACITY] = str(compute_units(cores, units))
+                units_guard = cel.capacity_equals(vendor.attribute_domain, CORES_CAPACITY, units)
+            else:
+                capacity[CORES_CAPACITY] = str(cores)
         if "memory" in found.values:
             mem: int | None = memory_bytes(*found.values["memory"])
         else:
@@ -372,8 +378,25 @@ class Converter:
         }
         if capacity:
             exactly["capacity"] = {"requests": capacity}
-        exactly["selectors"] = [{"cel": {"expression": e}} for e in self._selectors(vendor, rs, annotations, cache)]
+        exprs = self._selectors(vendor, rs, annotations, cache)
+        if units_guard is not None:
+            exprs.append(units_guard)
+        exactly["selectors"] = [{"cel": {"expression": e}} for e in exprs]
         return {"name": vendor.request_name, "exactly": exactly}
+
+    @staticmethod
+    def _compute_units(vendor: Vendor, rs: ResourceSet, cores: int, found: _Found) -> int:
+        """The compute units of one card, from the configuration; refused when none is configured."""
+        if vendor.compute_reference_units is not None:
+            return vendor.compute_reference_units
+        field = found.values["cores"][1] if "cores" in found.values else f"{vendor.key} defaults.cores"
+        raise Denied(
+            field,
+            f"{cores}% of a {vendor.title} cannot be reserved: its capacity counts compute units and the "
+            "compute units of the cluster's cards are not configured. Set "
+            f"vendors.overrides.{vendor.key}.computeUnits.reference in dralab's config (or HAMi's "
+            f"{vendor.key}.referenceComputeUnits) to your cards' compute units, or omit {rs.cores}",
+        )
 
     def _selectors(
         self, vendor: Vendor, rs: ResourceSet, annotations: dict[str, Any], cache: dict[str, list[str]]
@@ -397,8 +420,8 @@ class Converter:
         for annotation, negate in ((rs.use_type, False), (rs.no_use_type, True)):
             listed = values(annotation, cel.TYPE)
             if listed:
-                render = cel.contains_any if vendor.type_match == "contains" else cel.one_of
-                exprs.append(render(domain, vendor.type_attribute_name, listed, negate))
+                exprs.append(cel.type_match(domain, vendor.type_attribute_name, listed,
+                                            substring=vendor.type_match == "contains", negate=negate))
         return exprs
 
     def _claim(

@@ -84,12 +84,12 @@ def cores_percent(text: object, field: str) -> int:
     return value
 
 
-def compute_units(percent: int, reference: int | None) -> int:
-    """A vendor's capacity unit for ``percent``: itself, or ``ceil(pct * reference / 100)`` (at least 1).
+def compute_units(percent: int, reference: int) -> int:
+    """``percent`` of a card with ``reference`` compute units: ``ceil(pct * reference / 100)``, at least 1.
 
     0 stays 0: no compute reservation.
     """
-    if reference is None or percent == 0:
+    if percent == 0:
         return percent
     return max(1, math.ceil(Fraction(percent * reference, 100)))
 

@@ -72,12 +72,15 @@ class Vendor:
     device: DeviceSpec
     default_cores: int | None
     default_memory_mib: int | None
+    # capacity ``cores`` counts compute units (Hygon), not percent; the reference is the compute
+    # units of the cluster's cards, from the operator's config (None: hcucores cannot be converted)
     compute_reference_units: int | None
     unsupported: dict[str, str]
     ignored: tuple[str, ...]
     chips: dict[str, str] = field(default_factory=dict)
     _raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
     type_match: str = "exact"
+    counts_compute_units: bool = False
     chip_selector: bool = False
 
     @property
@@ -163,7 +166,7 @@ def _parse_vendor(key: str, raw: dict[str, Any]) -> Vendor:
         )
     dev = raw.get("device") or {}
     defaults = raw.get("defaults") or {}
-    compute = raw.get("computeUnits") or {}
+    compute = raw.get("computeUnits")
     res = raw["resources"]
     return Vendor(
         key=key,
@@ -184,14 +187,32 @@ def _parse_vendor(key: str, raw: dict[str, Any]) -> Vendor:
         ),
         default_cores=defaults.get("cores"),
         default_memory_mib=defaults.get("memory"),
-        compute_reference_units=compute.get("reference") if compute else None,
+        compute_reference_units=_compute_reference(key, compute),
         unsupported=dict(res.get("unsupported") or {}),
         ignored=tuple(res.get("ignored") or ()),
         chips=dict(raw.get("chips") or {}),
         _raw=raw,
         type_match=_type_match(key, raw.get("typeMatch", "exact")),
         chip_selector=bool(raw.get("chipSelector", False)),
+        counts_compute_units=isinstance(compute, dict),
     )
+
+
+def _compute_reference(key: str, compute: object) -> int | None:
+    """``computeUnits.reference``: a positive whole number, or null (not configured)."""
+    if compute is None:
+        return None
+    if not isinstance(compute, dict):
+        raise UserError(f"vendor table entry {key!r}: computeUnits must be a mapping with 'reference', or null")
+    reference = compute.get("reference")
+    if reference is None:
+        return None
+    if isinstance(reference, bool) or not isinstance(reference, int) or reference < 1:
+        raise UserError(
+            f"vendor table entry {key!r}: computeUnits.reference must be the compute units of one card "
+            f"(a whole number of at least 1), got {reference!r}"
+        )
+    return reference
 
 
 def _type_match(key: str, value: str) -> str:

@@ -11,7 +11,13 @@ import pytest
 from dralab.errors import UserError
 from dralab.gobuild import build_go_tools, wrapper_names
 from dralab.gobuild.builder import exec_name, is_built, normalize_packages, stamp_key
-from dralab.gobuild.toolchain import check_version, explain_failure, looks_like_proxy_failure, parse_go_version
+from dralab.gobuild.toolchain import (
+    check_version,
+    explain_failure,
+    is_error_line,
+    looks_like_proxy_failure,
+    parse_go_version,
+)
 
 FAKE_GO = r"""#!/bin/sh
 case "$1" in
@@ -88,7 +94,7 @@ def test_proxy_failures_are_explained():
     assert "\n" not in msg
     assert looks_like_proxy_failure("module lookup disabled by GOPROXY=off")
     other = explain_failure("a.go:1: syntax error\n", "go build of x", "off")
-    assert other == "go build of x failed: a.go:1: syntax error"
+    assert other == "go build of x failed:\n  a.go:1: syntax error"
 
 
 def test_exec_name_and_packages():
@@ -185,3 +191,55 @@ def test_unreachable_proxy_is_a_user_error(fake_go, monkeypatch, tmp_path):
 def test_unknown_wrapper_is_a_user_error(fake_go, tmp_path):
     with pytest.raises(UserError, match="no Go wrapper module named 'nope'"):
         build_go_tools("nope", ["x/cmd/y"], tmp_path / "bin", progress=False)
+
+
+# Recorded ``go build -v`` logs (tests/unit/cluster/fixtures/build-logs, recordings made on this
+# kind of machine; only the cache path and the proxy's host are replaced): the message shows the
+# first error lines, never the last downloaded package, and a hint where the cause is known.
+LOGS = Path(__file__).parent / "fixtures" / "build-logs"
+
+
+def _explain(name: str) -> str:
+    body = (LOGS / name).read_text().split("\n", 1)[1]  # the first line is the command dralab ran
+    return explain_failure(body, "go build of x (log: /tmp/x.log)", "https://goproxy.invalid")
+
+
+def test_runc_without_libseccomp_shows_the_pkg_config_line_and_the_package_to_install() -> None:
+    msg = _explain("runc-without-libseccomp.log")
+    assert "Package libseccomp was not found in the pkg-config search path." in msg
+    assert "github.com/urfave/cli" not in msg  # the last line of the log: a package name, not the cause
+    assert "hint:" in msg and "apt-get install -y libseccomp-dev pkg-config" in msg
+    assert "(log: /tmp/x.log)" in msg
+
+
+def test_a_compile_error_shows_its_file_lines_and_no_hint() -> None:
+    msg = _explain("compile-error.log")
+    assert msg.splitlines()[1:] == [
+        "  # example.com/broken",
+        "  ./main.go:6:14: undefined: undefinedName",
+        "  ./main.go:7:6: declared and not used: x",
+        '  ./main.go:7:14: cannot use "text" (untyped string constant) as int value in variable declaration',
+    ]
+    assert "hint:" not in msg
+
+
+def test_a_module_the_proxy_refuses_is_not_called_unreachable() -> None:
+    msg = _explain("module-download-failure.log")
+    assert "not reachable" not in msg
+    assert "github.com/urfave/cli@v1.99.77" in msg and "403 Forbidden" in msg
+    assert "go: downloading" not in msg  # a download line is not an error line
+    assert "does not serve a module version" in msg
+
+
+def test_error_lines_are_not_progress_lines() -> None:
+    assert not is_error_line("github.com/urfave/cli")
+    assert not is_error_line("go: downloading github.com/urfave/cli v1.22.16")
+    assert not is_error_line("   ")
+    assert is_error_line("# github.com/seccomp/libseccomp-golang")
+    assert is_error_line("gcc: error: unrecognized option")
+
+
+def test_long_failures_are_cut_with_a_count() -> None:
+    body = "\n".join(f"./a.go:{i}:1: undefined: x{i}" for i in range(20))
+    msg = explain_failure(body, "go build of y", "off")
+    assert msg.count("\n  ./a.go") == 8 and "... 12 more line(s) in the log" in msg

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import celpy
 import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
@@ -10,13 +9,11 @@ from hypothesis import strategies as st
 from dralab.model import cel
 from dralab.model.denials import Denied
 
+from . import cel_eval
+
 DOMAIN = "ascend.project-hami.io"
-ENV = celpy.Environment()
-
-
 def evaluate(expr: str, device: dict) -> bool:
-    program = ENV.program(ENV.compile(expr))
-    return bool(program.evaluate({"device": celpy.json_to_cel(device)}))
+    return bool(cel_eval.evaluate(expr, {"device": device}))
 
 
 def device(uuid: str = "68496E64-20E05477-92C31323-6E78030A-BD003019", product: str = "310P3") -> dict:
@@ -31,7 +28,7 @@ def device(uuid: str = "68496E64-20E05477-92C31323-6E78030A-BD003019", product: 
 @example('plain"quote')
 @example("trailing\n")
 def test_string_literal_round_trips(value: str) -> None:
-    result = ENV.program(ENV.compile(cel.string_literal(value))).evaluate({})
+    result = cel_eval.evaluate(cel.string_literal(value), {})
     assert str(result) == value
 
 
@@ -56,13 +53,41 @@ def test_lab20_uuid_selector_text() -> None:
     assert not evaluate(expr, device(uuid="D8496E64-20C101B1-C0D42F23-AED8030A-40003039"))
 
 
-def test_contains_any_is_substring_matching() -> None:
-    expr = cel.contains_any("d", "productName", ["A100", "H100"])
-    dev = {"driver": "d", "attributes": {"d": {"productName": "NVIDIA A100-SXM4-40GB"}}}
-    assert evaluate(expr, dev)
-    dev["attributes"]["d"]["productName"] = "NVIDIA L4"
-    assert not evaluate(expr, dev)
-    assert evaluate(cel.contains_any("d", "productName", ["A100"], negate=True), dev)
+def _gpu(product: str) -> dict:
+    return {"driver": "d", "attributes": {"d": {"productName": product}}}
+
+
+def test_type_match_is_substring_matching() -> None:
+    expr = cel.type_match("d", "productName", ["A100", "H100"], substring=True)
+    assert evaluate(expr, _gpu("NVIDIA A100-SXM4-40GB"))
+    assert not evaluate(expr, _gpu("NVIDIA L4"))
+    assert evaluate(cel.type_match("d", "productName", ["A100"], substring=True, negate=True), _gpu("NVIDIA L4"))
+
+
+@pytest.mark.parametrize("written", ["a100", "A100", "a100-SXM4", "nvidia A100"])
+@pytest.mark.parametrize("product", ["NVIDIA A100-SXM4-40GB", "nvidia a100-sxm4-40gb", "Nvidia A100-Sxm4-40GB"])
+def test_type_match_ignores_case_on_both_sides_as_hami_does(written: str, product: str) -> None:
+    use = cel.type_match("d", "productName", [written], substring=True)
+    nouse = cel.type_match("d", "productName", [written], substring=True, negate=True)
+    assert evaluate(use, _gpu(product))
+    assert not evaluate(nouse, _gpu(product))  # nouse-gputype: a100 excludes the A100 card
+    assert not evaluate(use, _gpu("NVIDIA H100 80GB HBM3"))
+    assert evaluate(nouse, _gpu("NVIDIA H100 80GB HBM3"))
+
+
+def test_exact_type_match_ignores_case_but_not_substrings() -> None:
+    expr = cel.type_match("d", "productName", ["310p3"], substring=False)
+    assert expr == 'device.attributes["d"].productName.upperAscii() in ["310P3"]'
+    assert evaluate(expr, _gpu("310P3"))
+    assert not evaluate(expr, _gpu("310P3-extra"))
+    assert not evaluate(cel.type_match("d", "productName", ["310P3"], substring=False, negate=True), _gpu("310p3"))
+
+
+def test_type_match_folds_only_ascii_like_cel() -> None:
+    assert cel.upper_ascii("a100-ß-é") == "A100-ß-é"
+    assert cel.type_match("d", "productName", ["a100", "A100"], substring=True) == (
+        'device.attributes["d"].productName.upperAscii().contains("A100")'
+    )
 
 
 @pytest.mark.parametrize(

@@ -5,7 +5,6 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-import celpy
 import pytest
 
 from dralab.model import jsonpatch, naming
@@ -13,9 +12,10 @@ from dralab.model.convert import Converter, convert_pod
 from dralab.model.denials import Denied
 from dralab.model.vendors import load_vendor_table
 
+from . import cel_eval
+
 TABLE = load_vendor_table()
 MIB = 1024 * 1024
-ENV = celpy.Environment()
 
 
 def pod(
@@ -55,7 +55,7 @@ def selectors(req: dict[str, Any]) -> list[str]:
 
 
 def matches(req: dict[str, Any], dev: dict[str, Any]) -> bool:
-    return all(bool(ENV.program(ENV.compile(e)).evaluate({"device": celpy.json_to_cel(dev)})) for e in selectors(req))
+    return all(bool(cel_eval.evaluate(e, {"device": dev})) for e in selectors(req))
 
 
 # -- every vendor and chip ---------------------------------------------------------------------
@@ -101,12 +101,12 @@ VENDORS = [
     ),
     (
         "hygon",
-        {"hygon.com/hcunum": 1, "hygon.com/hcumem": "2048", "hygon.com/hcucores": "50"},
+        {"hygon.com/hcunum": 1, "hygon.com/hcumem": "2048", "hygon.com/hcucores": "0"},
         "hcu",
         "dra.hygon.com",
         "hygon",
-        {"cores": "60", "memory": str(2048 * MIB)},
-    ),  # 50% of 120 compute units
+        {"cores": "0", "memory": str(2048 * MIB)},
+    ),  # no compute reservation: no compute-unit count needed
 ]
 
 
@@ -267,7 +267,7 @@ def test_hygon_annotations() -> None:
     ann = {"hygon.com/use-gpuuuid": "H1", "hygon.com/nouse-hcutype": "Z100"}
     sels = selectors(only_request(convert_pod(pod({"hygon.com/hcunum": 1}, annotations=ann), TABLE)))
     assert sels[1] == 'device.attributes["dra.hygon.com"].uuid in ["H1"]'
-    assert sels[2] == '!(device.attributes["dra.hygon.com"].productName.contains("Z100"))'
+    assert sels[2] == '!(device.attributes["dra.hygon.com"].productName.upperAscii().contains("Z100"))'
 
 
 def test_chip_selector_when_enabled() -> None:
@@ -427,3 +427,74 @@ def test_template_mode_shares_templates_by_shape() -> None:
         {"name": "app-nvidia", "resourceClaimTemplateName": ta["metadata"]["name"]}
     ]
     assert ta["spec"]["spec"]["devices"]["requests"][0]["exactly"]["capacity"]["requests"]["memory"] == str(1000 * MIB)
+
+
+# -- type matching ignores case, as HAMi's does --------------------------------------------------
+
+
+def _gpu(product: str) -> dict:
+    return {
+        "driver": "hami-core-gpu.project-hami.io",
+        "attributes": {"hami-core-gpu.project-hami.io": {"type": "hami-gpu", "uuid": "GPU-1", "productName": product}},
+    }
+
+
+@pytest.mark.parametrize("written", ["a100", "A100", "A100-sxm4"])
+def test_use_and_nouse_gputype_ignore_case(written: str) -> None:
+    use = only_request(convert_pod(pod({"nvidia.com/gpu": 1}, annotations={"nvidia.com/use-gputype": written}), TABLE))
+    nouse = only_request(
+        convert_pod(pod({"nvidia.com/gpu": 1}, annotations={"nvidia.com/nouse-gputype": written}), TABLE)
+    )
+    assert matches(use, _gpu("NVIDIA A100-SXM4-40GB"))
+    assert not matches(use, _gpu("NVIDIA H100 80GB HBM3"))
+    assert not matches(nouse, _gpu("NVIDIA A100-SXM4-40GB"))  # the excluded card stays excluded
+    assert matches(nouse, _gpu("NVIDIA H100 80GB HBM3"))
+
+
+def test_hygon_hcutype_ignores_case() -> None:
+    ann = {"hygon.com/use-hcutype": "k100"}
+    req = only_request(convert_pod(pod({"hygon.com/hcunum": 1}, annotations=ann), TABLE))
+    dev = {"driver": "dra.hygon.com",
+           "attributes": {"dra.hygon.com": {"type": "hcu", "uuid": "H1", "productName": "K100_AI"}}}
+    assert matches(req, dev)
+
+
+# -- Hygon compute units come from the configuration, never from a constant ----------------------
+
+
+HCU = {"hygon.com/hcunum": 1, "hygon.com/hcumem": "2048", "hygon.com/hcucores": "50"}
+
+
+def test_hcucores_without_a_configured_reference_is_refused_with_the_fix() -> None:
+    with pytest.raises(Denied) as exc:
+        convert_pod(pod(HCU), TABLE)
+    assert exc.value.field == "spec.containers[0].resources.limits[hygon.com/hcucores]"
+    assert "vendors.overrides.hygon.computeUnits.reference" in exc.value.problem
+    assert "referenceComputeUnits" in exc.value.problem
+
+
+def test_hygon_default_cores_without_a_reference_is_refused_naming_the_default() -> None:
+    table = load_vendor_table({"hygon": {"defaults": {"cores": 20}}})
+    with pytest.raises(Denied, match="hygon defaults.cores"):
+        convert_pod(pod({"hygon.com/hcunum": 1}), table)
+
+
+@pytest.mark.parametrize(("reference", "units"), [(120, "60"), (64, "32"), (60, "30")])
+def test_hcucores_with_a_reference_reserves_its_share_only_on_cards_with_that_many_units(
+    reference: int, units: str
+) -> None:
+    table = load_vendor_table({"hygon": {"computeUnits": {"reference": reference}}})
+    req = only_request(convert_pod(pod(HCU), table))
+    assert req["exactly"]["capacity"]["requests"]["cores"] == units
+    guard = selectors(req)[-1]
+    assert guard == (
+        f'device.capacity["dra.hygon.com"].cores.compareTo(quantity("{reference}")) == 0'
+    )
+
+
+@pytest.mark.parametrize("bad", [0, -1, "120", 1.5, True])
+def test_a_bad_compute_unit_reference_is_refused(bad: object) -> None:
+    from dralab.errors import UserError
+
+    with pytest.raises(UserError, match="computeUnits.reference"):
+        load_vendor_table({"hygon": {"computeUnits": {"reference": bad}}})

@@ -89,9 +89,9 @@ def test_count_refusals(text: str, message: str) -> None:
 
 @pytest.mark.parametrize(
     ("pct", "reference", "expected"),
-    [(50, None, 50), (0, 120, 0), (1, 120, 2), (50, 120, 60), (100, 120, 120), (1, 60, 1), (33, 60, 20)],
+    [(0, 120, 0), (1, 120, 2), (50, 120, 60), (100, 120, 120), (1, 60, 1), (33, 60, 20), (50, 64, 32)],
 )
-def test_compute_units(pct: int, reference: int | None, expected: int) -> None:
+def test_compute_units(pct: int, reference: int, expected: int) -> None:
     assert compute_units(pct, reference) == expected
 
 
