@@ -3,8 +3,10 @@
 Figures, all from one run of this command on a cluster of its own (``dralab-bench``, so the
 shared cluster is left alone):
 
-- ``bring_up_cold_seconds``: ``ensure_cluster`` from nothing (control plane, KWOK node, webhook,
-  driver, kubelet stand-in) until it is ready;
+- ``first_replay``: the newcomer's run, ``dralab lab run`` on a cluster that is down, so the replay
+  brings it up itself and starts at once (recorded apart from the warm replays, and judged too);
+- ``bring_up_cold_seconds``: that replay's ``ensure_cluster`` from nothing (control plane, KWOK node,
+  webhook, driver, kubelet stand-in) until it is ready;
 - ``replay_wall_seconds``: wall time of ``dralab lab run lab20-ascend-hami-dra`` against it (a new
   process, as a user runs it: imports, warm ``ensure_cluster``, every step, cleanup, reports),
   and the lab's own time split into steps and cleanup;
@@ -14,7 +16,8 @@ shared cluster is left alone):
 Baselines measured in the same run: ``cli_startup_seconds`` (``dralab lab list`` in a new process,
 the fixed cost inside every replay) and ``first_allocation_seconds`` (a pod applied into free
 capacity until its claim is allocated: the floor that release-to-reallocate is compared with).
-Targets: replay <= 60 s, release-to-reallocate <= 5 s.
+Targets: replay <= 60 s, release-to-reallocate <= 5 s in every replay, the first one included
+(``release_to_reallocate_worst_seconds``).
 """
 
 from __future__ import annotations
@@ -113,33 +116,36 @@ def lab(out: str, quick: bool, keep: bool) -> None:
     with tempfile.TemporaryDirectory(prefix="dralab-bench-lab-") as tmp:
         work = Path(tmp)
         profile = _profile_file(work, CLUSTER)
-        console.print(f"cold bring-up of cluster {CLUSTER}")
         api.down(CLUSTER, keep_logs=False)
-        started = time.monotonic()
-        api.ensure_cluster(CLUSTER, devices="lab20")
-        cold = time.monotonic() - started
         try:
+            # the newcomer's run: `dralab lab run` brings the cluster up itself and replays at once
+            console.print(f"first replay on a fresh cluster {CLUSTER} (brought up by the replay)")
+            first = _replay(profile, work)
             startup = [_timed(_dralab("lab", "list"), work)[0] for _ in range(2)]
             replays = []
             for i in range(runs):
-                console.print(f"replay {i + 1}/{runs}")
+                console.print(f"warm replay {i + 1}/{runs}")
                 replays.append(_replay(profile, work))
         finally:
             if not keep:
                 api.down(CLUSTER, keep_logs=False)
+    cold = first["ensure_cluster_seconds"]
     walls = [r["wall_seconds"] for r in replays]
     realloc = [r["metrics"]["release_to_reallocate_seconds"] for r in replays]
-    first = [r["metrics"]["first_allocation_seconds"] for r in replays]
+    first_alloc = [r["metrics"]["first_allocation_seconds"] for r in replays]
+    worst_realloc = max([first["metrics"]["release_to_reallocate_seconds"], *realloc])
     result = {
         "lab": LAB,
         "profile": "local",
         "runs": runs,
-        "bring_up_cold_seconds": round(cold, 3),
+        "bring_up_cold_seconds": cold,
+        "first_replay": first,
         "replay_wall_seconds": _summary(walls),
         "release_to_reallocate_seconds": _summary(realloc),
+        "release_to_reallocate_worst_seconds": worst_realloc,
         "baseline": {
             "cli_startup_seconds": round(min(startup), 3),
-            "first_allocation_seconds": _summary(first),
+            "first_allocation_seconds": _summary(first_alloc),
         },
         "replays": replays,
         "targets": {
@@ -147,10 +153,13 @@ def lab(out: str, quick: bool, keep: bool) -> None:
             "release_to_reallocate_seconds_max": REALLOCATE_TARGET_S,
             "lab20_manual_release_to_reallocate_seconds": LAB20_REALLOCATE_S,
         },
-        "meets_targets": max(walls) <= REPLAY_TARGET_S and max(realloc) <= REALLOCATE_TARGET_S,
+        # the verdict takes the worst replay, the cold first one included
+        "meets_targets": max(walls) <= REPLAY_TARGET_S and worst_realloc <= REALLOCATE_TARGET_S,
     }
     path = write_result(out, "lab", result)
     console.print(
+        f"first replay on a fresh cluster: release-to-reallocate "
+        f"{first['metrics']['release_to_reallocate_seconds']:.3f}s; "
         f"bring-up (cold) {cold:.1f}s; replay p50 {result['replay_wall_seconds']['p50']:.1f}s "
         f"(target <= {REPLAY_TARGET_S:.0f}s); release-to-reallocate p50 "
         f"{result['release_to_reallocate_seconds']['p50']:.3f}s (target <= {REALLOCATE_TARGET_S:.0f}s, "

@@ -239,12 +239,15 @@ def verdicts(results: dict[str, dict[str, Any]]) -> list[list[str]]:
     lab = results.get("lab")
     if lab:
         tg = lab.get("targets") or {}
+        worst = lab.get("release_to_reallocate_worst_seconds")
+        if worst is None:  # results written before the cold first replay was recorded
+            worst = (lab.get("release_to_reallocate_seconds") or {}).get("max")
         rows.append(
             [
                 "lab",
-                "Lab 20 replay wall time (max) / release to reallocation (max)",
+                "Lab 20 replay wall time (max) / release to reallocation (worst, first replay included)",
                 f"{_fmt((lab.get('replay_wall_seconds') or {}).get('max'), ' s')} / "
-                f"{_fmt((lab.get('release_to_reallocate_seconds') or {}).get('max'), ' s')}",
+                f"{_fmt(worst, ' s')}",
                 f"<= {_fmt(tg.get('replay_wall_seconds_max'), ' s')} / "
                 f"<= {_fmt(tg.get('release_to_reallocate_seconds_max'), ' s')}",
                 verdict_text(lab.get("meets_targets")),
@@ -621,6 +624,14 @@ def lab_section(res: dict[str, Any]) -> list[str]:
             ["first allocation (baseline)", _fmt(first.get("p50")), _fmt(first.get("min")), _fmt(first.get("max"))],
         ],
     )
+    cold = res.get("first_replay")
+    if cold:
+        out += [
+            "The first replay, on a cluster that was down (the replay brings it up, as `make lab` does): "
+            f"release to reallocation {_fmt((cold.get('metrics') or {}).get('release_to_reallocate_seconds'), ' s')}, "
+            f"wall clock {_fmt(cold.get('wall_seconds'), ' s')}.",
+            "",
+        ]
     out += [
         f"Cold bring-up of the lab's cluster: {_fmt(res.get('bring_up_cold_seconds'), ' s')}; CLI start-up "
         f"{_fmt((res.get('baseline') or {}).get('cli_startup_seconds'), ' s')}.",

@@ -8,6 +8,7 @@ it running and reuse it. Every change of the state file happens under that lock.
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import importlib.util
 import json
 import shutil
@@ -565,6 +566,7 @@ def _up_locked(
         _wait_optional(handle, specs[comp], notes, say)
     if with_webhook and "webhook" not in handle.state.get("failed", []):
         _register_webhook(handle, config)
+        _wait_background_leader(handle, notes)
     state["ready"] = time.time()
     state["notes"] = notes
     _write_state(layout, state)
@@ -572,6 +574,38 @@ def _up_locked(
         say(note)
     say(f"cluster {layout.name} ready in {time.monotonic() - started:.1f}s; kubeconfig: {layout.kubeconfig}")
     return handle
+
+
+def lease_is_held(lease: dict[str, Any] | None, now: float) -> bool:
+    """Whether a Lease names a holder that renewed it within its duration (its janitor is running)."""
+    spec = (lease or {}).get("spec") or {}
+    renewed = spec.get("renewTime")
+    if not spec.get("holderIdentity") or not renewed:
+        return False
+    at = dt.datetime.fromisoformat(str(renewed).replace("Z", "+00:00")).timestamp()
+    return now - at <= float(spec.get("leaseDurationSeconds") or 15)
+
+
+def _wait_background_leader(handle: ClusterHandle, notes: list[str]) -> None:
+    """Wait until a webhook worker holds the Lease and so runs the janitor.
+
+    Readiness does not include it (any worker of any replica may lead), but a lab that starts
+    before the janitor runs sees its first pods' claims released only after the grace period.
+    """
+    from dralab.webhook.lease import lease_path
+
+    kube = handle.kube()
+    try:
+        wait_for(
+            lambda: lease_is_held(kube.get(lease_path(WEBHOOK_NAMESPACE, "dralab-webhook"), missing_ok=True),
+                                  time.time()),
+            COMPONENT_TIMEOUT, "a webhook worker to hold the dralab-webhook Lease (the janitor)", interval=0.1,
+        )
+    except WaitTimeout as exc:
+        notes.append(f"WARNING: {exc}; claims of deleted pods wait out the janitor's grace period; "
+                     f"see {handle.log_path('webhook')}")
+    finally:
+        kube.close()
 
 
 def _wait_optional(handle: ClusterHandle, spec: ComponentSpec, notes: list[str], say: Say) -> None:

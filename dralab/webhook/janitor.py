@@ -333,7 +333,12 @@ class Janitor(PodClaimLoop):
         self.clock = clock
         self._prepare_loop("janitor")
         self._wake_at: float | None = None  # wall-clock time the loop's current wait ends
-        self._seen_used: set[tuple[str, str]] = set()  # unowned claims whose pod the last pass saw
+        # Claims some pod has named since the janitor started, recorded from every pod event as it
+        # arrives (not only from passes, which are rate-limited and held back during bursts): once
+        # that pod is gone the claim is reaped at once instead of waiting out the grace period.
+        # claim -> when it was first seen named (clock); entries go with the claim's adoption or deletion
+        self._seen_used: dict[tuple[str, str], float] = {}
+        self._seen_lock = threading.Lock()
         self._last_added: float | None = None  # when the latest new dralab pod or claim was seen (clock)
         self._ready_since: dict[tuple[str, str], float] = {}  # claims adoptable since (clock), held back
         self.pods = Informer(api, pods_path(), POD_SELECTOR, self._kick.set, "pods", relevant=self._pod_event)
@@ -364,9 +369,19 @@ class Janitor(PodClaimLoop):
         return self._wake_at is None or due < self._wake_at
 
     def _pod_event(self, kind: str, pod: dict[str, Any]) -> bool:
-        """Every pod event calls for a pass; a new pod also marks admissions as under way."""
+        """Every pod event calls for a pass; a new pod also marks admissions as under way.
+
+        The claims the pod names are remembered as used, whatever the event (a DELETED pod existed),
+        so a pod that lived only between two passes still releases its claims at once.
+        """
         if kind == "ADDED":
             self._last_added = self.clock()
+        named = claim_refs([pod]) if _meta(pod).get("uid") else {}
+        if named:
+            now = self.clock()
+            with self._seen_lock:
+                for key in named:
+                    self._seen_used.setdefault(key, now)
         return True
 
     def _loop(self) -> None:
@@ -392,8 +407,10 @@ class Janitor(PodClaimLoop):
         claims = self.claims.snapshot()
         pods = self.pods.snapshot()
         now = self.clock()
-        the_plan = plan(claims, pods, now, self.grace, self._seen_used)
-        self._seen_used = the_plan.used  # a claim adopted or gone drops out; its pod's deletion is GC's
+        with self._seen_lock:
+            seen = set(self._seen_used)
+        the_plan = plan(claims, pods, now, self.grace, seen)
+        self._remember_used(claims, the_plan.used, now)
         self.metrics.janitor_pending.set(
             sum(1 for c in claims if not _meta(c).get("ownerReferences") and not _meta(c).get("deletionTimestamp"))
         )
@@ -410,6 +427,20 @@ class Janitor(PodClaimLoop):
             self._reap(the_plan.reap)
         wait = self.resync if the_plan.next_check is None else min(self.resync, the_plan.next_check + 0.05)
         return max(wait, 0.05)
+
+    def _remember_used(self, claims: list[dict[str, Any]], used: set[tuple[str, str]], now: float) -> None:
+        """Add what this pass saw used; drop adopted claims (their owner reference decides now) and
+        claims not cached for a grace period (deleted, or never dralab's)."""
+        unowned = {_key(c) for c in claims
+                   if not any(o.get("kind") == "Pod" for o in _meta(c).get("ownerReferences") or [])}
+        cached = {_key(c) for c in claims}
+        with self._seen_lock:
+            for key in used:
+                self._seen_used.setdefault(key, now)
+            for key, since in list(self._seen_used.items()):
+                adopted = key in cached and key not in unowned
+                if adopted or (key not in cached and now - since > self.grace):
+                    del self._seen_used[key]
 
     def _adopt(self, claim: dict[str, Any], pod: dict[str, Any]) -> None:
         ns, name = _key(claim)

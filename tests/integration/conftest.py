@@ -2,8 +2,8 @@
 
 ``cluster`` builds the binaries if they are missing (once per machine, under a lock) and brings
 the cluster up or reuses it (``ensure_cluster`` is file-locked, so workers share one cluster).
-The cluster is left running afterwards so the next run starts warm; ``dralab cluster down``
-(or CI's cleanup) takes it down. Set DRALAB_TEST_CLUSTER to use another cluster name.
+A cluster this run started is brought down at the run's end (the root ``conftest.py``); one that
+was up before it is reused and left running. Set DRALAB_TEST_CLUSTER to use another cluster name.
 """
 
 from __future__ import annotations

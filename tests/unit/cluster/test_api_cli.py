@@ -53,3 +53,14 @@ def test_up_without_binaries_says_how_to_build(tmp_path, monkeypatch, capsys):
     code, out = _run(["cluster", "up", "--name", "x"], capsys)
     assert code == 2
     assert "run `dralab cluster build` first" in out.err and "Traceback" not in out.err
+
+
+def test_a_lease_counts_as_held_only_with_a_holder_that_renewed_within_its_duration() -> None:
+    from dralab.cluster.api import lease_is_held
+
+    now = 1_767_225_600.0  # 2026-01-01T00:00:00Z
+    fresh = {"spec": {"holderIdentity": "w1", "renewTime": "2025-12-31T23:59:55.000000Z", "leaseDurationSeconds": 15}}
+    assert lease_is_held(fresh, now)
+    assert not lease_is_held(fresh, now + 11)  # 16 s since the renewal: the holder is gone
+    assert not lease_is_held({"spec": {"renewTime": fresh["spec"]["renewTime"]}}, now)  # released: no holder
+    assert not lease_is_held(None, now)  # no Lease yet

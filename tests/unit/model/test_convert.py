@@ -475,7 +475,7 @@ def test_hcucores_without_a_configured_reference_is_refused_with_the_fix() -> No
 
 def test_hygon_default_cores_without_a_reference_is_refused_naming_the_default() -> None:
     table = load_vendor_table({"hygon": {"defaults": {"cores": 20}}})
-    with pytest.raises(Denied, match="hygon defaults.cores"):
+    with pytest.raises(Denied, match=r"hygon defaults\.cores"):
         convert_pod(pod({"hygon.com/hcunum": 1}), table)
 
 
@@ -496,5 +496,5 @@ def test_hcucores_with_a_reference_reserves_its_share_only_on_cards_with_that_ma
 def test_a_bad_compute_unit_reference_is_refused(bad: object) -> None:
     from dralab.errors import UserError
 
-    with pytest.raises(UserError, match="computeUnits.reference"):
+    with pytest.raises(UserError, match=r"computeUnits\.reference"):
         load_vendor_table({"hygon": {"computeUnits": {"reference": bad}}})

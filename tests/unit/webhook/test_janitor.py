@@ -249,3 +249,42 @@ def test_a_pod_deleted_before_adoption_gets_no_owner_patch_and_its_claim_is_reap
     jan.pods.items = {}  # the pod is gone (and not in the live list either)
     jan.reconcile_once()
     assert fake_api.names(path) == [] and fake_api.delete_uids == ["c-c1"]  # freed now, not after the grace
+
+
+def test_a_pod_that_lived_between_two_passes_still_frees_its_claim_at_once(fake_api) -> None:
+    """The first replay on a fresh cluster: pod A is added and deleted before any pass runs.
+
+    The pod's watch events themselves record that it named the claim, so the next pass reaps the
+    claim now instead of waiting out the grace period meant for pods that have not appeared yet.
+    """
+    path = claims_path("ns")
+    fake_api.objects[f"{path}/c1"] = claim("c1", age=2)
+    jan = janitor.Janitor(fake_api, Metrics(), grace_seconds=GRACE, clock=lambda: NOW)
+    jan.claims.items = {("ns", "c1"): fake_api.objects[f"{path}/c1"]}
+    short_lived = pod("a", "u1", "c1")
+    jan.pods._changed("ADDED", short_lived)  # informer events: no pass ran in between
+    jan.pods._changed("DELETED", short_lived)
+    jan.reconcile_once()
+    assert f"{path}/c1" not in fake_api.objects
+
+
+def test_a_claim_never_named_by_a_pod_still_gets_its_grace_period(fake_api) -> None:
+    path = claims_path("ns")
+    fake_api.objects[f"{path}/c1"] = claim("c1", age=2)
+    jan = janitor.Janitor(fake_api, Metrics(), grace_seconds=GRACE, clock=lambda: NOW)
+    jan.claims.items = {("ns", "c1"): fake_api.objects[f"{path}/c1"]}
+    jan.pods._changed("DELETED", pod("other", "u9", "c2"))  # names another claim
+    jan.reconcile_once()
+    assert f"{path}/c1" in fake_api.objects
+
+
+def test_the_memory_of_used_claims_forgets_adopted_and_long_gone_claims(fake_api) -> None:
+    clock = [NOW]
+    jan = janitor.Janitor(fake_api, Metrics(), grace_seconds=GRACE, clock=lambda: clock[0])
+    jan._pod_event("ADDED", pod("a", "u1", "owned", "elsewhere"))
+    owned = claim("owned", owner_uid="u1")
+    jan._remember_used([owned], set(), clock[0])
+    assert set(jan._seen_used) == {("ns", "elsewhere")}  # adopted: its owner reference decides now
+    clock[0] = NOW + GRACE + 1
+    jan._remember_used([], set(), clock[0])
+    assert jan._seen_used == {}  # never cached for a whole grace period: not dralab's, or deleted
