@@ -17,6 +17,7 @@ from dralab.model.quantity import to_int
 
 MEMORY = "memory"
 CORES = "cores"
+CONTAINER_ANNOTATION = "dralab.io/container"  # what the webhook writes on a claim (dralab.model.convert.ANN_CONTAINER)
 
 
 @dataclass
@@ -33,6 +34,9 @@ class Device:
     cores_used: int = 0
     shares: int = 0
     sharers: list[str] = field(default_factory=list)  # "<namespace>/<pod>" per allocation, or the claim
+    uuid: str = ""  # the ``uuid`` attribute ("" when the slice publishes none)
+    index: str = ""  # the ``index`` attribute, as text
+    product: str = ""  # the ``productName`` attribute, else ``type``
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -57,6 +61,7 @@ class Share:
     memory: int
     cores: int
     pods: list[str]
+    container: str = ""  # the claim's ``dralab.io/container`` annotation ("" for claims from templates)
 
 
 @dataclass
@@ -90,6 +95,18 @@ def _int(value: Any, what: str) -> int:
         return to_int(str(value), what)
     except (UserError, ValueError):
         return 0
+
+
+def _attribute(attributes: dict[str, Any], name: str) -> str:
+    """An attribute's value as text, whichever one-of field (string, int, bool, version) holds it."""
+    entry = attributes.get(name)
+    if isinstance(entry, dict):
+        for kind in ("string", "int", "bool", "version"):
+            if kind in entry and entry[kind] is not None:
+                value = entry[kind]
+                return str(value).lower() if isinstance(value, bool) else str(value)
+        return ""
+    return "" if entry is None else str(entry)
 
 
 def _capacity(entry: Any) -> int:
@@ -127,6 +144,7 @@ def compute(
         pool = (spec.get("pool") or {}).get("name", "")
         for dev in spec.get("devices") or []:
             capacity = dev.get("capacity") or {}
+            attributes = dev.get("attributes") or {}
             device = Device(
                 driver=spec.get("driver", ""),
                 pool=pool,
@@ -134,6 +152,9 @@ def compute(
                 node=node,
                 memory_total=_capacity(capacity.get(MEMORY, 0)),
                 cores_total=_capacity(capacity.get(CORES, 0)),
+                uuid=_attribute(attributes, "uuid"),
+                index=_attribute(attributes, "index"),
+                product=_attribute(attributes, "productName") or _attribute(attributes, "type"),
             )
             out.devices[device.key] = device
     for claim in claims:
@@ -155,7 +176,8 @@ def compute(
                 memory, cores = device.memory_total, device.cores_total
             else:
                 memory, cores = _int(consumed.get(MEMORY, 0), "memory"), _int(consumed.get(CORES, 0), "cores")
-            share = Share(ns, meta.get("name", ""), key, memory, cores, pods)
+            container = str((meta.get("annotations") or {}).get(CONTAINER_ANNOTATION) or "")
+            share = Share(ns, meta.get("name", ""), key, memory, cores, pods, container)
             out.shares.append(share)
             device.memory_used += memory
             device.cores_used += cores

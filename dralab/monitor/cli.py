@@ -10,10 +10,14 @@ import click
 @click.option("--port", default=9464, show_default=True, type=int)
 @click.option("--kubeconfig", default=None, type=click.Path(dir_okay=False), help="Default: in-cluster, then ~/.kube.")
 @click.option("--once", is_flag=True, help="Print the /metrics text for the objects listed now, and exit.")
-def monitor(host: str, port: int, kubeconfig: str | None, once: bool) -> None:
+@click.option("--hami-metrics/--no-hami-metrics", default=True, show_default=True,
+              help="Also export the gauges under HAMi's metric and label names (for HAMi dashboards).")
+def monitor(host: str, port: int, kubeconfig: str | None, once: bool, hami_metrics: bool) -> None:
     """Serve per-device, per-pod and per-namespace allocation gauges on /metrics (plus /healthz, /readyz).
 
-    The values come from watching ResourceSlices and ResourceClaims, not from the nodes.
+    The values come from watching ResourceSlices and ResourceClaims, not from the nodes. The same
+    values are also exported under HAMi's names (hami_gpu_memory_allocated_bytes, GPUDeviceMemoryAllocated,
+    ...; see dralab.monitor.hami) unless --no-hami-metrics.
 
     \b
     Example:
@@ -35,14 +39,14 @@ def monitor(host: str, port: int, kubeconfig: str | None, once: bool) -> None:
 
         class _Once:
             def collect(self):
-                return families(alloc)
+                return families(alloc, hami_metrics)
 
         registry = CollectorRegistry()
         registry.register(_Once())
         click.echo(generate_latest(registry).decode(), nl=False)
         return
     watch = AllocationWatch(api)
-    server = MonitorServer(registry_for(watch), watch.ready, host, port)
+    server = MonitorServer(registry_for(watch, hami_metrics), watch.ready, host, port)
     watch.start()
     click.echo(f"serving allocation gauges on http://{host}:{server.port}/metrics", err=True)
     try:

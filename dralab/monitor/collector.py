@@ -3,6 +3,9 @@
 The watches (the janitor's :class:`Informer`, a cache fed by a :class:`dralab.kube.ListWatch`) keep
 a cache; every scrape computes the gauges from it, so a device, pod or namespace that is gone
 disappears from ``/metrics`` at once instead of leaving a stale series behind. Nothing polls the nodes.
+
+Next to the ``dralab_*`` gauges, the same picture is exported under HAMi's metric and label names
+(:mod:`dralab.monitor.hami`) unless ``hami=False`` (``dralab monitor --no-hami-metrics``).
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from prometheus_client.registry import Collector
 from dralab.kube import Kube
 from dralab.kube.paths import CLAIMS_PATH, SLICES_PATH
 from dralab.monitor.allocation import Allocation, compute
+from dralab.monitor.hami import hami_families
 from dralab.webhook.janitor import Informer
 
 SLICES = SLICES_PATH
@@ -25,8 +29,8 @@ CLAIMS = CLAIMS_PATH
 _DEVICE_LABELS = ["node", "driver", "pool", "device"]
 
 
-def families(alloc: Allocation) -> list[GaugeMetricFamily]:
-    """Every gauge of one allocation picture (pure: what a scrape returns)."""
+def families(alloc: Allocation, hami: bool = True) -> list[GaugeMetricFamily]:
+    """Every gauge of one allocation picture (pure: what a scrape returns); ``hami`` adds HAMi's names."""
     def gauge(name: str, doc: str, labels: list[str]) -> GaugeMetricFamily:
         return GaugeMetricFamily(name, doc, labels=labels)
 
@@ -61,7 +65,8 @@ def families(alloc: Allocation) -> list[GaugeMetricFamily]:
         ns_cores.add_metric([ns], cores)
     unknown = gauge("dralab_allocations_on_unpublished_devices", "Allocation results naming no published device", [])
     unknown.add_metric([], alloc.unknown_devices)
-    return [*dev.values(), pod_mem, pod_cores, ns_mem, ns_cores, unknown]
+    out = [*dev.values(), pod_mem, pod_cores, ns_mem, ns_cores, unknown]
+    return [*out, *hami_families(alloc)] if hami else out
 
 
 class AllocationWatch:
@@ -90,14 +95,15 @@ class AllocationWatch:
 class AllocationCollector(Collector):
     """Computes the gauges at scrape time from an :class:`AllocationWatch`."""
 
-    def __init__(self, watch: AllocationWatch) -> None:
+    def __init__(self, watch: AllocationWatch, hami: bool = True) -> None:
         self.watch = watch
+        self.hami = hami
 
     def collect(self) -> Iterator[Any]:
-        yield from families(self.watch.allocation())
+        yield from families(self.watch.allocation(), self.hami)
 
 
-def registry_for(watch: AllocationWatch) -> CollectorRegistry:
+def registry_for(watch: AllocationWatch, hami: bool = True) -> CollectorRegistry:
     registry = CollectorRegistry()
-    registry.register(AllocationCollector(watch))
+    registry.register(AllocationCollector(watch, hami))
     return registry
