@@ -92,41 +92,93 @@ def parse_budget(obj: dict[str, Any]) -> Budget:
     return Budget(str(meta.get("namespace", "")), str(meta.get("name", "")), device_class, memory, cores)
 
 
-def _requests(claim: dict[str, Any]) -> Iterable[dict[str, Any]]:
-    """The ``exactly`` blocks of a claim's requests (firstAvailable alternatives: each counts)."""
-    for request in ((claim.get("spec") or {}).get("devices") or {}).get("requests") or []:
+def _allocated_subrequests(claim: dict[str, Any]) -> dict[str, str]:
+    """Request name -> the subrequest its allocation chose (results name ``<request>/<subrequest>``)."""
+    allocation = (claim.get("status") or {}).get("allocation") if isinstance(claim.get("status"), dict) else None
+    devices = allocation.get("devices") if isinstance(allocation, dict) else None
+    results = devices.get("results") if isinstance(devices, dict) else None
+    chosen: dict[str, str] = {}
+    for result in results if isinstance(results, list) else ():
+        ref = result.get("request") if isinstance(result, dict) else None
+        if isinstance(ref, str) and "/" in ref:
+            request, _, sub = ref.partition("/")
+            chosen.setdefault(request, sub)
+    return chosen
+
+
+def _alternatives(claim: dict[str, Any]) -> Iterable[list[dict[str, Any]]]:
+    """Per request of the claim, the device blocks of which one is allocated.
+
+    An ``exactly`` request is its one block. A ``firstAvailable`` request is every subrequest while
+    it is not allocated, since admission cannot know which the scheduler will pick (the first that
+    fits when the pod is scheduled); once the claim's status names the allocated subrequest
+    (``<request>/<subrequest>``), only that one.
+    """
+    spec = claim.get("spec")
+    devices = spec.get("devices") if isinstance(spec, dict) else None
+    requests = devices.get("requests") if isinstance(devices, dict) else None
+    chosen: dict[str, str] | None = None
+    for request in requests if isinstance(requests, list) else ():
         if not isinstance(request, dict):
             continue
         if isinstance(request.get("exactly"), dict):
-            yield request["exactly"]
-        for sub in request.get("firstAvailable") or []:
-            if isinstance(sub, dict):
-                yield sub
+            yield [request["exactly"]]
+            continue
+        subs = request.get("firstAvailable")
+        subs = [sub for sub in subs if isinstance(sub, dict)] if isinstance(subs, list) else []
+        if chosen is None:
+            chosen = _allocated_subrequests(claim)
+        picked = [sub for sub in subs if sub.get("name") == chosen.get(str(request.get("name")))]
+        if picked or subs:
+            yield picked[:1] or subs
 
 
 def claim_classes(claim: dict[str, Any]) -> set[str]:
     """The device classes a claim requests from (the keys of :func:`claim_demand`, without its arithmetic)."""
-    return {c for exactly in _requests(claim) if isinstance(c := exactly.get("deviceClassName"), str)}
+    return {
+        c for blocks in _alternatives(claim) for block in blocks if isinstance(c := block.get("deviceClassName"), str)
+    }
+
+
+def _block_demand(block: dict[str, Any]) -> Demand:
+    count = block.get("count", 1)
+    count = count if isinstance(count, int) and count > 0 else 1
+    caps = ((block.get("capacity") or {}).get("requests")) or {}
+    memory = caps.get(MEMORY)
+    cores = caps.get(CORES)
+    amount = Amount(
+        memory=count * to_int(memory, "claim memory") if memory is not None else 0,
+        cores=count * to_int(cores, "claim cores") if cores is not None else 0,
+    )
+    return Demand(amount, unsized=1 if memory is None else 0, claims=0)
+
+
+def _largest(a: Demand, b: Demand) -> Demand:
+    """Each dimension's larger value: what either of two alternatives may take."""
+    return Demand(Amount(max(a.amount.memory, b.amount.memory), max(a.amount.cores, b.amount.cores)),
+                  max(a.unsized, b.unsized), 0)
 
 
 def claim_demand(claim: dict[str, Any]) -> dict[str, Demand]:
-    """Device class -> what this claim requests from it (count x capacity requests)."""
+    """Device class -> what this claim requests from it (count x capacity requests).
+
+    A ``firstAvailable`` request counts, per device class, as its largest subrequest (the larger
+    memory, the larger cores, unsized when any alternative names no memory): admission cannot know
+    which alternative the scheduler will allocate, so the budget holds room for the biggest. Once
+    the claim is allocated, it counts as the subrequest that was allocated (see :func:`_alternatives`).
+    """
     out: dict[str, Demand] = {}
-    for exactly in _requests(claim):
-        device_class = exactly.get("deviceClassName")
-        if not isinstance(device_class, str):
-            continue
-        count = exactly.get("count", 1)
-        count = count if isinstance(count, int) and count > 0 else 1
-        caps = ((exactly.get("capacity") or {}).get("requests")) or {}
-        memory = caps.get(MEMORY)
-        cores = caps.get(CORES)
-        amount = Amount(
-            memory=count * to_int(memory, "claim memory") if memory is not None else 0,
-            cores=count * to_int(cores, "claim cores") if cores is not None else 0,
-        )
-        demand = Demand(amount, unsized=1 if memory is None else 0, claims=0)
-        out[device_class] = out.get(device_class, Demand()) + demand
+    for blocks in _alternatives(claim):
+        per_request: dict[str, Demand] = {}
+        for block in blocks:
+            device_class = block.get("deviceClassName")
+            if not isinstance(device_class, str):
+                continue
+            demand = _block_demand(block)
+            seen = per_request.get(device_class)
+            per_request[device_class] = demand if seen is None else _largest(seen, demand)
+        for device_class, demand in per_request.items():
+            out[device_class] = out.get(device_class, Demand()) + demand
     return {k: Demand(v.amount, v.unsized, 1) for k, v in out.items()}
 
 

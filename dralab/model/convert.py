@@ -3,10 +3,18 @@
 Driven entirely by the vendor table: each container's ``count``/``memory``/``cores`` resources of
 one vendor (and chip) become one claim with a single device request. The pod keeps everything
 else; already converted pods and pods without these resources come back unchanged.
+
+A pod annotated ``dralab.io/prefer-types: "a100,h100"`` gets, instead of an ``exactly`` request,
+one with ``firstAvailable`` (KEP-4816, beta and on by default since Kubernetes 1.34): one
+subrequest per listed type, in that order, each asking for the same count and capacity with the
+selectors of the plain request plus that type's selector (matched as the vendor's ``use-*type``
+annotation matches). The scheduler takes the first that can be allocated; the allocation result
+names it as ``<request>/<subrequest>``.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,6 +41,9 @@ LIFECYCLES = ("claim", "template")
 REQUEST_CACHE_SIZE = 1024  # distinct device requests remembered per converter
 MEMORY_CAPACITY = "memory"
 CORES_CAPACITY = "cores"
+ANN_PREFER_TYPES = "dralab.io/prefer-types"
+MAX_SUBREQUESTS = 8  # resource.k8s.io/v1 FirstAvailableDeviceRequestMaxSize
+_NOT_LABEL = re.compile(r"[^a-z0-9]+")
 
 
 @dataclass(frozen=True)
@@ -330,7 +341,8 @@ class Converter:
         # typed: 1, 1.0 and true are equal keys in Python, not the same quantity to conversion
         key = (found.slot, type(count[0]), count[0], type(memory[0]), memory[0], type(cores[0]), cores[0],
                annotations.get(rs.use_uuid, _ABSENT), annotations.get(rs.no_use_uuid, _ABSENT),  # null is not absent
-               annotations.get(rs.use_type, _ABSENT), annotations.get(rs.no_use_type, _ABSENT))
+               annotations.get(rs.use_type, _ABSENT), annotations.get(rs.no_use_type, _ABSENT),
+               annotations.get(ANN_PREFER_TYPES, _ABSENT))
         try:
             built = self._requests.get(key)
         except TypeError:  # a list or an object where a quantity or annotation belongs
@@ -378,11 +390,20 @@ class Converter:
         }
         if capacity:
             exactly["capacity"] = {"requests": capacity}
-        exprs = self._selectors(vendor, rs, annotations, cache)
-        if units_guard is not None:
-            exprs.append(units_guard)
-        exactly["selectors"] = [{"cel": {"expression": e}} for e in exprs]
-        return {"name": vendor.request_name, "exactly": exactly}
+        preferred = _preferred_types(rs, annotations)
+        if preferred is None:
+            exprs = self._selectors(vendor, rs, annotations, cache)
+            if units_guard is not None:
+                exprs.append(units_guard)
+            exactly["selectors"] = [{"cel": {"expression": e}} for e in exprs]
+            return {"name": vendor.request_name, "exactly": exactly}
+        subrequests = []
+        for name, wanted in zip(_subrequest_names(preferred), preferred, strict=True):
+            exprs = self._selectors(vendor, rs, annotations, cache, preferred=wanted)
+            if units_guard is not None:
+                exprs.append(units_guard)
+            subrequests.append({"name": name, **exactly, "selectors": [{"cel": {"expression": e}} for e in exprs]})
+        return {"name": vendor.request_name, "firstAvailable": subrequests}
 
     @staticmethod
     def _compute_units(vendor: Vendor, rs: ResourceSet, cores: int, found: _Found) -> int:
@@ -399,9 +420,16 @@ class Converter:
         )
 
     def _selectors(
-        self, vendor: Vendor, rs: ResourceSet, annotations: dict[str, Any], cache: dict[str, list[str]]
+        self,
+        vendor: Vendor,
+        rs: ResourceSet,
+        annotations: dict[str, Any],
+        cache: dict[str, list[str]],
+        preferred: str | None = None,
     ) -> list[str]:
+        """The request's CEL selectors; ``preferred``: one type of ``dralab.io/prefer-types`` (a subrequest's)."""
         domain = vendor.attribute_domain
+        substring = vendor.type_match == "contains"
         exprs = [vendor.class_selector()]
         if vendor.chip_selector and rs.product_name:
             exprs.append(cel.one_of(domain, vendor.type_attribute_name, [rs.product_name]))
@@ -417,11 +445,13 @@ class Converter:
             listed = values(annotation, cel.UUID)
             if listed:
                 exprs.append(cel.one_of(domain, "uuid", listed, negate))
+        if preferred is not None:  # use-*type is refused beside prefer-types (see _preferred_types)
+            exprs.append(cel.type_match(domain, vendor.type_attribute_name, [preferred], substring=substring))
         for annotation, negate in ((rs.use_type, False), (rs.no_use_type, True)):
             listed = values(annotation, cel.TYPE)
             if listed:
                 exprs.append(cel.type_match(domain, vendor.type_attribute_name, listed,
-                                            substring=vendor.type_match == "contains", negate=negate))
+                                            substring=substring, negate=negate))
         return exprs
 
     def _claim(
@@ -465,6 +495,53 @@ class Converter:
             "metadata": {"name": name, "namespace": ns, "labels": {**MANAGED_BY, LIFECYCLE_LABEL: "template"}},
             "spec": {"spec": {"devices": {"requests": [request]}}},
         }
+
+
+def _preferred_types(rs: ResourceSet, annotations: dict[str, Any]) -> list[str] | None:
+    """The device types of ``dralab.io/prefer-types``, most preferred first (None: not annotated).
+
+    Types are free text, as in HAMi's ``use-*type``; refused are a value that names no type, one
+    that cannot be a device type (:func:`cel.parse_values`), more types than a ``firstAvailable``
+    list holds, and the annotation beside the vendor's ``use-*type`` (both would name the accepted
+    types). ``nouse-*type`` may stay: it excludes from every alternative. Entries equal but for
+    case are one type (matching ignores case).
+    """
+    if ANN_PREFER_TYPES not in annotations:
+        return None
+    field = f"metadata.annotations[{ANN_PREFER_TYPES}]"
+    if rs.use_type in annotations:
+        raise Denied(
+            field,
+            f"cannot be combined with {rs.use_type}: both name the accepted device types. Drop {rs.use_type} "
+            f"and list its types in {ANN_PREFER_TYPES} in the order you prefer them, or drop {ANN_PREFER_TYPES} "
+            "to accept the types in any order",
+        )
+    raw = annotations[ANN_PREFER_TYPES]
+    if isinstance(raw, str):
+        distinct = {cel.upper_ascii(v.strip()) for v in raw.split(",") if v.strip()}
+        if len(distinct) > MAX_SUBREQUESTS:
+            raise Denied(
+                field,
+                f"lists {len(distinct)} device types; a request holds at most {MAX_SUBREQUESTS} alternatives "
+                f"(firstAvailable): keep the {MAX_SUBREQUESTS} you prefer most",
+            )
+    first: dict[str, str] = {}
+    for value in cel.parse_values(ANN_PREFER_TYPES, raw, cel.TYPE):
+        first.setdefault(cel.upper_ascii(value), value)
+    return list(first.values())
+
+
+def _subrequest_names(types: list[str]) -> list[str]:
+    """DNS-label names for the subrequests of ``types``: the type in lower case (``NVIDIA A100`` is
+    ``nvidia-a100``), else ``t<index>`` where that is taken; unique within the request."""
+    names: list[str] = []
+    for index, wanted in enumerate(types):
+        slug = _NOT_LABEL.sub("-", wanted.lower()).strip("-")[:63].strip("-")
+        name = slug if slug and slug not in names else f"t{index}"
+        while name in names:
+            name = f"{name}-{index}"
+        names.append(name)
+    return names
 
 
 def check_pod(pod: Any) -> None:
