@@ -3,7 +3,7 @@ VENV ?= .venv
 PYTHON ?= python3
 BIN := $(VENV)/bin
 
-.PHONY: lab lab-node test bench-quick env vcore binaries binaries-local tools chart-tools lint unit clean-cluster \
+.PHONY: lab lab-node test bench-quick env vcore binaries binaries-local binaries-matrix tools chart-tools lint unit clean-cluster \
 	system-local system-node system-test
 
 ## env: a virtual environment with dralab and its test tools installed (the test extra brings
@@ -38,6 +38,11 @@ binaries-local: env system-local
 binaries: env system-node
 	$(BIN)/dralab cluster build --real-node
 
+## binaries-matrix: the control planes of the other Kubernetes versions `make test` replays Lab 20 on
+K8S_MATRIX ?= v1.37.2
+binaries-matrix: env system-local
+	set -e; for v in $(K8S_MATRIX); do $(BIN)/dralab cluster build --kubernetes $$v; done
+
 ## chart-tools: helm and actionlint from their Go modules (the chart and workflow checks use them)
 chart-tools: env
 	$(BIN)/python -c "from dralab.provision.tools import ensure_tool; ensure_tool('helm', True); ensure_tool('actionlint', True)"
@@ -61,10 +66,12 @@ lint: env
 unit: env vcore
 	$(BIN)/pytest -n 2 tests/unit tests/security -m "not integration"
 
-## test: lint, then every test (unit, integration and the lab replays on the local profile), then Lab 20 on the real node (profile node)
-test: system-test env vcore binaries tools lint
+## test: lint, then every test (unit, integration and the lab replays on the local profile), then Lab 20 on the real
+## node (profile node) and on the local profile of each other Kubernetes version of K8S_MATRIX
+test: system-test env vcore binaries binaries-matrix tools lint
 	$(BIN)/pytest -n 2 --dist loadgroup
 	$(BIN)/pytest -n 0 --profile node labs/lab20-ascend-hami-dra/lab.yaml
+	set -e; for v in $(K8S_MATRIX); do $(BIN)/pytest -n 0 --kubernetes $$v labs/lab20-ascend-hami-dra/lab.yaml; done
 
 ## bench-quick: the CI-sized benchmarks (--quick) into $(BENCH_QUICK_OUT) with their rendered report;
 ## the figures are recorded, never a pass/fail (a shared CI machine is too noisy): only a benchmark

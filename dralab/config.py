@@ -17,6 +17,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 from pydantic.alias_generators import to_camel
 
+from dralab import yamlio
 from dralab.errors import UserError
 from dralab.model.hami_config import Translation
 from dralab.model.vendors import VendorTable, builtin_table_data, load_vendor_table
@@ -45,6 +46,7 @@ driver:
   registryDir: /var/lib/kubelet/plugins_registry
   stateDir: /var/lib/dralab
   enforcementLibrary: ""             # host path of the enforcement library; empty: dralab's vcore
+  enforcement: required              # required: refuse claims while that library is unusable; none: no enforcement
   injectDeviceNodes: true            # add device nodes to CDI specs (no vendor runtime class injects them)
 migration:
   enabled: false                     # migration mode: switching from HAMi / HAMi-DRA (on with --hami-config)
@@ -174,6 +176,11 @@ class DriverConfig(BaseModel):
     enforcement_library: str = Field(
         "", strict=True, description="host path of the enforcement library; empty: dralab's vcore"
     )
+    enforcement: Literal["required", "none"] = Field(
+        "required",
+        description="required: refuse claims while the enforcement library is missing, unreadable or built for "
+        "another machine; none: prepare them without it (quotas not enforced)",
+    )
     inject_device_nodes: bool = Field(True, strict=True, description="add device nodes to CDI specs")
 
     @field_validator("backend", mode="before")
@@ -181,6 +188,13 @@ class DriverConfig(BaseModel):
     def _known_backend(cls, value: Any) -> Any:
         if value not in ("fake", "ascend", "nvidia"):
             raise fail(f"driver.backend must be fake, ascend or nvidia, got {value!r}")
+        return value
+
+    @field_validator("enforcement", mode="before")
+    @classmethod
+    def _known_enforcement(cls, value: Any) -> Any:
+        if value not in ("required", "none"):
+            raise fail(f"driver.enforcement must be 'required' or 'none', got {value!r}")
         return value
 
 
@@ -298,7 +312,7 @@ def config_schema() -> dict[str, Any]:
 
 
 def default_config() -> Config:
-    return parse_config(yaml.safe_load(DEFAULT_CONFIG_YAML), "<defaults>")
+    return parse_config(yamlio.load(DEFAULT_CONFIG_YAML, "<defaults>"), "<defaults>")
 
 
 def load_hami_config(path: str | Path) -> Translation:
@@ -322,7 +336,7 @@ def load_config(path: str | Path | None, hami_config: str | Path | None = None) 
     if not p.is_file():
         raise UserError(f"config file {p} not found")
     try:
-        raw = yaml.safe_load(p.read_text())
+        raw = yamlio.load(p.read_text(), str(p))
     except yaml.YAMLError as exc:
         raise UserError(f"{p}: not valid YAML ({exc})") from None
     return parse_config(raw, str(p), hami)

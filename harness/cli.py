@@ -100,6 +100,8 @@ def _pytest_args(lab_yaml: Path, run_dir: Path, options: dict[str, Any]) -> list
     ]  # fmt: skip
     if options.get("kubeconfig"):
         args += ["--kubeconfig", str(options["kubeconfig"])]
+    if options.get("kubernetes"):
+        args += ["--kubernetes", str(options["kubernetes"])]
     if options.get("keep_namespace"):
         args.append("--keep-namespace")
     for var in options.get("var") or ():
@@ -145,6 +147,8 @@ def list_cmd() -> None:
 @click.argument("lab_ref", metavar="LAB|PATH")
 @click.option("--profile", default="local", show_default=True, help="Cluster profile name or profile YAML file.")
 @click.option("--kubeconfig", type=click.Path(dir_okay=False), help="Use this existing cluster.")
+@click.option("--kubernetes", metavar="VERSION", default=None,
+              help="Local profiles: the cluster's Kubernetes version (v1.35.4, v1.36.3, v1.37.2; default v1.35.4).")
 @click.option("--reports-dir", type=click.Path(file_okay=False), default="reports", show_default=True,
               help="Reports go to <dir>/<run-id>/, and <dir>/latest points there.")  # fmt: skip
 @click.option("--keep-namespace", is_flag=True, help="Keep the lab's namespace for inspection.")
@@ -157,19 +161,20 @@ def run_cmd(lab_ref: str, **options: Any) -> None:
     \b
     Example:
       dralab lab run lab20-ascend-hami-dra
+      dralab lab run lab20-ascend-hami-dra --kubernetes v1.37.2
       dralab lab run labs/nvidia-gpu-share --profile kind --kubeconfig ~/.kube/config
     """
     import pytest
     from rich.console import Console
 
     from harness.loader import resolve_lab
-    from harness.profile import load_profile
+    from harness.profile import load_profile, with_kubernetes
     from harness.report import new_run_id
     from harness.schema import load_lab
 
     lab_yaml = resolve_lab(lab_ref)
     loaded = load_lab(lab_yaml)  # a broken lab is a one-line error before anything starts
-    profile = load_profile(options["profile"])
+    profile = with_kubernetes(load_profile(options["profile"]), options.get("kubernetes"))
     console = Console()
     run_dir = Path(options["reports_dir"]).expanduser().resolve() / new_run_id(loaded.name)
     console.print(f"[bold]{loaded.title}[/bold] ({loaded.name}) on profile [bold]{profile.name}[/bold]: "

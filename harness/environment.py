@@ -95,7 +95,8 @@ def _local(profile: Profile, inventory: str | None, kubeconfig: Path | None, pro
     else:
         progress(f"bringing up the local cluster {name!r} (inventory {inventory or 'default'})")
         real_node = bool(profile.cluster.get("realNode"))
-        handle = api.ensure_cluster(name, devices=inventory, say=progress, real_node=real_node)
+        handle = api.ensure_cluster(name, devices=inventory, say=progress, real_node=real_node,
+                                    kubernetes=profile.kubernetes)
         config_path = Path(handle.kubeconfig)
     env = Environment(
         profile=profile,

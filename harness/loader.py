@@ -12,6 +12,7 @@ from typing import Any
 
 import yaml
 
+from dralab import yamlio
 from dralab.errors import UserError
 from harness.schema import API_VERSION, Lab, load_lab
 
@@ -53,7 +54,7 @@ def is_suite(data: Any) -> bool:
 def load_suite(path: Path) -> list[Path]:
     """The lab.yaml files a suite file lists (names of shipped labs or paths relative to the suite)."""
     try:
-        data = yaml.safe_load(path.read_text())
+        data = yamlio.load(path.read_text(), str(path))
     except yaml.YAMLError as exc:
         raise UserError(f"{path}: not valid YAML ({exc})") from None
     if not is_suite(data) or data.get("apiVersion") != API_VERSION:

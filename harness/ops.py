@@ -24,6 +24,7 @@ from typing import Any
 
 import yaml
 
+from dralab import yamlio
 from dralab.errors import UserError
 from dralab.kube import KubeError
 from dralab.model.quantity import quantity_value
@@ -99,7 +100,7 @@ def _load_manifests(ctx: Context, body: dict[str, Any], op: Operation) -> list[d
     for name in files:
         path = ctx.lab.directory / name
         try:
-            loaded = [d for d in yaml.safe_load_all(path.read_text()) if d]
+            loaded = [d for d in yamlio.load_all(path.read_text(), str(path)) if d]
         except yaml.YAMLError as exc:
             raise UserError(f"{op.where}: {name} is not valid YAML ({exc})") from None
         docs += [substitute(d, variables) for d in loaded]

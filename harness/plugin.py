@@ -32,6 +32,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("dralab", "dralab lab harness")
     group.addoption("--profile", default="local", help="cluster profile: local, kind, ascend-310p, nvidia, or a file")
     group.addoption("--kubeconfig", default=None, help="use an existing cluster instead of bringing one up")
+    group.addoption(
+        "--kubernetes", default=None, metavar="VERSION",
+        help="local profiles: the Kubernetes version of the cluster (default: the profile's, else v1.35.4)",
+    )
     group.addoption("--reports-dir", default=None, help="where lab reports go (default: <rootdir>/reports)")
     group.addoption("--run-id", default=None, help="name of the report folder of this run (default: time stamp)")
     group.addoption("--keep-namespace", action="store_true", help="keep each lab's namespace for inspection")
@@ -118,14 +122,14 @@ def _say(config: pytest.Config) -> Callable[[str], None]:
 def environment(config: pytest.Config, inventory: str | None) -> Any:
     """The profile's cluster for ``inventory``, opened once per session and reused by every lab."""
     from harness.environment import open_environment
-    from harness.profile import load_profile
+    from harness.profile import load_profile, with_kubernetes
 
     profile_ref = str(config.getoption("--profile"))
     kubeconfig = config.getoption("--kubeconfig")
     envs: dict[tuple[str, str | None, str | None], Any] = config._dralab_envs  # type: ignore[attr-defined]
     key = (profile_ref, inventory, kubeconfig)
     if key not in envs:
-        profile = load_profile(profile_ref)
+        profile = with_kubernetes(load_profile(profile_ref), config.getoption("--kubernetes"))
         envs[key] = open_environment(profile, inventory=inventory, kubeconfig=kubeconfig, progress=_say(config))
     return envs[key]
 
@@ -149,10 +153,11 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Col
     if file_path.name == "labs.yaml":
         import yaml
 
+        from dralab import yamlio
         from harness.loader import is_suite
 
         try:
-            data = yaml.safe_load(file_path.read_text())
+            data = yamlio.load(file_path.read_text(), str(file_path))
         except yaml.YAMLError:
             return None
         if is_suite(data):

@@ -13,6 +13,7 @@ and fake runtimes: enforcement is checked inside the container), ``hardware`` (r
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from importlib import resources
@@ -22,6 +23,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from dralab import yamlio
 from dralab.errors import UserError
 from dralab.validation import fail, json_schema, validate
 
@@ -47,6 +49,22 @@ class ClusterSpec(BaseModel):
     nodeRoot: str | None = Field(None, description="memory: per-node folders, relative to the profile")
     logsDir: str | None = Field(None, description="memory: component logs, relative to the profile")
     realNode: bool | None = Field(None, description="local: the inventory's first node runs a real kubelet")
+    kubernetes: str | None = Field(
+        None, description="local: the Kubernetes version (v1.35.4, v1.36.3 or v1.37.2; default v1.35.4)"
+    )
+
+    @field_validator("kubernetes")
+    @classmethod
+    def _supported_version(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        from dralab.errors import UserError
+        from dralab.provision.versions import check_supported
+
+        try:
+            return check_supported(value)
+        except UserError as exc:
+            raise fail(f"cluster.kubernetes: {exc}") from None
 
     @field_validator("source")
     @classmethod
@@ -137,13 +155,26 @@ class Profile:
     def deploy_method(self) -> str:
         return str(self.deploy.get("method", "none"))
 
+    @property
+    def kubernetes(self) -> str | None:
+        """local: the Kubernetes version of the cluster (None: dralab's default)."""
+        value = self.cluster.get("kubernetes")
+        return str(value) if value else None
+
     def cluster_name_for(self, inventory: str | None) -> str:
-        """The local cluster that has ``inventory``'s devices: one cluster per inventory."""
+        """The local cluster that has ``inventory``'s devices and the profile's Kubernetes version.
+
+        One cluster per inventory and version: ``dralab`` for Lab 20's host on the default version,
+        ``dralab-team-gpus``, ``dralab-v1-37``, ``dralab-team-gpus-v1-37`` for the others.
+        """
+        from dralab.provision.versions import KUBERNETES_VERSION, kubernetes_minor
+
         base = str(self.cluster.get("name", "dralab"))
         default = str(self.cluster.get("defaultInventory", "lab20"))
-        if not inventory or inventory == default:
-            return base
-        return f"{base}-{Path(inventory).stem}"
+        name = base if not inventory or inventory == default else f"{base}-{Path(inventory).stem}"
+        if self.kubernetes and self.kubernetes != KUBERNETES_VERSION:
+            name += f"-v1-{kubernetes_minor(self.kubernetes)}"
+        return name
 
 
 def builtin_profiles() -> list[str]:
@@ -183,12 +214,24 @@ def load_profile(name_or_path: str | Path) -> Profile:
     ref = str(name_or_path)
     if ref in builtin_profiles():
         text = resources.files("harness").joinpath("profiles", f"{ref}.yaml").read_text()
-        return parse_profile(yaml.safe_load(text), f"profile {ref}")
+        return parse_profile(yamlio.load(text, f"profile {ref}"), f"profile {ref}")
     path = Path(ref).expanduser()
     if not path.is_file():
         raise UserError(f"unknown profile {ref!r}: use one of {', '.join(builtin_profiles())} or a profile YAML file")
     try:
-        data = yaml.safe_load(path.read_text())
+        data = yamlio.load(path.read_text(), str(path))
     except yaml.YAMLError as exc:
         raise UserError(f"{path}: not valid YAML ({exc})") from None
     return parse_profile(data, str(path), path.resolve())
+
+
+def with_kubernetes(profile: Profile, version: str | None) -> Profile:
+    """``profile`` on Kubernetes ``version`` (``--kubernetes``); unchanged when None. Local profiles only."""
+    if not version:
+        return profile
+    from dralab.provision.versions import check_supported
+
+    if profile.source != "local":
+        raise UserError(f"--kubernetes {version}: profile {profile.name} does not bring its cluster up; "
+                        "its cluster's version is whatever that cluster runs")
+    return dataclasses.replace(profile, cluster={**profile.cluster, "kubernetes": check_supported(version)})

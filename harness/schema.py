@@ -36,6 +36,7 @@ from typing import Any
 
 import yaml
 
+from dralab import yamlio
 from dralab.errors import UserError
 from harness.lab_model import API_VERSION, BUILTIN_VARS, COMMON_KEYS, OPERATIONS, LabModel, validate_lab
 from harness.lab_ops import Body, OperationModel
@@ -217,7 +218,7 @@ def load_lab(path: str | Path) -> Lab:
     if not p.is_file():
         raise UserError(f"{p}: no lab here (a lab is a folder with a lab.yaml)")
     try:
-        data = yaml.safe_load(p.read_text())
+        data = yamlio.load(p.read_text(), str(p))
     except yaml.YAMLError as exc:
         raise UserError(f"{p}: not valid YAML ({exc})") from None
     return parse_lab(data, p.resolve())

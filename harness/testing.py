@@ -18,8 +18,7 @@ from http import HTTPStatus
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from dralab import yamlio
 from dralab.kube import KubeError
 from harness import jpath
 from harness.resources import CLUSTER_SCOPED, Ref, ref_of
@@ -72,7 +71,7 @@ class FakeCluster:
 
     @classmethod
     def from_file(cls, path: str | Path) -> FakeCluster:
-        docs = [d for d in yaml.safe_load_all(Path(path).read_text()) if d]
+        docs = [d for d in yamlio.load_all(Path(path).read_text(), str(path)) if d]
         return cls(docs)
 
     def namespaced(self, api_version: str, kind: str) -> bool:

@@ -46,6 +46,7 @@ from rich.progress import Progress
 from dralab.bench import DEFAULT_OUT
 from dralab.bench.common import percentile, write_result
 from dralab.driver.claims import ClaimSource, InMemoryClaimSource, KubeClaimSource
+from dralab.driver.library import stub_library
 from dralab.driver.proto import dra_v1_pb2, dra_v1_pb2_grpc
 from dralab.driver.runner import DriverProcess, RunOptions
 from dralab.driver.samples import NODE, lab20_claim
@@ -273,7 +274,7 @@ def _one_run(claims_src: ClaimSource, maker: Any, rounds: dict[str, int], progre
     cdi_dir, cdi_note = _cdi_folder()
     lib = root / "lib" / "libvcore.so"
     lib.parent.mkdir()
-    lib.write_bytes(b"")
+    lib.write_bytes(stub_library())  # an ELF header the driver accepts (nothing is preloaded here)
     opts = RunOptions(
         node=NODE,
         backend="fake",

@@ -612,6 +612,7 @@ def _dir_fd(event: str, args: tuple[Any, ...]) -> Any:
 @contextlib.contextmanager
 def driver_under_test() -> Iterator[tuple[Any, FuzzClaims, Path, Sandbox]]:
     """A real driver (in-process, fake backend, Lab 20's node) in a fresh folder it cannot write outside of."""
+    from dralab.driver.library import stub_library
     from dralab.driver.runner import DriverProcess, RunOptions
     from dralab.driver.samples import NODE
 
@@ -620,7 +621,7 @@ def driver_under_test() -> Iterator[tuple[Any, FuzzClaims, Path, Sandbox]]:
         with Sandbox(root) as box:
             lib = root / "lib" / "libvcore.so"
             lib.parent.mkdir()
-            lib.write_bytes(b"")
+            lib.write_bytes(stub_library())  # an ELF header the driver accepts
             source = FuzzClaims()
             opts = RunOptions(node=NODE, backend="fake", plugin_dir=str(root / "p"), registry_dir=str(root / "r"),
                               cdi_dir=str(root / "cdi"), state_dir=str(root / "s"), enforcement_library=str(lib),

@@ -36,6 +36,7 @@ import click
 import yaml
 from rich.console import Console
 
+from dralab import yamlio
 from dralab.bench.common import percentile, write_result
 
 LAB = "lab20-ascend-hami-dra"
@@ -49,7 +50,7 @@ console = Console(stderr=True)
 
 def _profile_file(folder: Path, cluster: str) -> Path:
     """The local profile, pointed at the benchmark's own cluster."""
-    data = yaml.safe_load(resources.files("harness").joinpath("profiles", "local.yaml").read_text())
+    data = yamlio.load(resources.files("harness").joinpath("profiles", "local.yaml").read_text(), "profile local")
     data["cluster"]["name"] = cluster
     path = folder / "bench-profile.yaml"
     path.write_text(yaml.safe_dump(data))

@@ -35,7 +35,9 @@ import click
 import yaml
 from rich.console import Console
 
+from dralab import yamlio
 from dralab.bench.common import percentile, write_result
+from dralab.cluster.build import K8S_VERSION
 
 console = Console(stderr=True)
 DEVICE_CLASS = "hami-vnpu-core.project-hami.io"
@@ -297,7 +299,7 @@ def fault_cdi_wiped_kubelet_restart(b: Bench) -> dict[str, Any]:
 
 
 def measure_lab(handle: Any, work: Path) -> dict[str, Any]:
-    data = yaml.safe_load(resources.files("harness").joinpath("profiles", "node.yaml").read_text())
+    data = yamlio.load(resources.files("harness").joinpath("profiles", "node.yaml").read_text(), "profile node")
     data["cluster"]["name"] = handle.name
     profile = work / "node-bench-profile.yaml"
     profile.write_text(yaml.safe_dump(data))
@@ -361,7 +363,7 @@ def node(out: str, quick: bool, keep: bool) -> None:
       dralab bench node
     """
     count = 5 if quick else PODS
-    result: dict[str, Any] = {"benchmark": "node", "pods": count, "kubelet": "v1.35.4", "containerd": "v2.2.9"}
+    result: dict[str, Any] = {"benchmark": "node", "pods": count, "kubelet": K8S_VERSION, "containerd": "v2.2.9"}
     with tempfile.TemporaryDirectory(prefix="dralab-nbench-") as tmp, bench_cluster(keep) as (handle, up_seconds):
         b = Bench(handle)
         result["bring_up_seconds"] = round(up_seconds, 2)

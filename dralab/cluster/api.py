@@ -45,6 +45,7 @@ from dralab.model.budget import crd as sharebudget_crd
 from dralab.model.inventory import load_inventory
 from dralab.model.objects import device_classes, runtime_class
 from dralab.model.volcano import crd as volcano_job_crd  # Volcano Jobs are admitted without a Volcano install
+from dralab.provision.versions import check_supported
 from dralab.util import WaitTimeout, atomic_write, free_port, get_logger, wait_for
 
 log = get_logger("dralab.cluster")
@@ -206,18 +207,24 @@ def list_clusters() -> list[str]:
 # ---------------------------------------------------------------- component specs and health
 
 
-def _binaries() -> dict[str, str]:
-    return {name: str(build.binary_path(name)) for name in build.BINARIES}
+def cluster_version(state: dict[str, Any]) -> str:
+    """The Kubernetes version a cluster runs (state files written before versions were chosen: the default)."""
+    return str(state.get("version") or build.K8S_VERSION)
+
+
+def _binaries(version: str) -> dict[str, str]:
+    return {name: str(build.binary_path(name, version)) for name in build.BINARIES}
 
 
 def _specs(handle: ClusterHandle) -> dict[str, ComponentSpec]:
     layout, ports, state = handle.layout, handle.state["ports"], handle.state
-    bins = _binaries()
+    version = cluster_version(state)
+    bins = _binaries(version)
     specs = {
         "etcd": components.etcd_spec(layout, ports, bins),
-        "apiserver": components.apiserver_spec(layout, ports, bins),
-        "controller-manager": components.controller_manager_spec(layout, ports, bins),
-        "scheduler": components.scheduler_spec(layout, ports, bins),
+        "apiserver": components.apiserver_spec(layout, ports, bins, version),
+        "controller-manager": components.controller_manager_spec(layout, ports, bins, version),
+        "scheduler": components.scheduler_spec(layout, ports, bins, version),
         "kwok": components.kwok_spec(layout, ports, bins),
     }
     config = state.get("config")
@@ -368,7 +375,7 @@ def _bootstrap_objects(handle: ClusterHandle, inventory: Any, config: str | None
     kube = handle.kube()
     real = handle.state.get("realNode")
     try:
-        for node in kwok.node_manifests(inventory, build.K8S_VERSION):
+        for node in kwok.node_manifests(inventory, cluster_version(handle.state)):
             if node["metadata"]["name"] == real:
                 continue
             kube.create("/api/v1/nodes", node, exist_ok=True)
@@ -441,6 +448,7 @@ def ensure_cluster(
     config: str | None = None,
     say: Say | None = None,
     real_node: bool = False,
+    kubernetes: str | None = None,
 ) -> ClusterHandle:
     """Bring cluster ``name`` up, or reuse it if it runs; restart any component that is down.
 
@@ -449,20 +457,28 @@ def ensure_cluster(
     the inventory's first node as a real kubelet + containerd (``dralab.cluster.node``).
     """
     say = say or _quiet
-    build.require_binaries()
-    if real_node:
-        build.require_node_binaries()
-        preflight.require(preflight.check_node_host(preflight.THIS_HOST), "run the real node")
     layout = Layout.of(name)
+    previous = _read_state(layout)
+    version = check_supported(kubernetes) if kubernetes else cluster_version(previous or {})
+    build.require_binaries(version)
+    if real_node:
+        build.require_node_binaries(version)
+        preflight.require(preflight.check_node_host(preflight.THIS_HOST), "run the real node")
     with _locked(layout):
-        return _up_locked(layout, devices, config, say, real_node)
+        return _up_locked(layout, devices, config, say, real_node, version)
 
 
 def _up_locked(
-    layout: Layout, devices: str | None, config: str | None, say: Say, real_node: bool = False
+    layout: Layout, devices: str | None, config: str | None, say: Say, real_node: bool = False,
+    version: str = build.K8S_VERSION,
 ) -> ClusterHandle:
     started = time.monotonic()
     previous = _read_state(layout)
+    if previous and previous.get("nodes") and cluster_version(previous) != version:
+        raise UserError(
+            f"cluster {layout.name} runs Kubernetes {cluster_version(previous)}, not {version}; "
+            f"run `dralab cluster down --name {layout.name}` first or use another --name"
+        )
     devices = _devices_ref(devices) if devices else None
     if previous and devices and previous.get("devicesRef") != devices:
         raise UserError(
@@ -503,7 +519,7 @@ def _up_locked(
     state.update(
         {
             "name": layout.name,
-            "version": build.K8S_VERSION,
+            "version": version,
             "devicesRef": str(devices or "lab20"),
             "config": str(Path(config).resolve()) if config else None,
             "nodes": nodes,

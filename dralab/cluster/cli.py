@@ -30,12 +30,22 @@ def cluster() -> None:
     """
 
 
+def _kubernetes_option(func):  # type: ignore[no-untyped-def]
+    from dralab.provision.versions import KUBERNETES_VERSION, SUPPORTED_KUBERNETES_VERSIONS
+
+    return click.option(
+        "--kubernetes", "kubernetes", default=KUBERNETES_VERSION, show_default=True, metavar="VERSION",
+        help=f"the Kubernetes version: {', '.join(SUPPORTED_KUBERNETES_VERSIONS)}",
+    )(func)
+
+
 @cluster.command()
 @click.option("--force", is_flag=True, help="rebuild binaries that are already built")
 @click.option(
     "--real-node", is_flag=True, help="also build the kubelet, containerd, runc and the CNI plugins (profile node)"
 )
-def build(force: bool, real_node: bool) -> None:
+@_kubernetes_option
+def build(force: bool, real_node: bool, kubernetes: str) -> None:
     """Build kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, etcd and kwok.
 
     Binaries land in ${DRALAB_CACHE:-~/.cache/dralab}/bin/<version>/; built ones are skipped.
@@ -46,16 +56,17 @@ def build(force: bool, real_node: bool) -> None:
     Example:
       dralab cluster build
       dralab cluster build --real-node
+      dralab cluster build --kubernetes v1.37.2
     """
     from dralab.cluster import build as b
 
     console = _console()
-    for result in b.build(force=force, real_node=real_node):
+    for result in b.build(force=force, real_node=real_node, version=kubernetes):
         if result.built:
             console.print(f"built {', '.join(result.built)} in {result.seconds:.1f}s")
         if result.skipped:
             console.print(f"already built: {', '.join(result.skipped)}")
-    console.print(f"binaries in {b.bin_dir()}")
+    console.print(f"binaries in {b.bin_dir(kubernetes)}")
 
 
 @cluster.command()
@@ -72,7 +83,10 @@ def build(force: bool, real_node: bool) -> None:
     default=None,
     help="more control-plane gates for the components this start launches, e.g. DRAExtendedResource=true",
 )
-def up(name: str, devices: str | None, config: str | None, real_node: bool, feature_gates: str | None) -> None:
+@_kubernetes_option
+def up(
+    name: str, devices: str | None, config: str | None, real_node: bool, feature_gates: str | None, kubernetes: str
+) -> None:
     """Bring the cluster up (or reuse it when it runs) and wait until it is ready.
 
     \b
@@ -80,6 +94,7 @@ def up(name: str, devices: str | None, config: str | None, real_node: bool, feat
       dralab cluster up
       dralab cluster up --name big --devices dralab/model/inventories/nvidia-gpus.yaml
       dralab cluster up --name dralab-node --real-node    # the `node` profile's cluster
+      dralab cluster up --name k137 --kubernetes v1.37.2
     """
     from dralab.cluster.api import ensure_cluster
 
@@ -98,7 +113,8 @@ def up(name: str, devices: str | None, config: str | None, real_node: bool, feat
             spinner.update(msg)
             console.print(msg)
 
-        handle = ensure_cluster(name, devices=devices, config=config, say=say, real_node=real_node)
+        handle = ensure_cluster(name, devices=devices, config=config, say=say, real_node=real_node,
+                                kubernetes=kubernetes)
     click.echo(str(handle.kubeconfig))
 
 

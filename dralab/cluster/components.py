@@ -28,8 +28,9 @@ import yaml
 from dralab.cluster.layout import Layout
 from dralab.cluster.pki import Pki
 from dralab.errors import UserError
+from dralab.provision.versions import KUBERNETES_VERSION as K8S_VERSION
+from dralab.provision.versions import feature_gates_for
 
-FEATURE_GATES = "DRAConsumableCapacity=true"
 # More gates for the control plane a process starts, e.g. "DRAExtendedResource=true" (`dralab cluster up
 # --feature-gates`); only components started while it is set get them.
 EXTRA_GATES_ENV = "DRALAB_FEATURE_GATES"
@@ -50,14 +51,24 @@ DRIVER_CODE = ("driver", "vcore.py", *_COMMON_CODE)
 STANDIN_CODE = ("cluster/standin", "kube", "cluster/kwok.py", "driver/proto", "util.py", "errors.py")
 
 
-def feature_gates() -> str:
-    """``--feature-gates`` of kube-apiserver, -controller-manager and -scheduler: ours plus $DRALAB_FEATURE_GATES."""
+def feature_gates(version: str = K8S_VERSION) -> str:
+    """``--feature-gates`` of kube-apiserver, -controller-manager and -scheduler of ``version``.
+
+    dralab's gates where ``version`` has them off by default (none from 1.36 on, where consumable
+    capacity is beta and on), plus $DRALAB_FEATURE_GATES; empty when there is nothing to pass.
+    """
     extra = [g.strip() for g in os.environ.get(EXTRA_GATES_ENV, "").split(",") if g.strip()]
     bad = [g for g in extra if not _GATE.match(g)]
     if bad:
         raise UserError(f"{EXTRA_GATES_ENV}: {', '.join(bad)} is not Name=true|false (e.g. DRAExtendedResource=true)")
-    gates = dict(g.split("=", 1) for g in [*FEATURE_GATES.split(","), *extra])
+    gates = {k: "true" if v else "false" for k, v in feature_gates_for(version).items()}
+    gates.update(g.split("=", 1) for g in extra)
     return ",".join(f"{k}={v}" for k, v in gates.items())
+
+
+def _gate_args(version: str) -> list[str]:
+    gates = feature_gates(version)
+    return [f"--feature-gates={gates}"] if gates else []
 
 
 @dataclass(frozen=True)
@@ -108,7 +119,9 @@ def etcd_spec(layout: Layout, ports: dict[str, Any], binaries: dict[str, str]) -
     return ComponentSpec("etcd", argv, Health(f"{client}/health"))
 
 
-def apiserver_spec(layout: Layout, ports: dict[str, Any], binaries: dict[str, str]) -> ComponentSpec:
+def apiserver_spec(
+    layout: Layout, ports: dict[str, Any], binaries: dict[str, str], version: str = K8S_VERSION
+) -> ComponentSpec:
     pki = Pki(layout.pki_dir)
     argv = [
         _bin(binaries, "kube-apiserver"),
@@ -130,7 +143,7 @@ def apiserver_spec(layout: Layout, ports: dict[str, Any], binaries: dict[str, st
         "--disable-admission-plugins=ServiceAccount",
         "--allow-privileged=true",
         "--profiling=false",
-        f"--feature-gates={feature_gates()}",
+        *_gate_args(version),
         # a real kubelet (profile node) serves exec/logs on 127.0.0.1 with x509 client auth
         f"--kubelet-client-certificate={pki.cert('admin')}",
         f"--kubelet-client-key={pki.key('admin')}",
@@ -141,7 +154,9 @@ def apiserver_spec(layout: Layout, ports: dict[str, Any], binaries: dict[str, st
     return ComponentSpec("apiserver", argv, health, stop_timeout=5.0)
 
 
-def controller_manager_spec(layout: Layout, ports: dict[str, Any], binaries: dict[str, str]) -> ComponentSpec:
+def controller_manager_spec(
+    layout: Layout, ports: dict[str, Any], binaries: dict[str, str], version: str = K8S_VERSION
+) -> ComponentSpec:
     pki = Pki(layout.pki_dir)
     kubeconfig = str(layout.kubeconfig)
     argv = [
@@ -153,7 +168,7 @@ def controller_manager_spec(layout: Layout, ports: dict[str, Any], binaries: dic
         f"--secure-port={ports['controller-manager']}",
         f"--cert-dir={layout.run_dir / 'controller-manager'}",
         "--leader-elect=false",
-        f"--feature-gates={feature_gates()}",
+        *_gate_args(version),
         f"--service-account-private-key-file={pki.sa_key}",
         f"--root-ca-file={pki.ca_cert}",
         f"--cluster-signing-cert-file={pki.ca_cert}",
@@ -182,7 +197,9 @@ def scheduler_config_path(layout: Layout) -> str:
     return str(layout.config_dir / "scheduler.yaml")
 
 
-def scheduler_spec(layout: Layout, ports: dict[str, Any], binaries: dict[str, str]) -> ComponentSpec:
+def scheduler_spec(
+    layout: Layout, ports: dict[str, Any], binaries: dict[str, str], version: str = K8S_VERSION
+) -> ComponentSpec:
     kubeconfig = str(layout.kubeconfig)
     argv = [
         _bin(binaries, "kube-scheduler"),
@@ -192,7 +209,7 @@ def scheduler_spec(layout: Layout, ports: dict[str, Any], binaries: dict[str, st
         "--bind-address=127.0.0.1",
         f"--secure-port={ports['scheduler']}",
         f"--cert-dir={layout.run_dir / 'scheduler'}",
-        f"--feature-gates={feature_gates()}",
+        *_gate_args(version),
         "--profiling=false",
     ]
     return ComponentSpec("scheduler", argv, Health(f"https://127.0.0.1:{ports['scheduler']}/healthz"))

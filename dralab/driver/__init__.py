@@ -7,6 +7,7 @@ Modules, one job each:
 - ``devices/``: device backends (``fake``, ``ascend`` via npu-smi, ``nvidia`` via NVML) behind one
   small protocol: enumerate devices, vendor container edits for allocated devices.
 - ``slices``: ResourceSlice objects (pure); ``publisher``: keeps them on the apiserver.
+- ``library``: whether the enforcement library is loadable here, and the fail-closed decision (pure).
 - ``cdi``: CDI spec rendering (pure); ``checkpoint``: crash-safe record of prepared claims;
   ``state``: owns prepare/unprepare; ``claims``: where claims are read from; ``kube``: JSON API client.
 - ``server``: gRPC servers on unix sockets; ``runner``: one driver process; ``metrics``: /metrics,

@@ -9,6 +9,8 @@ import click
 import yaml
 
 from dralab.driver.devices import BACKENDS
+from dralab.driver.health import TAINT_MODES
+from dralab.driver.library import MODES
 
 
 @click.group()
@@ -35,6 +37,12 @@ def driver() -> None:
 @click.option("--metrics-port", type=int, help="Serve /metrics, /healthz, /readyz on this port (0: any free port).")
 @click.option("--metrics-host", default="127.0.0.1", show_default=True)
 @click.option("--enforcement-library", help="Host path of the enforcement library (default: dralab's vcore build).")
+@click.option(
+    "--enforcement",
+    type=click.Choice(MODES),
+    help="required: refuse claims while the enforcement library is unusable; none: prepare them without it "
+    "(quotas not enforced). Default: the config's driver.enforcement (required).",
+)
 @click.option("--npu-smi", default="npu-smi", show_default=True, help="npu-smi binary (ascend backend).")
 @click.option("--resync-seconds", type=float, default=30.0, show_default=True, help="Slice republish check period.")
 @click.option("--no-publish", is_flag=True, help="Do not publish ResourceSlices (claims are still read from the API).")
@@ -53,6 +61,32 @@ def driver() -> None:
     "--claim-dir-size",
     help="Give each claim folder its own tmpfs of this size (e.g. 64Mi) so a claim cannot fill the host's disk; "
     "needs CAP_SYS_ADMIN and bidirectional mount propagation of --state-dir.",
+)
+@click.option(
+    "--device-taints",
+    type=click.Choice(TAINT_MODES),
+    default="auto",
+    show_default=True,
+    envvar="DRALAB_DEVICE_TAINTS",
+    help="Publish unhealthy devices with the dralab.io/unhealthy taint (DRA device taints). auto: where the "
+    "apiserver's version has DRADeviceTaints on by default (1.36+); on: the cluster enables the gate "
+    "(1.35 with --feature-gates DRADeviceTaints=true); off: never.",
+)
+@click.option(
+    "--unhealthy-noexecute-after",
+    type=click.FloatRange(min=0, min_open=True),
+    envvar="DRALAB_UNHEALTHY_NOEXECUTE_AFTER",
+    help="Seconds a device may stay unhealthy before its taint becomes NoExecute (pods using it are evicted). "
+    "Default: NoSchedule only.",
+)
+@click.option(
+    "--health-seconds", type=click.FloatRange(min=0.1), default=5.0, show_default=True,
+    help="How often the backend's device health is read.",
+)
+@click.option(
+    "--no-claim-status",
+    is_flag=True,
+    help="Do not write the claim's status.devices (driver, pool, device, shareID, the applied quota) after Prepare.",
 )
 def run(**kw: object) -> None:
     """Serve the kubelet plugin sockets, publish ResourceSlices and prepare claims until SIGTERM.
@@ -78,12 +112,17 @@ def run(**kw: object) -> None:
         metrics_port=kw["metrics_port"],  # type: ignore[arg-type]
         metrics_host=str(kw["metrics_host"]),
         enforcement_library=kw["enforcement_library"],  # type: ignore[arg-type]
+        enforcement=kw["enforcement"],  # type: ignore[arg-type]
         npu_smi=str(kw["npu_smi"]),
         resync_seconds=float(kw["resync_seconds"]),  # type: ignore[arg-type]
         publish=not kw["no_publish"],
         claim_gid=kw["claim_gid"],  # type: ignore[arg-type]
         claim_cache=not kw["no_claim_cache"],
         claim_dir_size=kw["claim_dir_size"],  # type: ignore[arg-type]
+        device_taints=str(kw["device_taints"]),
+        unhealthy_noexecute_after=kw["unhealthy_noexecute_after"],  # type: ignore[arg-type]
+        health_seconds=float(kw["health_seconds"]),  # type: ignore[arg-type]
+        claim_status=not kw["no_claim_status"],
     )
     proc = DriverProcess(opts)
 
@@ -147,6 +186,12 @@ def slices(backend: str | None, node: str, devices_file: str | None, config_file
 @click.option("--cdi-dir", help="CDI dir the paths refer to (default: config).")
 @click.option("--state-dir", help="State dir the host paths refer to (default: config).")
 @click.option("--enforcement-library", help="Host path of the enforcement library (default: dralab's vcore build).")
+@click.option(
+    "--enforcement",
+    type=click.Choice(MODES),
+    help="required: fail, as Prepare does, while the enforcement library is unusable; none: preview the spec "
+    "without it. Default: the config's driver.enforcement (required).",
+)
 def cdi(
     claim_file: str,
     devices_file: str | None,
@@ -156,8 +201,12 @@ def cdi(
     cdi_dir: str | None,
     state_dir: str | None,
     enforcement_library: str | None,
+    enforcement: str | None,
 ) -> None:
     """Print the CDI spec the driver would write for an allocated claim (nothing is written).
+
+    Fails (exit 2, Prepare's message) when the claim needs the enforcement library and it is
+    missing, unreadable or built for another machine, unless --enforcement none.
 
     \b
     Example:
@@ -165,6 +214,7 @@ def cdi(
       dralab driver cdi --claim claim.yaml
     """
     from dralab.driver.claims import InMemoryClaimSource
+    from dralab.driver.library import check_mode
     from dralab.driver.state import DriverState, load_yaml_claim, preview_spec
     from dralab.errors import UserError
 
@@ -181,6 +231,7 @@ def cdi(
     cfg, be = _backend(backend, node, devices_file, config_file, state_dir)
     drivers = list(dict.fromkeys(str(r.get("driver")) for r in results))
     library = enforcement_library or cfg.driver.enforcement_library
+    mode = check_mode(enforcement or cfg.driver.enforcement, "--enforcement")
     docs = []
     for name in drivers:
         vendor = cfg.vendors.by_driver(name)
@@ -195,6 +246,7 @@ def cdi(
             state_dir=Path(state_dir or cfg.driver.state_dir),
             library=Path(library) if library else None,
             boot_id="",
+            enforcement_mode=mode,
         )
         docs.append(preview_spec(state, claim))
     click.echo(yaml.safe_dump_all(docs, sort_keys=False), nl=False)

@@ -72,6 +72,35 @@ class DriverMetrics:
             registry=r,
         )
 
+        self.enforcement_refusals = Counter(
+            "dralab_driver_enforcement_refusals_total",
+            "Claims refused because the enforcement library is unusable (missing, unreadable, not an ELF "
+            "shared object, built for another machine)",
+            ["driver", "reason"],
+            registry=r,
+        )
+        self.enforcement_mode = Gauge(
+            "dralab_driver_enforcement_mode",
+            "1 for the enforcement mode in effect: required (claims are enforced or refused) or none "
+            "(no enforcement library: the operator's enforcement: none, or a vendor profile that enforces nothing)",
+            ["driver", "mode", "profile"],
+            registry=r,
+        )
+
+        self.device_unhealthy = Gauge(
+            "dralab_driver_device_unhealthy",
+            "1 while the backend reports the device unhealthy (published with the dralab.io/unhealthy taint where "
+            "the cluster takes device taints)",
+            ["device"],
+            registry=r,
+        )
+        self.claim_status = Counter(
+            "dralab_driver_claim_status_writes_total",
+            "Claim device status writes after Prepare (ok, gone: the claim went away, error)",
+            ["driver", "result"],
+            registry=r,
+        )
+
     def render(self) -> bytes:
         return generate_latest(self.registry)
 

@@ -5,6 +5,12 @@ dralab sets, so server-side defaults never cause churn). On a difference it crea
 with ``generation + 1`` first, then deletes every older slice, so consumers always see a complete
 pool. A watch on the node's slices triggers a republish when someone else deletes or edits them
 (the kubelet deletes a driver's slices at its start).
+
+Unhealthy devices carry taints (``taints``: from the health tracker) only where the cluster can take
+them (``health.taints_decision``: the server's version from ``GET /version`` and the gates table,
+or the operator's ``--device-taints on|off``); otherwise the publisher says so once and publishes
+the devices as they are. An apiserver that drops the taints it was sent (the gate is off after all)
+gets none again from this publisher, so the pool does not churn.
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from dralab.driver import health
 from dralab.driver.devices import Device
 from dralab.driver.metrics import DriverMetrics
 from dralab.driver.slices import build_slices, comparable
@@ -40,6 +47,10 @@ def _first_device(slice_: dict[str, Any]) -> str:
     return str(devices[0].get("name", "")) if devices else ""
 
 
+def _sent_taints(slice_: dict[str, Any]) -> bool:
+    return any(d.get("taints") for d in (slice_.get("spec") or {}).get("devices") or [])
+
+
 def needs_publish(current: list[dict[str, Any]], desired: list[dict[str, Any]], pool: str) -> tuple[bool, int]:
     """Whether ``desired`` differs from the pool on the server, and the server's highest generation (pure)."""
     in_pool = [s for s in current if ((s.get("spec") or {}).get("pool") or {}).get("name") == pool]
@@ -57,7 +68,13 @@ def needs_publish(current: list[dict[str, Any]], desired: list[dict[str, Any]], 
         (s.get("metadata") or {}).get("ownerReferences") == d["metadata"].get("ownerReferences")
         for s, d in zip(top, desired, strict=True)
     )
-    return (want != have or not owners_ok), highest
+    # our labels (the enforcement mode among them) as we want them; labels others added are theirs
+    labels_ok = all(
+        project((s.get("metadata") or {}).get("labels") or {}, d["metadata"].get("labels") or {})
+        == (d["metadata"].get("labels") or {})
+        for s, d in zip(top, desired, strict=True)
+    )
+    return (want != have or not owners_ok or not labels_ok), highest
 
 
 @dataclass
@@ -78,8 +95,16 @@ class SlicePublisher:
         devices: Callable[[], list[Device]],
         metrics: DriverMetrics | None = None,
         resync_seconds: float = 30.0,
+        enforcement: str | None = None,
+        taints: Callable[[list[str]], dict[str, list[dict[str, Any]]]] | None = None,
+        taint_mode: str = health.AUTO,
     ) -> None:
         self.client = client
+        self.taints = taints  # device names -> the tainted ones' taints (the health tracker)
+        self.taint_mode = taint_mode
+        self._taint_decision: health.TaintDecision | None = None
+        self._taints_said = False  # "taints unavailable" logged once
+        self.enforcement = enforcement  # the driver's effective mode, published as a slice label
         self.vendor = vendor
         self.driver = vendor.driver
         self.node = node
@@ -105,19 +130,59 @@ class SlicePublisher:
     def current(self) -> list[dict[str, Any]]:
         return list(self.client.list(SLICES_PATH, field_selector=self._selector()).get("items") or [])
 
+    def taint_decision(self) -> health.TaintDecision:
+        """Whether this cluster takes device taints; the server's version is read once (again after a failure)."""
+        if self._taint_decision is not None:
+            return self._taint_decision
+        version = None
+        if self.taint_mode == health.AUTO:
+            try:
+                version = health.server_version(self.client.get("/version") or {})
+            except Exception as exc:  # the version decides taints only: never fail the publish on it
+                log.warning("reading the apiserver's version failed", extra={"fields": {"error": str(exc)}})
+        decision = health.taints_decision(self.taint_mode, version)
+        if version is not None or self.taint_mode != health.AUTO:
+            self._taint_decision = decision
+        return decision
+
+    def _desired_taints(self, devices: list[Device]) -> dict[str, list[dict[str, Any]]]:
+        """The taints to publish: the tracker's, where the cluster takes them (else {} and one log line)."""
+        wanted = self.taints([d.name for d in devices]) if self.taints is not None else {}
+        wanted = {name: t for name, t in wanted.items() if t}
+        if not wanted:
+            return {}
+        decision = self.taint_decision()
+        if decision.enabled:
+            return wanted
+        if not self._taints_said:
+            self._taints_said = True
+            log.warning(
+                "device taints unavailable: unhealthy devices stay published as they are",
+                extra={"fields": {"driver": self.driver, "devices": sorted(wanted), "why": decision.why}},
+            )
+        return {}
+
     def publish_once(self) -> PublishResult:
         """Make the server's pool match the devices; returns whether anything changed."""
         uid = self.node_uid()
         devices = [d for d in self.devices() if d.vendor == self.vendor.key]
+        taints = self._desired_taints(devices)
         current = self.current()
-        desired = build_slices(self.vendor, self.node, devices, generation=1, node_uid=uid)
+        desired = build_slices(
+            self.vendor, self.node, devices, generation=1, node_uid=uid, enforcement=self.enforcement,
+            taints=taints,
+        )
         changed, highest = needs_publish(current, desired, self.node)
         if not changed:
             self.published.set()
             return PublishResult(False, highest, [s["metadata"]["name"] for s in current])
         generation = highest + 1
         created = []
-        for body in build_slices(self.vendor, self.node, devices, generation=generation, node_uid=uid):
+        slices = build_slices(
+            self.vendor, self.node, devices, generation=generation, node_uid=uid, enforcement=self.enforcement,
+            taints=taints,
+        )
+        for body in slices:
             made = self.client.create(SLICES_PATH, body)
             created.append(made["metadata"]["name"])
             if "allowMultipleAllocations" not in str(made.get("spec")):
@@ -125,6 +190,14 @@ class SlicePublisher:
                     "the apiserver dropped allowMultipleAllocations: enable the DRAConsumableCapacity feature gate",
                     extra={"fields": {"driver": self.driver}},
                 )
+            if taints and _sent_taints(body) and not _sent_taints(made):
+                self._taint_decision = health.TaintDecision(False, "the apiserver dropped the device taints")
+                log.error(
+                    "the apiserver dropped the device taints: enable the DRADeviceTaints feature gate "
+                    "(apiserver and scheduler); unhealthy devices are published untainted from now on",
+                    extra={"fields": {"driver": self.driver}},
+                )
+                self._taints_said = True
         for old in current:
             self.client.delete(slice_path(old["metadata"]["name"]), missing_ok=True)
         self.metrics.publishes.labels(self.driver, "changed").inc()

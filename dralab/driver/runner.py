@@ -15,12 +15,16 @@ from filelock import FileLock, Timeout
 
 from dralab.config import Config, load_config
 from dralab.driver.claims import ClaimSource, KubeClaimSource
-from dralab.driver.devices import Backend, BackendOptions, load_backend
+from dralab.driver import health
+from dralab.driver.devices import Backend, BackendOptions, Health, load_backend
+from dralab.driver.health import HealthMonitor, HealthTracker
 from dralab.driver.informer import ClaimInformer
+from dralab.driver.library import check_mode
 from dralab.driver.metrics import DriverMetrics, StatusServer
 from dralab.driver.publisher import SlicePublisher
 from dralab.driver.server import PluginServer, SocketPaths
 from dralab.driver.state import DriverState
+from dralab.driver.status import StatusWriter
 from dralab.errors import UserError
 from dralab.kube import Kube
 from dralab.model.vendors import Vendor
@@ -45,6 +49,7 @@ class RunOptions:
     metrics_port: int | None = None
     metrics_host: str = "127.0.0.1"
     enforcement_library: str | None = None
+    enforcement: str | None = None  # required | none (None: the config's driver.enforcement)
     publish: bool = True
     resync_seconds: float = 30.0
     reconcile_seconds: float = 60.0
@@ -54,6 +59,11 @@ class RunOptions:
     claim_gid: int | None = None  # group of claim directories and shared files (non-root containers join it)
     claim_cache: bool = True  # watch the node's claims so Prepare needs no GET (apiserver claim source only)
     claim_dir_size: str | None = None  # a quantity (64Mi): each claim folder becomes a tmpfs of that size
+    # device health as DRA device taints: auto (by the server's version), on (the cluster enables the gate), off
+    device_taints: str = health.AUTO
+    unhealthy_noexecute_after: float | None = None  # seconds unhealthy before NoExecute (None: NoSchedule only)
+    health_seconds: float = 5.0  # how often the backend's health is read
+    claim_status: bool = True  # write the claim's status.devices after Prepare (apiserver claim source only)
 
 
 def _claim_dir_bytes(size: str | None) -> int | None:
@@ -105,6 +115,8 @@ class DriverProcess:
     backend: Backend | None = None
     status: StatusServer | None = None
     informer: ClaimInformer | None = None
+    tracker: HealthTracker | None = None
+    status_writer: StatusWriter | None = None
     _stop: threading.Event = field(default_factory=threading.Event)
     _threads: list[threading.Thread] = field(default_factory=list)
     _lock: FileLock | None = None
@@ -120,6 +132,7 @@ class DriverProcess:
 
     def start(self) -> DriverProcess:
         cfg = load_config(self.options.config)
+        mode = check_mode(self.options.enforcement or cfg.driver.enforcement, "--enforcement")
         plugin_dir, registry_dir, cdi_dir, state_dir = self._paths(cfg)
         _state_folder(state_dir)
         self._lock = FileLock(str(state_dir / "driver.lock"))
@@ -157,9 +170,26 @@ class DriverProcess:
             self.claims = KubeClaimSource(self.kube)
         library = self.options.enforcement_library or cfg.driver.enforcement_library or None
         claim_dir_bytes = _claim_dir_bytes(self.options.claim_dir_size)
-        if self.options.claim_cache and isinstance(self.claims, KubeClaimSource):
+        if self.options.device_taints not in health.TAINT_MODES:
+            raise UserError(f"--device-taints {self.options.device_taints}: use one of {', '.join(health.TAINT_MODES)}")
+        self.tracker = HealthTracker(self.options.unhealthy_noexecute_after)
+        if self.options.claim_status and isinstance(self.claims, KubeClaimSource):
+            metrics = self.metrics
+            self.status_writer = StatusWriter(
+                self.claims.client.clone(), on_result=lambda d, r: metrics.claim_status.labels(d, r).inc()
+            )
+            self._spawn("claim-status", self.status_writer.run)
             self.informer = ClaimInformer(self.claims.client.clone(), self.options.node, [v.driver for v in vendors])
             self._spawn("claim-informer", self.informer.run)
+        monitor = None
+        if hasattr(self.backend, "health"):
+            monitor = HealthMonitor(
+                self.backend.health, self.tracker, self._republish, self.options.health_seconds, self._health_metric
+            )
+            try:
+                monitor.poll()  # the first slices already carry the taints of devices unhealthy at start
+            except Exception as exc:
+                log.warning("device health query failed", extra={"fields": {"error": str(exc)}})
         for vendor in vendors:
             state = DriverState(
                 vendor=vendor,
@@ -173,6 +203,8 @@ class DriverProcess:
                 claim_gid=self.options.claim_gid,
                 cache=self.informer,
                 claim_dir_bytes=claim_dir_bytes,
+                enforcement_mode=mode,
+                status_sink=self.status_writer.submit if self.status_writer else None,
             ).open()
             server = PluginServer(state, SocketPaths.for_driver(vendor.driver, plugin_dir, registry_dir))
             served = _Served(vendor=vendor, state=state, server=server)
@@ -187,12 +219,17 @@ class DriverProcess:
                     self.backend.enumerate,
                     self.metrics,
                     self.options.resync_seconds,
+                    enforcement=state.effective_mode,
+                    taints=self.tracker.taints,
+                    taint_mode=self.options.device_taints,
                 )
                 self._spawn(f"publish-{vendor.key}", served.publisher.run)
                 self._spawn(f"watch-{vendor.key}", served.publisher.watch)
             if isinstance(self.claims, KubeClaimSource):
                 self._spawn(f"reconcile-{vendor.key}", self._reconcile_loop(state))
             self._spawn(f"restore-specs-{vendor.key}", self._restore_loop(state))
+        if monitor is not None:
+            self._spawn("device-health", monitor.run)
         if self.options.metrics_port is not None:
             self.status = StatusServer(
                 self.metrics, self.healthy, self.ready, self.options.metrics_port, self.options.metrics_host
@@ -200,6 +237,14 @@ class DriverProcess:
             self.status.start()
             log.info("status endpoint", extra={"fields": {"port": self.status.port}})
         return self
+
+    def _republish(self) -> None:
+        for s in self.served:
+            if s.publisher is not None:
+                s.publisher.trigger()
+
+    def _health_metric(self, device: str, report: Health) -> None:
+        self.metrics.device_unhealthy.labels(device).set(0 if report.healthy else 1)
 
     def _spawn(self, name: str, target) -> None:
         thread = threading.Thread(target=target, args=(self._stop,), name=name, daemon=True)
@@ -237,10 +282,14 @@ class DriverProcess:
         return bool(self.served), "; ".join(details) or "no driver served"
 
     def ready(self) -> tuple[bool, str]:
-        """Healthy, and every pool published (when publishing)."""
+        """Healthy, enforcement usable (claims would be refused otherwise), and every pool published and registered."""
         ok, detail = self.healthy()
         if not ok:
             return ok, detail
+        checks = [s.state.enforcement_ready() for s in self.served]
+        refusing = [why for usable, why in checks if not usable]
+        if refusing:
+            return False, "claims are refused: " + "; ".join(refusing)
         waiting = [s.vendor.driver for s in self.served if s.publisher and not s.publisher.published.is_set()]
         if waiting:
             return False, f"slices not yet published for {', '.join(waiting)}"

@@ -10,6 +10,10 @@ claim is answered from the checkpoint (no API call), rewriting its CDI spec if a
 CDI directory. Unprepare uses the checkpoint only and always succeeds for unknown claims. One lock
 serializes all transitions of a driver.
 
+Enforcement fails closed (``library``): a claim whose vendor profile enforces is refused, before
+any file is written, while the enforcement library is missing, unreadable or not loadable on this
+node; only the operator's ``enforcement: none`` prepares it without the library.
+
 Host paths (the threat model: tenants of other claims, and other users of the host): the state
 root and ``claims/`` are 0700, so a claim's files are reachable only through the mounts its own CDI
 spec gives its containers. A claim's directory is 0770 (owner and the claim group, ``claim_gid``:
@@ -26,7 +30,8 @@ import os
 import re
 import shutil
 import threading
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,11 +40,14 @@ from typing import Any
 import yaml
 
 from dralab.driver import cdi, limits
+from dralab.driver import library as libcheck
 from dralab.driver.cdi import ClaimRef, ContainerEdits, PreparedDevice
 from dralab.driver.checkpoint import PREPARE_COMPLETED, Checkpoint, CheckpointStore, ClaimEntry, GroupCommit
 from dralab.driver.claims import ClaimCache, ClaimSource
 from dralab.driver.devices import Backend, Device, Mount
+from dralab.driver.library import LibraryStatus
 from dralab.driver.metrics import DriverMetrics
+from dralab.driver.status import StatusUpdate, device_entries
 from dralab.errors import UserError
 from dralab.kube import KubeError
 from dralab.model import enforcement
@@ -113,6 +121,12 @@ def default_library() -> Path:
         return Path(__file__).resolve().parents[2] / "vcore" / "build" / "libvcore.so"
 
 
+def read_library_head(path: Path) -> bytes:
+    """The first bytes of the enforcement library (all the check needs); OSError when it cannot be read."""
+    with open(path, "rb") as f:
+        return f.read(libcheck.HEAD_BYTES)
+
+
 @dataclass(frozen=True)
 class PrepareResult:
     """The answer for one claim: devices, or an error."""
@@ -168,6 +182,10 @@ class DriverState:
         claim_gid: int | None = None,
         cache: ClaimCache | None = None,
         claim_dir_bytes: int | None = None,
+        enforcement_mode: str = libcheck.REQUIRED,
+        machine: str | None = None,
+        read_library: Callable[[Path], bytes] = read_library_head,
+        status_sink: Callable[[StatusUpdate], None] | None = None,
     ) -> None:
         self.vendor = vendor
         self.driver = vendor.driver
@@ -177,6 +195,10 @@ class DriverState:
         self.cdi_dir = Path(cdi_dir)
         self.root = Path(state_dir) / self.driver
         self.library = Path(library) if library else default_library()
+        self.mode = libcheck.check_mode(enforcement_mode)
+        self.machine = machine or libcheck.node_machine()  # the architecture the library must be built for
+        self._read_library = read_library
+        self.status_sink = status_sink  # claim device status after a fresh Prepare (status.StatusWriter.submit)
         self.metrics = metrics or DriverMetrics()
         self.claim_gid = claim_gid
         self.cache = cache
@@ -204,7 +226,63 @@ class DriverState:
             self.metrics.quarantined.labels(self.driver).inc(len(self.store.quarantined))
         self._write_host_files()
         self._update_gauge()
+        self._announce_mode()
         return self
+
+    # -- enforcement library ------------------------------------------------------------------------
+
+    @property
+    def effective_mode(self) -> str:
+        """``required``: claims are enforced or refused; ``none``: prepared without the library."""
+        return libcheck.effective_mode(self.mode, self.profile)
+
+    def library_status(self) -> LibraryStatus:
+        """Read the library's header now and check it (a few bytes: every Prepare call and probe rechecks)."""
+        try:
+            head: bytes | OSError = self._read_library(self.library)
+        except OSError as exc:
+            head = exc
+        return libcheck.check(str(self.library), head, self.machine)
+
+    def enforcement_ready(self) -> tuple[bool, str]:
+        """Readiness of enforcement: False with the refusal while claims of this driver would be refused."""
+        if self.effective_mode == libcheck.NONE:
+            return True, f"{self.driver}: enforcement {self.effective_mode}"
+        status = self.library_status()
+        if not status.usable:
+            return False, f"{self.driver}: {status.refusal(self.profile)}"
+        return True, f"{self.driver}: enforcement library {self.library} ok"
+
+    def _announce_mode(self) -> None:
+        self.metrics.enforcement_mode.labels(self.driver, self.effective_mode, self.profile).set(1)
+        fields = {"driver": self.driver, "profile": self.profile, "library": str(self.library)}
+        if self.profile == libcheck.NONE:
+            return
+        if self.mode == libcheck.NONE:
+            log.warning(
+                "enforcement is off (driver.enforcement: none): claims are prepared without the enforcement "
+                "library, so their memory and compute shares are not enforced",
+                extra={"fields": fields},
+            )
+            return
+        status = self.library_status()
+        if not status.usable:
+            log.error(
+                "enforcement library unusable: claims will be refused until it is fixed",
+                extra={"fields": {**fields, "reason": status.reason, "error": status.refusal(self.profile)}},
+            )
+
+    def _library_gate(self, status: LibraryStatus | None) -> str:
+        """The decision for one claim (``status``: a check made for this call, else one made now)."""
+        needed = self.effective_mode != libcheck.NONE
+        if needed and status is None:
+            status = self.library_status()
+        decision = libcheck.decide(self.mode, self.profile, status)
+        if decision == libcheck.REFUSE:
+            assert status is not None
+            self.metrics.enforcement_refusals.labels(self.driver, status.reason).inc()
+            raise ClaimError(status.refusal(self.profile), "enforcement_library")
+        return decision
 
     # -- host files -------------------------------------------------------------------------------
 
@@ -258,11 +336,6 @@ class DriverState:
     def _write_host_files(self) -> None:
         """The preload file, the shared directory and the common CDI spec (rewritten at every start)."""
         if self.profile != "none":
-            if not self.library.is_file():
-                log.error(
-                    "enforcement library missing: claims will be prepared without enforcement mounts",
-                    extra={"fields": {"driver": self.driver, "library": str(self.library)}},
-                )
             atomic_write(self.preload_file, enforcement.preload_entry(self.library.name))
             self._write_shared_files()
         self._tighten_claim_dirs()
@@ -317,15 +390,17 @@ class DriverState:
         with self._lock:
             need = [r for r in refs if not self._completed(r.uid)]
         fetched = self._fetch_many(need)  # API reads in parallel, outside the lock
+        status = self.library_status() if self.effective_mode != libcheck.NONE else None  # once per call
         with self._lock:
             fresh: list[str] = []
+            updates: list[StatusUpdate] = []
             changed = False
             repeated: list[str] = []
             for ref in refs:
                 entry = self.checkpoint.claims.get(ref.uid)
                 try:
                     if entry is not None and entry.state == PREPARE_COMPLETED:
-                        devices, rewritten = self._repeat(entry)
+                        devices, rewritten = self._repeat(entry, status)
                         out[ref.uid] = PrepareResult(devices=devices)
                         repeated.append(ref.uid)
                         changed |= rewritten
@@ -333,8 +408,10 @@ class DriverState:
                     claim = fetched.get(ref.uid) or self._fetch(ref)
                     if isinstance(claim, ClaimError):
                         raise claim
-                    out[ref.uid] = PrepareResult(devices=self._prepare_new(ref, claim))
+                    out[ref.uid] = PrepareResult(devices=self._prepare_new(ref, claim, status))
                     fresh.append(ref.uid)
+                    if self.status_sink is not None:
+                        updates.extend(self._status_update(ref, claim, out[ref.uid].devices))
                 except ClaimError as exc:
                     out[ref.uid] = self._failed("prepare", exc)
                 except MALFORMED as exc:
@@ -363,6 +440,9 @@ class DriverState:
             return out
         for _ in fresh:
             self._count("prepare", "ok")
+        for update in updates:  # durable now: tell the claim what was applied (written on another thread)
+            assert self.status_sink is not None
+            self.status_sink(update)
         for _ in repeated:
             self._count("prepare", "repeat")
         if fresh or changed:
@@ -454,14 +534,23 @@ class DriverState:
                 )
         return mine
 
-    def render(self, ref: ClaimRef, claim: dict[str, Any]) -> tuple[dict[str, Any], tuple[PreparedDevice, ...]]:
-        """The claim's CDI spec and the devices to report (pure apart from the backend's device nodes)."""
+    def render(
+        self, ref: ClaimRef, claim: dict[str, Any], status: LibraryStatus | None = None
+    ) -> tuple[dict[str, Any], tuple[PreparedDevice, ...]]:
+        """The claim's CDI spec and the devices to report (pure apart from the backend's device nodes).
+
+        A claim that needs the enforcement library is refused (ClaimError) while the library is
+        unusable: ``status`` is the check made for this call, or None to check now.
+        """
         results = self.own_results(claim)
         devices = [self.devices[r["device"]] for r in results]
+        decision = self._library_gate(status) if devices else libcheck.SKIP
         claim_id = cdi.qualified_id(self.kind, ref.uid)
         prepared = tuple(
             PreparedDevice(
-                request_names=(str(r.get("request", "")),),
+                # the claim's request, without the "/<subrequest>" a firstAvailable result names: the
+                # kubelet matches a container's resources.claims[].request to it (as kubeletplugin does)
+                request_names=(str(r.get("request", "")).partition("/")[0],),
                 pool_name=str(r["pool"]),
                 device_name=str(r["device"]),
                 cdi_device_ids=(claim_id, *self.backend.edits([dev]).extra_cdi_ids),
@@ -475,13 +564,13 @@ class DriverState:
         notes = list(backend_edits.notes)
         mounts: list[Mount] = []
         if self.profile != "none" and devices:
-            if self.library.is_file():
+            if decision == libcheck.ENFORCE:
                 mounts += [
                     Mount(str(self.library.parent), enforcement.LIBRARY_DIR, read_only=True),
                     Mount(str(self.preload_file), enforcement.LD_SO_PRELOAD, read_only=True),
                 ]
-            else:
-                notes.append(f"enforcement library {self.library} missing: no library mounts, quotas not enforced")
+            else:  # the operator's enforcement: none
+                notes.append("driver.enforcement is none: no enforcement library mounted, quotas not enforced")
             if self.layout.claim_dir:
                 mounts.append(Mount(str(self.claim_dir(ref.uid)), self.layout.claim_dir, read_only=False))
             for dev in devices:
@@ -507,11 +596,13 @@ class DriverState:
         )
         return spec, prepared
 
-    def _prepare_new(self, ref: ClaimRef, claim: dict[str, Any]) -> tuple[PreparedDevice, ...]:
+    def _prepare_new(
+        self, ref: ClaimRef, claim: dict[str, Any], status: LibraryStatus | None = None
+    ) -> tuple[PreparedDevice, ...]:
         fault = getattr(self.backend, "prepare_fault", None)  # test backends only (fake): injected failures
         if fault is not None and (why := fault(claim)):
             raise ClaimError(why, "injected")
-        spec, prepared = self.render(ref, claim)
+        spec, prepared = self.render(ref, claim, status)  # refuses before any file is written
         claim_dir = self.claim_dir(ref.uid)
         self._make_claim_dir(claim_dir)
         # Not fsynced: the checkpoint is, and a spec lost or emptied by a crash is rewritten on the next Prepare.
@@ -529,6 +620,20 @@ class DriverState:
             extra={"fields": {"driver": self.driver, "claim": f"{ref.namespace}/{ref.name}", "uid": ref.uid}},
         )
         return prepared
+
+    def _status_update(
+        self, ref: ClaimRef, claim: dict[str, Any], devices: Sequence[PreparedDevice]
+    ) -> list[StatusUpdate]:
+        """The claim's device status entries of this driver (none when it has no devices here)."""
+        if not devices:
+            return []
+        try:
+            shares = shares_of(self.own_results(claim), self.devices)
+            entries = device_entries(self.driver, devices, shares, self.profile, self.effective_mode, time.time())
+        except Exception as exc:  # the claim is prepared: a status that cannot be rendered is only logged
+            log.warning("claim device status not rendered", extra={"fields": {"uid": ref.uid, "error": str(exc)}})
+            return []
+        return [StatusUpdate(driver=self.driver, claim=ref, entries=tuple(entries))]
 
     def _make_claim_dir(self, path: Path) -> None:
         """The claim's directory: a spare renamed into place (a rename is cheaper than a mkdir), else a mkdir."""
@@ -589,7 +694,9 @@ class DriverState:
         with self._lock:
             self._spares.extend(made)
 
-    def _repeat(self, entry: ClaimEntry) -> tuple[tuple[PreparedDevice, ...], bool]:
+    def _repeat(
+        self, entry: ClaimEntry, status: LibraryStatus | None = None
+    ) -> tuple[tuple[PreparedDevice, ...], bool]:
         """A repeated Prepare: the same answer; a spec lost to a reboot or crash is rewritten (one GET).
 
         Returns the devices and whether the entry was rewritten.
@@ -599,7 +706,7 @@ class DriverState:
             if self.claim_dir_bytes and claim_dir.is_dir():
                 self._limit(claim_dir)  # a reboot took the tmpfs, not the folder
             return entry.devices, False
-        prepared = self._prepare_new(entry.claim, self._fetch(entry.claim))
+        prepared = self._prepare_new(entry.claim, self._fetch(entry.claim), status)
         log.info("rewrote missing CDI spec", extra={"fields": {"driver": self.driver, "uid": entry.claim.uid}})
         return prepared, True
 
@@ -758,7 +865,7 @@ def preview_spec(state: DriverState, claim: dict[str, Any]) -> dict[str, Any]:
         raise UserError("the claim has no status.allocation: preview an allocated claim")
     ref = ClaimRef(namespace=meta.get("namespace", "default"), name=meta.get("name", ""), uid=uid)
     try:
-        spec, _ = state.render(ref, claim)
+        spec, _ = state.render(ref, claim)  # refused like Prepare while the library is unusable
     except ClaimError as exc:
         raise UserError(str(exc)) from None
     return spec

@@ -33,6 +33,7 @@ from typing import Any
 
 import yaml
 
+from dralab import yamlio
 from dralab.errors import UserError
 
 # kubeconfig keys holding base64 data, and the key of the file path the loader is given instead
@@ -210,7 +211,7 @@ def load_kubeconfig(path: str | os.PathLike[str], context: str | None = None) ->
     if not p.is_file():
         raise UserError(f"kubeconfig {p} not found: pass --kubeconfig FILE or bring the cluster up first")
     try:
-        doc = yaml.safe_load(p.read_text()) or {}
+        doc = yamlio.load(p.read_text(), str(p)) or {}
     except (OSError, yaml.YAMLError) as exc:
         raise UserError(f"kubeconfig {p} is not readable YAML ({exc})") from None
     if not isinstance(doc, dict):

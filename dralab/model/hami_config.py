@@ -17,6 +17,7 @@ from typing import Any
 
 import yaml
 
+from dralab import yamlio
 from dralab.errors import UserError
 
 CONFIGMAP_KEY = "device-config.yaml"
@@ -95,7 +96,7 @@ class Translation:
 def parse_document(text: str, source: str) -> dict[str, Any]:
     """The device config inside ``text``: the file itself or a ConfigMap holding it under ``device-config.yaml``."""
     try:
-        doc = yaml.safe_load(text)
+        doc = yamlio.load(text, source)
     except yaml.YAMLError as exc:
         first = str(exc).splitlines()[0] if str(exc) else "parse error"
         raise UserError(f"{source}: not valid YAML ({first})") from None

@@ -14,6 +14,7 @@ from typing import Any
 
 import yaml
 
+from dralab import yamlio
 from dralab.errors import UserError
 from dralab.model.quantity import format_binary, to_int
 from dralab.model.vendors import VendorTable, load_vendor_table
@@ -154,7 +155,7 @@ def load_inventory(path_or_name: str | Path | None = None, table: VendorTable | 
             )
         text, source = path.read_text(), str(path)
     try:
-        data = yaml.safe_load(text)
+        data = yamlio.load(text, source)
     except yaml.YAMLError as exc:
         raise UserError(f"{source}: not valid YAML ({exc})") from None
     return parse_inventory(data, source, table)

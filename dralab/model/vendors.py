@@ -12,8 +12,7 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
-import yaml
-
+from dralab import yamlio
 from dralab.errors import UserError
 
 _REQUIRED = ("driver", "deviceClass", "typeAttribute", "requestName", "claimSuffix", "resources", "annotations")
@@ -236,7 +235,7 @@ def _merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
 def builtin_table_data() -> dict[str, Any]:
     """The shipped vendor table as plain data."""
     text = resources.files("dralab.model").joinpath("vendors.yaml").read_text()
-    return yaml.safe_load(text)["vendors"]
+    return yamlio.load(text, "dralab/model/vendors.yaml")["vendors"]
 
 
 def load_vendor_table(

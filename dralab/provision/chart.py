@@ -15,6 +15,7 @@ from typing import Any
 
 import yaml
 
+from dralab import yamlio
 from dralab.errors import UserError
 from dralab.model.vendors import builtin_table_data
 
@@ -35,7 +36,7 @@ def chart_dir() -> Path:
 
 def default_values() -> dict[str, Any]:
     """The chart's values.yaml as data."""
-    return yaml.safe_load((chart_dir() / "values.yaml").read_text())
+    return yamlio.load_file(chart_dir() / "values.yaml")
 
 
 def chart_vendor_file() -> str:
@@ -96,6 +97,7 @@ def config_from_values(values: dict[str, Any]) -> dict[str, Any]:
             "registryDir": d["registryDir"],
             "stateDir": d["stateDir"],
             "enforcementLibrary": enforcement_library(d),
+            "enforcement": d["enforcement"],
             "injectDeviceNodes": d["injectDeviceNodes"],
         },
         "migration": _migration_config(values),

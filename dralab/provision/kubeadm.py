@@ -11,7 +11,7 @@ from typing import Any
 
 import yaml
 
-from dralab.provision.versions import FEATURE_GATES, check_kubernetes_version, feature_gates_arg
+from dralab.provision.versions import check_kubernetes_version, feature_gates_arg, feature_gates_for
 
 KUBEADM_API = "kubeadm.k8s.io/v1beta4"
 KUBELET_API = "kubelet.config.k8s.io/v1beta1"
@@ -21,7 +21,8 @@ DEFAULT_SERVICE_SUBNET = "10.96.0.0/12"
 
 
 def _gate_args(gates: dict[str, bool]) -> list[dict[str, str]]:
-    return [{"name": "feature-gates", "value": feature_gates_arg(gates)}]
+    """The ``feature-gates`` extra argument; none when the version needs no gate passed."""
+    return [{"name": "feature-gates", "value": feature_gates_arg(gates)}] if gates else []
 
 
 def kubeadm_config(
@@ -41,7 +42,8 @@ def kubeadm_config(
     ``schedule_on_control_plane`` drops the control-plane taint (a single-node lab like Lab 20's).
     """
     version = check_kubernetes_version(kubernetes_version)
-    gates = dict(FEATURE_GATES if feature_gates is None else feature_gates)
+    # the gates this version needs (none from 1.36 on) unless the caller gives its own
+    gates = dict(feature_gates_for(version) if feature_gates is None else feature_gates)
     registration: dict[str, Any] = {"name": node_name, "criSocket": cri_socket}
     if schedule_on_control_plane:
         registration["taints"] = []  # an explicit empty list: no control-plane taint

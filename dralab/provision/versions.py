@@ -6,15 +6,66 @@ import re
 
 from dralab.errors import UserError
 
-# The gates DRA with consumable capacity needs on kube-apiserver, kube-controller-manager,
-# kube-scheduler and kubelet. DRAConsumableCapacity is alpha (off) in 1.34/1.35; DynamicResourceAllocation
-# is GA and locked on in 1.35, so it is not listed (setting a locked gate only logs a warning).
-FEATURE_GATES: dict[str, bool] = {"DRAConsumableCapacity": True}
+# The one definition of the Kubernetes versions dralab runs on. The default is Lab 20's; every
+# component that writes a version or feature gates (the local and real-node clusters, kind and
+# kubeadm configs, the Pulumi program, the Ansible role) takes it from here.
+KUBERNETES_VERSION = "v1.35.4"
+SUPPORTED_KUBERNETES_VERSIONS = ("v1.35.4", "v1.36.3", "v1.37.2")
+
+# The DRA gates dralab cares about, as each version's k8s.io/kubernetes pkg/features/kube_features.go
+# declares them: (from minor, stage, on by default, locked). Read from v1.35.4, v1.36.3 and v1.37.2
+# (tests/integration/cluster/test_versions.py compares this table with the source that was built).
+GATE_STAGES: dict[str, tuple[tuple[int, str, bool, bool], ...]] = {
+    "DRAConsumableCapacity": ((34, "alpha", False, False), (36, "beta", True, False)),
+    "DRAPrioritizedList": ((33, "alpha", False, False), (34, "beta", True, False), (36, "ga", True, False),
+                           (37, "ga", True, True)),
+    "DRADeviceTaints": ((33, "alpha", False, False), (36, "beta", True, False), (37, "ga", True, False)),
+    "DRAResourceClaimDeviceStatus": ((32, "alpha", False, False), (33, "beta", True, False),
+                                     (37, "ga", True, False)),
+    "DRAExtendedResource": ((34, "alpha", False, False), (36, "beta", True, False), (37, "ga", True, False)),
+    "DRAAdminAccess": ((32, "alpha", False, False), (34, "beta", True, False), (36, "ga", True, False)),
+}
+
+# What dralab needs on: consumable capacity. Gates a profile wants besides (DRADeviceTaints on 1.35,
+# say) are added by name; feature_gates_for decides per version which of them must be passed.
+REQUIRED_GATES = ("DRAConsumableCapacity",)
+
+
+def kubernetes_minor(version: str) -> int:
+    """``v1.36.3`` -> 36 (the version is checked first)."""
+    return int(check_kubernetes_version(version).split(".")[1])
+
+
+def gate_stage(gate: str, version: str) -> tuple[str, bool, bool] | None:
+    """(stage, on by default, locked) of ``gate`` in ``version``; None when that version does not know it."""
+    minor = kubernetes_minor(version)
+    known = [entry for entry in GATE_STAGES.get(gate, ()) if entry[0] <= minor]
+    return known[-1][1:] if known else None
+
+
+def feature_gates_for(version: str = KUBERNETES_VERSION, wanted: tuple[str, ...] = REQUIRED_GATES) -> dict[str, bool]:
+    """The ``--feature-gates`` a component of ``version`` needs so every ``wanted`` gate is on.
+
+    A gate is passed only where it is off by default; one that is on by default or locked is left
+    out (passing a locked gate is an error in later releases), and so is one the version does not
+    know. A wanted gate that ``version`` does not have at all is an error: it cannot be turned on.
+    """
+    gates: dict[str, bool] = {}
+    for gate in wanted:
+        stage = gate_stage(gate, version)
+        if stage is None:
+            if gate not in GATE_STAGES:
+                gates[gate] = True  # not one of dralab's DRA gates: the caller asked for it by name
+                continue
+            raise UserError(f"Kubernetes {version} has no feature gate {gate}: use a newer version")
+        if not stage[1]:
+            gates[gate] = True
+    return gates
+
 
 # The four components that must carry the gates (FACTS: a missing one silently breaks accounting).
 GATED_COMPONENTS = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet")
 
-KUBERNETES_VERSION = "v1.35.4"
 KIND_VERSION = "v0.31.0"
 # kind publishes one node image per Kubernetes minor with each release; pinned by digest.
 KIND_NODE_IMAGE = "kindest/node:v1.35.0@sha256:452d707d4862f52530247495d180205e029056831160e22870e37e3f6c1ac31f"
@@ -57,3 +108,17 @@ def check_kubernetes_version(version: str) -> str:
             f"(use {KUBERNETES_VERSION})"
         )
     return f"v{major}.{minor}.{patch}"
+
+
+def check_supported(version: str) -> str:
+    """``version`` normalized, if dralab builds and tests it (``dralab cluster build --kubernetes``)."""
+    normal = check_kubernetes_version(version)
+    if normal not in SUPPORTED_KUBERNETES_VERSIONS:
+        raise UserError(
+            f"Kubernetes {normal} is not one dralab builds: use one of {', '.join(SUPPORTED_KUBERNETES_VERSIONS)}"
+        )
+    return normal
+
+
+# The gates of the default version (kept for the callers that write Lab 20's clusters).
+FEATURE_GATES: dict[str, bool] = feature_gates_for(KUBERNETES_VERSION)

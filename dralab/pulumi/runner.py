@@ -215,9 +215,14 @@ class Target:
 def _yaml_load(path: Path) -> dict[str, Any]:
     import yaml
 
+    from dralab import yamlio
+
     if not path.is_file():
         return {}
-    data = yaml.safe_load(path.read_text()) or {}
+    try:
+        data = yamlio.load_file(path) or {}
+    except yaml.YAMLError as exc:
+        raise UserError(f"{path}: not valid YAML ({exc})") from None
     if not isinstance(data, dict):
         raise UserError(f"{path} is not a YAML mapping")
     return data

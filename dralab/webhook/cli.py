@@ -3,24 +3,27 @@
 from __future__ import annotations
 
 import sys
+from dataclasses import dataclass, field
 from typing import Any
 
 import click
 import yaml
 
-from dralab.config import load_config
+from dralab import yamlio
+from dralab.config import Config, load_config
 from dralab.errors import UserError
-from dralab.model.convert import Converter
 from dralab.model.denials import Denied
-from dralab.model.volcano import convert_job, template_converter
+from dralab.model.volcano import convert_job
 from dralab.model.volcano import is_job as is_volcano_job
+from dralab.webhook.converters import build_converters
+from dralab.webhook.limits import check_namespace, check_pod_names
 
 HAMI_CONFIG_HELP = "HAMi's device-config.yaml (or its ConfigMap): resource names, chips, annotations, vendors."
 
 
 def _documents(text: str, source: str) -> list[dict[str, Any]]:
     try:
-        docs = [d for d in yaml.safe_load_all(text) if d is not None]
+        docs = [d for d in yamlio.load_all(text, source) if d is not None]
     except yaml.YAMLError as exc:
         first = str(exc).splitlines()[0] if str(exc) else "parse error"
         raise UserError(f"{source}: not valid YAML ({first})") from None
@@ -48,31 +51,74 @@ def _namespace(pod: dict[str, Any], flag: str | None) -> str:
     return own or flag or "default"
 
 
+BUDGETS_NOTE = (
+    "ShareBudgets were not consulted (offline, no cluster): the webhook may still deny a pod whose claims "
+    "would take its namespace past a budget"
+)
+
+
+@dataclass
+class Preview:
+    """What ``dralab convert`` prints: the objects as YAML (stdout) and the notes (stderr)."""
+
+    text: str
+    notes: list[str] = field(default_factory=list)
+
+
+def preview_documents(text: str, namespace: str | None, cfg: Config, source: str = "-") -> Preview:
+    """Every pod and Volcano Job of ``text`` as the webhook serving ``cfg`` would admit it, as YAML.
+
+    The converters are the webhook's (:func:`~dralab.webhook.converters.build_converters`) and the checks
+    run in the webhook's order, so what the webhook denies is refused here with its message
+    (:class:`UserError`, prefixed with the object): names first, then excluded namespaces (left
+    unchanged), then conversion with ``webhook.maxClaimsPerPod``. Volcano Jobs are converted only when
+    the webhook is registered for them (``migration.volcanoJobs``); budgets need a cluster and are not
+    consulted (a note says so).
+    """
+    convs = build_converters(cfg)
+    notes: list[str] = []
+    out: list[dict[str, Any]] = []
+    claims_made = False
+    for obj in _documents(text, source):
+        ns = _namespace(obj, namespace)
+        meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+        name = meta.get("name") or meta.get("generateName", "")
+        job = is_volcano_job(obj)
+        what = "Volcano Job" if job else "pod"
+        try:
+            ns = check_namespace(ns)  # as the webhook: names are checked before anything reads them
+            if ns in convs.excluded:
+                notes.append(f"{what} {ns}/{name}: namespace {ns} is excluded (webhook.excludeNamespaces), "
+                             "the webhook leaves it unchanged")
+                out.append(obj)
+                continue
+            if job and not convs.volcano_registered:
+                notes.append(f"Volcano Job {ns}/{name}: left unchanged, the webhook is not registered for Volcano "
+                             "Jobs (its pods are converted one by one); set migration.volcanoJobs: true to convert it")
+                out.append(obj)
+                continue
+            if job:  # each task's pod template gets ResourceClaimTemplates
+                converted = convert_job(obj, convs.volcano, namespace=ns)
+                out.append(converted.job)
+                out.extend(converted.objects)
+                continue
+            check_pod_names(meta.get("name"), meta.get("generateName"))
+            conv = convs.pod.convert(obj, namespace=ns)
+        except Denied as exc:
+            raise UserError(f"{what} {ns}/{name}: {exc}") from None
+        claims_made = claims_made or (conv.changed and convs.pod.lifecycle == "claim" and bool(conv.objects))
+        out.append(conv.pod)
+        out.extend(conv.objects)
+    if claims_made:  # the budget gate checks the claims the webhook creates (claim lifecycle)
+        notes.append(BUDGETS_NOTE)
+    return Preview(yaml.safe_dump_all(out, sort_keys=False, width=4096, default_flow_style=False), notes)
+
+
 def convert_documents(
     text: str, namespace: str | None, config_path: str | None, source: str = "-", hami_config: str | None = None
 ) -> str:
     """Every pod of ``text`` converted, each followed by the objects the webhook would create, as YAML."""
-    cfg = load_config(config_path, hami_config)
-    converter = Converter(cfg.vendors, cfg.webhook.lifecycle, cfg.webhook.opt_out_label)
-    out: list[dict[str, Any]] = []
-    for pod in _documents(text, source):
-        ns = _namespace(pod, namespace)
-        name = (pod.get("metadata") or {}).get("name") or (pod.get("metadata") or {}).get("generateName", "")
-        if is_volcano_job(pod):  # each task's pod template gets ResourceClaimTemplates
-            try:
-                job = convert_job(pod, template_converter(cfg.vendors, cfg.webhook.opt_out_label), namespace=ns)
-            except Denied as exc:
-                raise UserError(f"Volcano Job {ns}/{name}: {exc}") from None
-            out.append(job.job)
-            out.extend(job.objects)
-            continue
-        try:
-            conv = converter.convert(pod, namespace=ns)
-        except Denied as exc:
-            raise UserError(f"pod {ns}/{name}: {exc}") from None
-        out.append(conv.pod)
-        out.extend(conv.objects)
-    return yaml.safe_dump_all(out, sort_keys=False, width=4096, default_flow_style=False)
+    return preview_documents(text, namespace, load_config(config_path, hami_config), source).text
 
 
 @click.command("convert")
@@ -99,9 +145,13 @@ def convert(filename: str, namespace: str | None, config_path: str | None, hami_
         except OSError as exc:
             raise UserError(f"cannot read {filename}: {exc.strerror}") from None
         source = filename
-    for line in load_config(config_path, hami_config).notes:
+    cfg = load_config(config_path, hami_config)
+    for line in cfg.notes:
         click.echo(f"note: {line}", err=True)
-    click.echo(convert_documents(text, namespace, config_path, source, hami_config), nl=False)
+    preview = preview_documents(text, namespace, cfg, source)
+    for line in preview.notes:
+        click.echo(f"note: {line}", err=True)
+    click.echo(preview.text, nl=False)
 
 
 @click.group("webhook")

@@ -26,18 +26,16 @@ from starlette.routing import Route
 from dralab.config import Config
 from dralab.jsonio import dumps
 from dralab.kube import AsyncKube, Kube
-from dralab.model.convert import Converter
-from dralab.model.volcano import template_converter
 from dralab.util import get_logger
 from dralab.webhook.adoption import Adopter, build_adopter
 from dralab.webhook.budgets import BudgetGate, BudgetMetrics, BudgetReconciler
+from dralab.webhook.converters import build_converters
 from dralab.webhook.extended import DeviceClassWatch
 from dralab.webhook.handlers import AdmissionHandler, BadReview, parse_review, respond
 from dralab.webhook.janitor import Janitor
 from dralab.webhook.lifecycle import ClaimLifecycle
 from dralab.webhook.limits import Inflight, NamespaceRate, ServerLimits
 from dralab.webhook.metrics import Metrics
-from dralab.webhook.registration import ALWAYS_EXCLUDED
 from dralab.webhook.tls import ReloadingTLS
 from dralab.webhook.transport import MAX_HEAD_BYTES, TLSServer, guarded_protocol
 from dralab.webhook.volcano import VolcanoMutator
@@ -106,20 +104,19 @@ def build(
 
     metrics = Metrics()
     wh = config.webhook
-    converter = Converter(config.vendors, wh.lifecycle, wh.opt_out_label, max_claims=wh.max_claims_per_pod)
+    converters = build_converters(config)  # the same converters as `dralab convert`
     budget_metrics = BudgetMetrics(metrics.registry)
     gate = BudgetGate(admission_api or api, budget_metrics) if (admission_api or api) is not None else None
     lifecycle = ClaimLifecycle(
-        converter, admission_api or api, metrics, budgets=gate,
+        converters.pod, admission_api or api, metrics, budgets=gate,
         rate=NamespaceRate(*worker_rate(wh.claim_create_rate_per_second, wh.claim_create_burst, workers,
                                          wh.max_claims_per_pod)),
     )
-    excluded = {*wh.exclude_namespaces, *ALWAYS_EXCLUDED}
+    excluded = set(converters.excluded)
     if own_namespace:
         excluded.add(own_namespace)
     handler = AdmissionHandler(lifecycle, metrics, excluded, deadline_seconds=float(wh.admission_deadline_seconds))
-    handler.volcano = VolcanoMutator(template_converter(config.vendors, wh.opt_out_label), admission_api or api,
-                                     metrics, excluded)
+    handler.volcano = VolcanoMutator(converters.volcano, admission_api or api, metrics, excluded)
     watch = janitor if watch_classes is None else watch_classes
     handler.extended = DeviceClassWatch(api) if api is not None and watch else None
     webhook = Webhook(config, handler, metrics, api, None, admission_api, budget_metrics=budget_metrics)

@@ -67,9 +67,9 @@ def dralab_device_classes(
     """One DeviceClass per enabled vendor (the chart makes them where the chart is installed)."""
     enabled = list(settings.vendors) if settings.vendors is not None else None
     if enabled is None:
-        import yaml
+        from dralab import yamlio
 
-        enabled = yaml.safe_load(DEFAULT_CONFIG_YAML)["vendors"]["enabled"]
+        enabled = yamlio.load(DEFAULT_CONFIG_YAML, "<defaults>")["vendors"]["enabled"]
     out = []
     for obj in device_classes(load_vendor_table(enabled=enabled)):
         name = obj["metadata"]["name"]

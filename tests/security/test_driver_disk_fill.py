@@ -26,6 +26,7 @@ from dralab.driver.cdi import ClaimRef
 from dralab.driver.claims import InMemoryClaimSource
 from dralab.driver.devices import BackendOptions
 from dralab.driver.devices.fake import FakeBackend
+from dralab.driver.library import stub_library
 from dralab.driver.samples import CLAIM_A, CLAIM_A_UID, NAMESPACE, NODE, lab20_claim
 from dralab.driver.state import DriverState
 from dralab.model.vendors import load_vendor_table
@@ -33,7 +34,7 @@ from dralab.model.vendors import load_vendor_table
 root = Path(sys.argv[1])
 lib = root / "lib" / "libvcore.so"
 lib.parent.mkdir()
-lib.write_bytes(b"")
+lib.write_bytes(stub_library())  # an ELF header the driver accepts
 
 def open_state():
     return DriverState(vendor=load_vendor_table().get("ascend"), node=NODE,
@@ -110,6 +111,7 @@ def test_a_driver_that_may_not_mount_refuses_to_start(tmp_path: Path, monkeypatc
     from dralab.driver.claims import InMemoryClaimSource
     from dralab.driver.devices import BackendOptions
     from dralab.driver.devices.fake import FakeBackend
+    from dralab.driver.library import stub_library
     from dralab.driver.samples import NODE
     from dralab.driver.state import DriverState
     from dralab.errors import UserError
@@ -121,7 +123,7 @@ def test_a_driver_that_may_not_mount_refuses_to_start(tmp_path: Path, monkeypatc
     monkeypatch.setattr(limits, "mount_tmpfs", refused)  # what an unprivileged driver gets from mount(2)
     library = tmp_path / "lib" / "libvcore.so"
     library.parent.mkdir()
-    library.write_bytes(b"")
+    library.write_bytes(stub_library())
     state = DriverState(
         vendor=load_vendor_table().get("ascend"),
         node=NODE,

@@ -22,6 +22,7 @@ import yaml
 from dralab.bench.fuzz import Sandbox
 from dralab.driver.cdi import ClaimRef
 from dralab.driver.claims import InMemoryClaimSource, allocated_claim
+from dralab.driver.library import stub_library
 from dralab.driver.runner import DriverProcess, RunOptions
 from dralab.driver.samples import NODE, lab20_claim
 
@@ -33,7 +34,7 @@ CLAIMS = {"a": ("uid-a", "npu-0-0"), "b": ("uid-b", "npu-1-0"), "c": ("uid-c", "
 def _start(root: Path, source: InMemoryClaimSource, backend_devices: str | None = None, node: str = NODE):
     lib = root / "lib" / "libvcore.so"
     lib.parent.mkdir(exist_ok=True)
-    lib.write_bytes(b"")
+    lib.write_bytes(stub_library())  # an ELF header the driver accepts
     opts = RunOptions(
         node=node,
         backend="fake",

@@ -20,6 +20,7 @@ from dralab.driver.checkpoint import PREPARE_COMPLETED, decode
 from dralab.driver.claims import InMemoryClaimSource
 from dralab.driver.devices import BackendOptions
 from dralab.driver.devices.fake import FakeBackend
+from dralab.driver.library import stub_library
 from dralab.driver.samples import CLAIM_A, CLAIM_A_UID, NAMESPACE, NODE, lab20_claim
 from dralab.driver.state import DriverState
 from dralab.model.vendors import load_vendor_table
@@ -40,7 +41,7 @@ def root() -> Iterator[Path]:
 def _open(root: Path) -> DriverState:
     lib = root / "lib" / "libvcore.so"
     lib.parent.mkdir(exist_ok=True)
-    lib.write_bytes(b"")
+    lib.write_bytes(stub_library())  # an ELF header the driver accepts
     return DriverState(
         vendor=load_vendor_table().get("ascend"),
         node=NODE,

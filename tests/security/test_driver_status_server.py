@@ -22,6 +22,7 @@ import pytest
 from dralab.bench.fuzz import Sandbox
 from dralab.driver import metrics as metrics_module
 from dralab.driver.claims import InMemoryClaimSource
+from dralab.driver.library import stub_library
 from dralab.driver.metrics import DriverMetrics, StatusServer
 from dralab.driver.proto import dra_v1_pb2, dra_v1_pb2_grpc
 from dralab.driver.runner import DriverProcess, RunOptions
@@ -99,7 +100,7 @@ def test_healthz_answers_while_the_kubelets_pool_is_busy() -> None:
         with Sandbox(root):
             lib = root / "lib" / "libvcore.so"
             lib.parent.mkdir()
-            lib.write_bytes(b"")
+            lib.write_bytes(stub_library())  # an ELF header the driver accepts
             opts = RunOptions(node=NODE, backend="fake", plugin_dir=str(root / "p"), registry_dir=str(root / "r"),
                               cdi_dir=str(root / "cdi"), state_dir=str(root / "s"), enforcement_library=str(lib),
                               publish=False, metrics_port=0)

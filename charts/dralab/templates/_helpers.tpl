@@ -90,6 +90,7 @@ dralab.provision.chart.config_from_values is the same mapping in Python; tests k
       "registryDir" $v.driver.registryDir
       "stateDir" $v.driver.stateDir
       "enforcementLibrary" (include "dralab.enforcementLibrary" .)
+      "enforcement" $v.driver.enforcement
       "injectDeviceNodes" $v.driver.injectDeviceNodes -}}
 {{- $mig := $v.migration | default dict -}}
 {{- $migration := dict

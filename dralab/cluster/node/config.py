@@ -33,6 +33,7 @@ import yaml
 from dralab.cluster.node.images import PAUSE_IMAGE
 from dralab.cluster.node.paths import NodePaths
 from dralab.errors import UserError
+from dralab.provision.versions import KUBERNETES_VERSION, feature_gates_for
 from dralab.util import atomic_write
 
 POD_SUBNET = "10.213.0.0/16"
@@ -177,8 +178,11 @@ def write_base(paths: NodePaths, runc: Path, cni_bin: Path, ports: dict[str, int
     atomic_write(paths.cni_conf_dir / "10-dralab.conflist", json.dumps(cni_conflist(paths), indent=2) + "\n")
 
 
-def role_vars(paths: NodePaths, cdi_dir: Path, runc: Path) -> dict[str, Any]:
-    """Extra variables that point the roles at the node's private files (never /etc or /var/lib)."""
+def role_vars(paths: NodePaths, cdi_dir: Path, runc: Path, version: str = KUBERNETES_VERSION) -> dict[str, Any]:
+    """Extra variables that point the roles at the node's private files (never /etc or /var/lib).
+
+    The kubelet's gates are the ones ``version`` needs (none from 1.36 on: consumable capacity is on).
+    """
     return {
         "dralab_become": False,
         "dralab_backend": "ascend",
@@ -189,6 +193,7 @@ def role_vars(paths: NodePaths, cdi_dir: Path, runc: Path) -> dict[str, Any]:
         # The `ascend` handler is plain runc here: device nodes come from CDI (no Ascend Docker Runtime).
         "ascend_runtime_binary": str(runc),
         "ascend_runtime_systemd_cgroup": False,
+        "kubelet_feature_gates_kubelet": feature_gates_for(version),
         "kubelet_feature_gates_config_path": str(paths.kubelet_config),
         "kubelet_feature_gates_manage_service": False,
         "kubelet_feature_gates_manifests_dir": str(paths.manifests_dir),

@@ -72,13 +72,14 @@ def specs(handle: Any, node: str, devices: str, config: str | None) -> dict[str,
     paths = node_paths(handle, node)
     ports = handle.state["nodePorts"][node]
     holder = _holder_pid(handle.state, node)
+    version = str(handle.state.get("version") or build.K8S_VERSION)
     out = {
         components.ns_component(node): components.holder_spec(paths),
         components.containerd_component(node): components.containerd_spec(
             paths, holder, build.binary_path("containerd"), ports["containerd"]
         ),
         components.kubelet_component(node): components.kubelet_spec(
-            paths, holder, build.binary_path("kubelet"), ports["healthz"]
+            paths, holder, build.binary_path("kubelet", version), ports["healthz"]
         ),
     }
     if f"driver/{node}" in handle.state["order"]:
@@ -127,6 +128,7 @@ def bring_up(
             handle.cdi_dir(node),
             handle.state["nodePorts"][node],
             say,
+            version=str(handle.state.get("version") or build.K8S_VERSION),
         )
         timings["prepare"] = time.monotonic() - started
         ensure_running(all_specs[ns_name])
@@ -153,7 +155,7 @@ def bring_up(
     timings["images"] = time.monotonic() - wait_cri
     kubelet = fresh[components.kubelet_component(node)]
     if ensure_running(kubelet):
-        say(f"started {kubelet.name} (kubelet {build.K8S_VERSION})")
+        say(f"started {kubelet.name} (kubelet {handle.state.get('version') or build.K8S_VERSION})")
     wait_healthy(kubelet, NODE_TIMEOUT)
     kube = handle.kube()
     try:

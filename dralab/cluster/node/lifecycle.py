@@ -76,9 +76,12 @@ def _kubelet_pki(paths: NodePaths, cluster_pki: Pki) -> None:
         write_pem(*serving, cert, key)
 
 
-def prepare(paths: NodePaths, server: str, cluster_pki: Pki, cdi_dir: Path, ports: dict[str, int], say: Say) -> None:
-    """Everything the node needs on disk before its processes start."""
-    build.require_node_binaries()
+def prepare(
+    paths: NodePaths, server: str, cluster_pki: Pki, cdi_dir: Path, ports: dict[str, int], say: Say,
+    version: str = build.K8S_VERSION,
+) -> None:
+    """Everything the node needs on disk before its processes start (a kubelet of ``version``)."""
+    build.require_node_binaries(version)
     for folder in (paths.root, paths.kubelet_root, paths.images_dir):
         folder.mkdir(parents=True, exist_ok=True)
     _kubelet_pki(paths, cluster_pki)
@@ -94,7 +97,7 @@ def prepare(paths: NodePaths, server: str, cluster_pki: Pki, cdi_dir: Path, port
     atomic_write(paths.kubelet_kubeconfig, kubeconfig, mode=0o600)
     runc = build.binary_path("runc")
     config.write_base(paths, runc, build.cni_bin_dir(), ports, cluster_pki.ca_cert)
-    outcome = config.configure(paths, config.role_vars(paths, cdi_dir, runc))
+    outcome = config.configure(paths, config.role_vars(paths, cdi_dir, runc, version))
     how = "cached output of" if outcome["cached"] else "ran"
     say(f"node {paths.node}: {how} the Ansible roles containerd_cdi, ascend_runtime, kubelet_feature_gates")
     images.build_images(paths.images_dir)

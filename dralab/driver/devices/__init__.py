@@ -1,10 +1,11 @@
 """Device backends: the small protocol between the driver core and a vendor's hardware.
 
-A backend answers two questions: which devices does this node have (``enumerate``), and which
+A backend answers three questions: which devices does this node have (``enumerate``), which
 vendor-specific container edits do these allocated devices need (``edits``: device nodes, driver
-files, ids of CDI specs written by someone else). Everything vendor-neutral (enforcement env,
-per-claim directories, CDI files, checkpoint) lives in the driver core, so ``fake``, ``ascend`` and
-``nvidia`` are interchangeable.
+files, ids of CDI specs written by someone else), and how healthy are they now (``health``: the
+fake backend's fault file, npu-smi's health query, NVML's XID events). Everything vendor-neutral
+(enforcement env, per-claim directories, CDI files, checkpoint, device taints) lives in the driver
+core, so ``fake``, ``ascend`` and ``nvidia`` are interchangeable.
 """
 
 from __future__ import annotations
@@ -56,6 +57,17 @@ class Device:
 
 
 @dataclass(frozen=True)
+class Health:
+    """One device's health as its backend sees it now; ``reason`` is short (it becomes a taint's value)."""
+
+    healthy: bool = True
+    reason: str = ""
+
+
+HEALTHY = Health()
+
+
+@dataclass(frozen=True)
 class BackendEdits:
     """Vendor-specific container edits for some allocated devices, plus notes worth recording in the spec."""
 
@@ -81,6 +93,10 @@ class Backend(Protocol):
 
     def common_edits(self) -> BackendEdits:
         """Node-wide edits for the ``common`` CDI device (driver files)."""
+        ...
+
+    def health(self) -> dict[str, Health]:
+        """Device name -> health now. A device left out keeps its last known state (its query failed)."""
         ...
 
 

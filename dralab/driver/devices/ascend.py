@@ -8,7 +8,9 @@ the command runner is the only I/O. Commands used:
 - ``npu-smi info -t board -i <id> -c <chip>``: chip name, VDie ID (the chip uuid), PCIe bus;
 - ``npu-smi info -t memory -i <id> -c <chip>``: DDR/HBM capacity in MB;
 - ``npu-smi info -t device-share``: whether each NPU may be shared (Lab 20's prerequisite check);
-- ``npu-smi set -t device-share -i <id> -d 1`` (all chips of that NPU; asks for confirmation: fed ``Y``).
+- ``npu-smi set -t device-share -i <id> -d 1`` (all chips of that NPU; asks for confirmation: fed ``Y``);
+- ``npu-smi info -t health -i <id> -c <chip>``: the chip's health (``Health Status``: OK, Warning,
+  Alarm, Critical; ``Error Code``), read by ``health``: Alarm and Critical make the chip unhealthy.
 
 Device nodes ``/dev/davinci<phy>``, ``/dev/davinci_manager``, ``/dev/devmm_svm``, ``/dev/hisi_hdc`` are
 added to CDI specs unless a runtime class injects them (config ``driver.injectDeviceNodes``).
@@ -19,7 +21,7 @@ from __future__ import annotations
 import re
 import subprocess
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from dralab.driver.devices import (
@@ -27,6 +29,7 @@ from dralab.driver.devices import (
     BackendOptions,
     Device,
     DeviceNode,
+    Health,
     Mount,
     device_node_paths,
     pcie_root,
@@ -156,6 +159,25 @@ def memory_mib(info: dict[str, str]) -> int:
     raise NpuSmiError(f"no memory capacity in npu-smi output (keys: {', '.join(info)})")
 
 
+# npu-smi's health levels: OK and Warning (a minor alarm) leave the chip schedulable; a major or
+# critical alarm does not. A level this table does not know says nothing (the chip keeps its state).
+HEALTHY_LEVELS = ("ok", "warning")
+UNHEALTHY_LEVELS = ("alarm", "critical", "major", "error")
+
+
+def parse_health(text: str) -> Health | None:
+    """``npu-smi info -t health -i <id> -c <chip>`` -> the chip's health; None when the level is unknown."""
+    info = parse_one(text)
+    level = info.get("Health Status") or info.get("Health") or ""
+    if level.lower() in HEALTHY_LEVELS:
+        return Health()
+    if level.lower() in UNHEALTHY_LEVELS:
+        code = info.get("Error Code", "")
+        codes = [c for c in re.split(r"[\s,]+", code) if c and c.upper() not in ("NA", "0", "N/A")]
+        return Health(healthy=False, reason="-".join(["npu", level.lower(), *codes[:2]]))
+    return None
+
+
 def product_name(chip_name: str) -> str:
     """``Ascend 310P3`` / ``310P3`` -> ``310P3`` (the name the vendor table's chips map to)."""
     return chip_name.removeprefix("Ascend ").strip()
@@ -200,6 +222,7 @@ class AscendBackend:
     sysfs: str = "/sys"
     enable_share: bool = False
     name: str = "ascend"
+    _chips: dict[str, tuple[int, int]] = field(default_factory=dict)  # device name -> (NPU id, chip id)
 
     @classmethod
     def from_options(cls, options: BackendOptions) -> AscendBackend:
@@ -217,6 +240,7 @@ class AscendBackend:
         mapping = {(m.npu_id, m.chip_id): m for m in parse_mapping(self.run(["info", "-m"], None))}
         self._check_share([npu_id for npu_id, _ in cards])
         devices = []
+        chips_by_name: dict[str, tuple[int, int]] = {}
         for index, (npu_id, _count) in enumerate(sorted(cards)):
             chips = sorted(m for (n, m) in mapping if n == npu_id)
             for chip in chips:
@@ -229,12 +253,12 @@ class AscendBackend:
                 root = pcie_root(board.get("PCIe Bus Info", ""), self.sysfs) if board.get("PCIe Bus Info") else None
                 if root:
                     attributes["resource.kubernetes.io/pcieRoot"] = root
+                name = self.vendor.device.name_pattern.format(index=index, chip_index=chip, physical_id=chip_map.phy_id)
+                chips_by_name[name] = (npu_id, chip)
                 devices.append(
                     Device(
                         vendor=self.vendor.key,
-                        name=self.vendor.device.name_pattern.format(
-                            index=index, chip_index=chip, physical_id=chip_map.phy_id
-                        ),
+                        name=name,
                         uuid=chip_uuid(board["VDie ID"]) if "VDie ID" in board else f"npu-{npu_id}-{chip}",
                         product_name=product,
                         model=product,
@@ -246,6 +270,7 @@ class AscendBackend:
                         attributes=attributes,
                     )
                 )
+        self._chips = chips_by_name
         return devices
 
     def _check_share(self, npu_ids: list[int]) -> None:
@@ -275,6 +300,21 @@ class AscendBackend:
             return self.discover()
         except NpuSmiError as exc:
             raise UserError(f"Ascend discovery through npu-smi failed: {exc}") from None
+
+    def health(self) -> dict[str, Health]:
+        """Each chip's ``npu-smi info -t health``; a chip whose query fails or prints no known level is left out."""
+        if not self._chips:
+            self.enumerate()
+        out: dict[str, Health] = {}
+        for name, (npu_id, chip) in sorted(self._chips.items()):
+            try:
+                report = parse_health(self.run(["info", "-t", "health", "-i", str(npu_id), "-c", str(chip)], None))
+            except (NpuSmiError, UserError) as exc:
+                log.warning("npu-smi health query failed", extra={"fields": {"device": name, "error": str(exc)}})
+                continue
+            if report is not None:
+                out[name] = report
+        return out
 
     def edits(self, devices: Sequence[Device]) -> BackendEdits:
         if not self.inject_device_nodes:

@@ -5,18 +5,23 @@ created under ``<state-dir>/dev/`` as a character device with ``/dev/null``'s ma
 container runtime (kind) can inject it and the container sees ``/dev/davinci0`` as Lab 20 shows.
 Where ``mknod`` is not permitted (no CAP_MKNOD), the CDI spec points at ``/dev/null`` itself and
 says so in a note.
+
+Health comes from a file in the state folder, ``fake-device-health.json`` (``{"gpu-0": {"healthy":
+false, "reason": "xid-79"}}``), read on every ``health`` call: ``dralab cluster fault device-health``
+writes it, so labs and tests make a device unhealthy and well again without touching the driver.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import stat
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from dralab.driver.devices import BackendEdits, BackendOptions, Device, DeviceNode, device_node_paths
+from dralab.driver.devices import HEALTHY, BackendEdits, BackendOptions, Device, DeviceNode, Health, device_node_paths
 from dralab.model.inventory import InventoryDevice, load_inventory
 from dralab.model.vendors import VendorTable, load_vendor_table
 from dralab.util import get_logger
@@ -27,6 +32,26 @@ NULL_DEVICE = "/dev/null"
 # A claim annotated with a non-empty value fails NodePrepareResources with that text on the fake
 # backend (and only there): labs and tests make one claim fail while others on the device proceed.
 FAULT_ANNOTATION = "dralab.io/fake-prepare-fault"
+# Injected device health (in the backend's state folder): device name -> {"healthy": bool, "reason": str}.
+HEALTH_FILE = "fake-device-health.json"
+
+
+def read_health_file(path: Path) -> dict[str, Health] | None:
+    """The injected health of each named device; {} without the file, None when it cannot be read."""
+    try:
+        raw = json.loads(path.read_text())
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError) as exc:
+        log.warning("fake device health file unreadable", extra={"fields": {"path": str(path), "error": str(exc)}})
+        return None
+    if not isinstance(raw, dict):
+        return None
+    out = {}
+    for name, entry in raw.items():
+        if isinstance(entry, dict):
+            out[str(name)] = Health(healthy=bool(entry.get("healthy", True)), reason=str(entry.get("reason") or ""))
+    return out
 
 
 def make_char_device(target: Path, like: str = NULL_DEVICE) -> str | None:
@@ -62,6 +87,7 @@ class FakeBackend:
     inject_device_nodes: bool = True
     dry_run: bool = False
     name: str = "fake"
+    health_file: Path | None = None
     _host_nodes: dict[str, DeviceNode] = field(default_factory=dict)
     _fallback: dict[str, str] = field(default_factory=dict)
 
@@ -77,6 +103,7 @@ class FakeBackend:
             dev_root=Path(options.state_dir) / "dev",
             inject_device_nodes=options.inject_device_nodes,
             dry_run=options.dry_run,
+            health_file=Path(options.state_dir) / HEALTH_FILE,
         )
 
     def enumerate(self) -> list[Device]:
@@ -108,6 +135,13 @@ class FakeBackend:
 
     def common_edits(self) -> BackendEdits:
         return BackendEdits()
+
+    def health(self) -> dict[str, Health]:
+        """Every device healthy unless the health file says otherwise; nothing while the file is unreadable."""
+        injected = read_health_file(self.health_file) if self.health_file is not None else {}
+        if injected is None:
+            return {}
+        return {d.name: injected.get(d.name, HEALTHY) for d in self.devices}
 
     def prepare_fault(self, claim: dict) -> str | None:
         """The injected failure for ``claim`` (its ``FAULT_ANNOTATION``), None when it may be prepared."""

@@ -22,6 +22,7 @@ import pytest
 import yaml
 
 from dralab.driver.cdi import env_of
+from dralab.driver.library import stub_library
 from dralab.driver.proto import dra_v1_pb2, dra_v1_pb2_grpc
 from dralab.driver.runner import DriverProcess, RunOptions
 from dralab.driver.samples import lab20_claim
@@ -85,7 +86,7 @@ class PrivateDriver:
         )
         lib = self.root / "lib" / "libvcore.so"
         lib.parent.mkdir()
-        lib.write_bytes(b"")
+        lib.write_bytes(stub_library())  # an ELF header the driver accepts
         self.library = lib
         self.proc: DriverProcess | None = None
 

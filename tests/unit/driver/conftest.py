@@ -12,6 +12,7 @@ import pytest
 from dralab.driver.claims import InMemoryClaimSource
 from dralab.driver.devices import BackendOptions
 from dralab.driver.devices.fake import FakeBackend
+from dralab.driver.library import stub_library
 from dralab.driver.samples import NODE, lab20_claim
 from dralab.driver.state import DriverState
 from dralab.model.vendors import load_vendor_table
@@ -27,9 +28,10 @@ def short_tmp() -> Iterator[Path]:
 
 @pytest.fixture
 def library(tmp_path: Path) -> Path:
+    """An enforcement library the driver's check accepts on this machine: a 64-byte ELF header, nothing built."""
     lib = tmp_path / "lib" / "libvcore.so"
     lib.parent.mkdir()
-    lib.write_bytes(b"\x7fELF")
+    lib.write_bytes(stub_library())
     return lib
 
 

@@ -46,7 +46,7 @@ def test_unknown_node_is_a_one_line_error(capsys) -> None:
     assert "Traceback" not in err
 
 
-def test_cdi_preview_of_claim_a(capsys, tmp_path: Path) -> None:
+def test_cdi_preview_of_claim_a(capsys, tmp_path: Path, library: Path) -> None:
     claim = tmp_path / "claim.yaml"
     claim.write_text(yaml.safe_dump(lab20_claim()))
     code, out, _ = _run(
@@ -59,6 +59,8 @@ def test_cdi_preview_of_claim_a(capsys, tmp_path: Path) -> None:
         str(tmp_path / "s"),
         "--cdi-dir",
         str(tmp_path / "c"),
+        "--enforcement-library",
+        str(library),
     )
     assert code == 0
     [spec] = list(yaml.safe_load_all(out))
@@ -66,6 +68,8 @@ def test_cdi_preview_of_claim_a(capsys, tmp_path: Path) -> None:
     assert spec["devices"][0]["name"] == CLAIM_A_UID
     env = spec["devices"][0]["containerEdits"]["env"]
     assert {"NPU_MEM_QUOTA=8192", "NPU_PRIORITY=50", "ASCEND_VISIBLE_DEVICES=0"} <= set(env)
+    mounts = {m["containerPath"]: m["hostPath"] for m in spec["devices"][0]["containerEdits"]["mounts"]}
+    assert mounts["/usr/local/dralab/lib"] == str(library.parent)
     assert not (tmp_path / "c").exists() and not (tmp_path / "s").exists()  # a preview writes nothing
 
 

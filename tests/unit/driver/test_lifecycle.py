@@ -195,7 +195,7 @@ def test_mknod_refused_falls_back_to_dev_null_and_says_so(tmp_path: Path, make_s
     assert "not permitted" in spec["annotations"]["dralab.io/notes"]
 
 
-def test_missing_library_is_recorded_not_mounted(tmp_path: Path, claims) -> None:
+def test_missing_library_refuses_the_claim_and_writes_nothing(tmp_path: Path, claims) -> None:
     from dralab.driver.devices import BackendOptions
     from dralab.driver.devices.fake import FakeBackend
     from dralab.driver.state import DriverState
@@ -211,11 +211,14 @@ def test_missing_library_is_recorded_not_mounted(tmp_path: Path, claims) -> None
         library=tmp_path / "absent" / "libvcore.so",
         boot_id="b",
     ).open()
-    state.prepare([REF_A])
-    spec = yaml.safe_load((tmp_path / "cdi" / SPEC_NAME).read_text())
-    targets = {m["containerPath"] for m in spec["devices"][0]["containerEdits"]["mounts"]}
-    assert "/etc/ld.so.preload" not in targets
-    assert "quotas not enforced" in spec["annotations"]["dralab.io/notes"]
+    result = state.prepare([REF_A])[CLAIM_A_UID]
+    # fail closed: no spec without the library (it used to be written with a note, quotas not enforced)
+    assert result.error.startswith(f"enforcement library {tmp_path / 'absent' / 'libvcore.so'} is missing")
+    assert "driver.enforcement: none" in result.error
+    assert result.devices == ()
+    assert not (tmp_path / "cdi" / SPEC_NAME).exists()
+    assert not (tmp_path / "s" / "ascend.project-hami.io" / "claims" / CLAIM_A_UID).exists()
+    assert CLAIM_A_UID not in state.prepared_claims()
 
 
 def test_compute_units_become_percent() -> None:

@@ -59,3 +59,20 @@ def test_local_profile_uses_one_cluster_per_inventory() -> None:
     assert local.cluster_name_for("lab20") == "dralab"
     assert local.cluster_name_for(None) == "dralab"
     assert local.cluster_name_for("nvidia-gpus") == "dralab-nvidia-gpus"
+
+
+def test_another_kubernetes_version_gets_clusters_of_its_own() -> None:
+    from dralab.errors import UserError
+    from harness.profile import with_kubernetes
+
+    local = load_profile("local")
+    assert with_kubernetes(local, None) is local
+    assert with_kubernetes(local, "v1.35.4").cluster_name_for(None) == "dralab"  # the default: the same cluster
+    v137 = with_kubernetes(local, "1.37.2")
+    assert v137.kubernetes == "v1.37.2"
+    assert v137.cluster_name_for(None) == "dralab-v1-37"
+    assert v137.cluster_name_for("team-gpus") == "dralab-team-gpus-v1-37"
+    with pytest.raises(UserError, match="not one dralab builds"):
+        with_kubernetes(local, "v1.36.0")
+    with pytest.raises(UserError, match="does not bring its cluster up"):
+        with_kubernetes(load_profile("kind"), "v1.37.2")

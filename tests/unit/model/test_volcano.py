@@ -97,7 +97,12 @@ def test_is_job_and_crd() -> None:
     assert definition["spec"]["versions"][0]["name"] == "v1alpha1"
 
 
-def test_convert_cli_previews_a_job() -> None:
-    docs = list(yaml.safe_load_all(convert_documents(JOB.read_text(), None, None, str(JOB))))
+def test_convert_cli_previews_a_job(tmp_path: Path) -> None:
+    # as the webhook: a Job is converted only where the webhook is registered for Jobs
+    (unchanged,) = yaml.safe_load_all(convert_documents(JOB.read_text(), None, None, str(JOB)))
+    assert unchanged == yaml.safe_load(JOB.read_text())
+    cfg = tmp_path / "dralab.yaml"
+    cfg.write_text("migration:\n  volcanoJobs: true\n")
+    docs = list(yaml.safe_load_all(convert_documents(JOB.read_text(), None, str(cfg), str(JOB))))
     assert [d["kind"] for d in docs] == ["Job", "ResourceClaimTemplate"]
     assert docs[0]["spec"]["tasks"][0]["template"]["spec"]["resourceClaims"][0]["name"] == "main-ascend310p"
