@@ -707,6 +707,66 @@ def wipe_cdi(name: str, node: str) -> int:
     return count
 
 
+def device_health(name: str, node: str, device: str, healthy: bool, reason: str = "") -> dict[str, Any]:
+    """Mark one fake device unhealthy or healthy again (fault hook): the node's fake backend reads the file.
+
+    Returns what the file says now (device -> {healthy, reason}); the driver publishes the change
+    within its ``--health-seconds``.
+    """
+    from dralab.driver.devices.fake import HEALTH_FILE, read_health_file
+    from dralab.util import atomic_write
+
+    layout, state = _require(name)
+    if node not in state.get("nodes", []):
+        raise UserError(f"node {node!r} is not in cluster {name} (nodes: {', '.join(state.get('nodes', []))})")
+    try:
+        known = [d.name for d in load_inventory(str(layout.config_dir / "inventory.yaml")).node(node).devices]
+    except UserError:
+        known = []  # an inventory of vendors outside the shipped table: the driver ignores unknown names
+    if known and device not in known:
+        raise UserError(f"node {node} has no device {device!r} (devices: {', '.join(known)})")
+    path = layout.driver_state_dir(node) / HEALTH_FILE
+    current = read_health_file(path) or {}
+    entries = {n: {"healthy": h.healthy, "reason": h.reason} for n, h in current.items() if not h.healthy}
+    if healthy:
+        entries.pop(device, None)
+    else:
+        entries[device] = {"healthy": False, "reason": reason or "injected"}
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    atomic_write(path, json.dumps(entries, indent=2, sort_keys=True) + "\n", mode=0o600)
+    return entries
+
+
+def reboot(name: str, node: str, say: Say | None = None, start: bool = True) -> float:
+    """A reboot of the real node (fault hook): everything on it stops at once, /run and the CDI
+    folder are emptied, the node gets a new boot id, then it comes back as ``up`` brings it
+    (``start=False`` leaves it off until the next ``up``: a node that stays down a while).
+
+    Returns the seconds from the power-off until the node's components are healthy again (the pods'
+    own return is the caller's to wait for).
+    """
+    import uuid
+
+    layout, state = _require(name)
+    if state.get("realNode") != node:
+        real = state.get("realNode")
+        raise UserError(f"node {node!r} is not the real node of cluster {name}"
+                        + (f" (that is {real!r})" if real else " (it has none: `up --real-node`)"))
+    with _locked(layout):
+        state = _read_state(layout) or state
+        handle = ClusterHandle(name=name, layout=layout, state=state)
+        started = time.monotonic()
+        left = integration.power_off(handle, node)
+        if left:
+            log.warning("left on the host after the power-off", extra={"fields": {"left": left}})
+        atomic_write(layout.boot_id_path(node), f"{uuid.uuid4()}\n")
+        state["stopped"] = [c for c in state.get("stopped", []) if not c.endswith(f"/{node}")]
+        _write_state(layout, state)
+    if start:
+        ensure_cluster(name, say=say, real_node=True)
+    return time.monotonic() - started
+
+
 def status(name: str = DEFAULT_NAME) -> list[ComponentStatus]:
     """Each component's process state and health."""
     layout, state = _require(name)
@@ -798,10 +858,12 @@ __all__ = [
     "ClusterHandle",
     "ComponentStatus",
     "control_plane_rss",
+    "device_health",
     "down",
     "ensure_cluster",
     "get_cluster",
     "list_clusters",
+    "reboot",
     "restart",
     "start",
     "status",

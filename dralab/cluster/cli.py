@@ -242,3 +242,54 @@ def wipe_cdi(name: str, node: str) -> None:
     from dralab.cluster.api import wipe_cdi as do_wipe
 
     click.echo(f"removed {do_wipe(name, node)} CDI spec files")
+
+
+@cluster.command()
+@_name_option
+@click.option("--stay-down", is_flag=True, help="leave the node off until the next `dralab cluster up`")
+@click.argument("node")
+def reboot(name: str, node: str, stay_down: bool) -> None:
+    """Reboot the real node: kubelet, containerd, shims and driver stop at once, /run and the CDI
+    folder are emptied, the node gets a new boot id, and everything starts again.
+
+    \b
+    Example:
+      dralab cluster reboot aio-node74-arm --name dralab-node
+    """
+    from dralab.cluster.api import reboot as do_reboot
+
+    seconds = do_reboot(name, node, say=click.echo, start=not stay_down)
+    if stay_down:
+        click.echo(f"node {node} is off; `dralab cluster up --name {name} --real-node` starts it again")
+    else:
+        click.echo(f"node {node} back in {seconds:.1f}s (its pods restart on their own: watch them with kubectl)")
+
+
+@cluster.group()
+def fault() -> None:
+    """Inject device faults into the local cluster's fake backend.
+
+    \b
+    Example:
+      dralab cluster fault device-health gpu-node gpu-0 unhealthy --reason xid-79
+    """
+
+
+@fault.command(name="device-health")
+@_name_option
+@click.option("--reason", default="injected", show_default=True, help="why (the taint's value, e.g. xid-79)")
+@click.argument("node")
+@click.argument("device")
+@click.argument("health", type=click.Choice(["unhealthy", "healthy"]))
+def fault_device_health(name: str, reason: str, node: str, device: str, health: str) -> None:
+    """Mark DEVICE of NODE unhealthy or healthy again; the driver taints it (dralab.io/unhealthy) or clears it.
+
+    \b
+    Example:
+      dralab cluster fault device-health gpu-node gpu-0 unhealthy --reason xid-79
+      dralab cluster fault device-health gpu-node gpu-0 healthy
+    """
+    from dralab.cluster.api import device_health
+
+    entries = device_health(name, node, device, health == "healthy", reason)
+    click.echo(f"{node}/{device} {health}; unhealthy now: {', '.join(sorted(entries)) or 'none'}")

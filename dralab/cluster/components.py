@@ -27,6 +27,7 @@ import yaml
 
 from dralab.cluster.layout import Layout
 from dralab.cluster.pki import Pki
+from dralab.driver.checkpoint import BOOT_ID_ENV
 from dralab.errors import UserError
 from dralab.provision.versions import KUBERNETES_VERSION as K8S_VERSION
 from dralab.provision.versions import feature_gates_for
@@ -312,7 +313,10 @@ def driver_spec(layout: Layout, ports: dict[str, Any], node: str, devices: str, 
     )
     if config:
         argv += ["--config", config]
-    return ComponentSpec(f"driver/{node}", argv, Health(f"http://127.0.0.1:{port}/healthz"), code=DRIVER_CODE)
+    env = {BOOT_ID_ENV: str(layout.boot_id_path(node))}  # a simulated reboot gives the node a new boot id
+    return ComponentSpec(
+        f"driver/{node}", argv, Health(f"http://127.0.0.1:{port}/healthz"), env=env, code=DRIVER_CODE
+    )
 
 
 def standin_spec(layout: Layout, ports: dict[str, Any], node: str) -> ComponentSpec:

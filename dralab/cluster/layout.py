@@ -114,6 +114,10 @@ class Layout:
     def driver_state_dir(self, node: str) -> Path:
         return self.node_dir(node) / "driver-state"
 
+    def boot_id_path(self, node: str) -> Path:
+        """The node's simulated boot id (written by ``dralab cluster reboot``; absent: the kernel's)."""
+        return self.node_dir(node) / "boot_id"
+
     def records_path(self, node: str) -> Path:
         return self.node_dir(node) / "kubelet-records.jsonl"
 

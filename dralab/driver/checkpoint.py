@@ -203,12 +203,21 @@ def newest_document(path: Path) -> dict[str, Any] | None:
     return max(docs, key=lambda d: d.get("sequence", 0) if isinstance(d.get("sequence"), int) else 0, default=None)
 
 
-def read_boot_id(path: str = BOOT_ID_FILE) -> str:
-    """This boot's id (empty where the kernel does not provide one)."""
-    try:
-        return Path(path).read_text().strip()
-    except OSError:
-        return ""
+# A file to read the boot id from instead of the kernel's: the local cluster's simulated node reboot
+# (`dralab cluster reboot NODE`) writes a new id there, as a real reboot gives the kernel a new one.
+BOOT_ID_ENV = "DRALAB_BOOT_ID_FILE"
+
+
+def read_boot_id(path: str | None = None) -> str:
+    """This boot's id: ``path``, else $DRALAB_BOOT_ID_FILE if it exists, else the kernel's (empty without one)."""
+    for candidate in [path] if path else [os.environ.get(BOOT_ID_ENV), BOOT_ID_FILE]:
+        if not candidate:
+            continue
+        try:
+            return Path(candidate).read_text().strip()
+        except OSError:
+            continue
+    return ""
 
 
 class CheckpointStore:

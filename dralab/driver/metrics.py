@@ -22,6 +22,8 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
+from dralab.kube.authz import MetricsAuthorizer
+
 _BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
 
 
@@ -110,8 +112,17 @@ CHECK_TIMEOUT_S = 5.0  # a /healthz or /readyz check; the probe then gets a 503
 MAX_HEAD_BYTES = 8192
 MAX_WAITING = 64
 
-_REASONS = {200: "OK", 404: "Not Found", 405: "Method Not Allowed", 408: "Request Timeout",
-            431: "Request Header Fields Too Large", 503: "Service Unavailable"}
+_REASONS = {200: "OK", 401: "Unauthorized", 403: "Forbidden", 404: "Not Found", 405: "Method Not Allowed",
+            408: "Request Timeout", 431: "Request Header Fields Too Large", 503: "Service Unavailable"}
+
+
+def _authorization(head: bytes) -> str | None:
+    """The ``Authorization`` header of a request head, or None (what ``/metrics`` hands the authorizer)."""
+    for line in head.split(b"\r\n")[1:]:
+        name, sep, value = line.partition(b":")
+        if sep and name.strip().lower() == b"authorization":
+            return value.strip().decode("latin-1")
+    return None
 
 
 class StatusServer:
@@ -124,8 +135,12 @@ class StatusServer:
         ready: Callable[[], tuple[bool, str]],
         port: int,
         host: str = "127.0.0.1",
+        metrics_auth: MetricsAuthorizer | None = None,
     ) -> None:
+        """``metrics_auth``: ``/metrics`` answers only callers it allows (dralab.kube.authz: 401, 403, 503
+        otherwise); None serves it to anyone (metrics.authorization: false). The probes stay open."""
         self.metrics = metrics
+        self.metrics_auth = metrics_auth
         self.checks: dict[str, Callable[[], tuple[bool, str]]] = {"/healthz": healthy, "/readyz": ready}
         self._sock = socket.create_server((host, port), reuse_port=False)
         self.port = int(self._sock.getsockname()[1])
@@ -189,8 +204,14 @@ class StatusServer:
             if method not in (b"GET", b"HEAD"):
                 await self._send(writer, 405, b"only GET\n")
             elif path == "/metrics":
-                body = await self._loop.run_in_executor(self._pool, self.metrics.render)
-                await self._send(writer, 200, body, CONTENT_TYPE_LATEST, head_only=method == b"HEAD")
+                auth = self.metrics_auth
+                decision = None if auth is None else await auth.acheck(_authorization(head))
+                if decision is not None and not decision.allowed:
+                    await self._send(writer, decision.status, (decision.reason + "\n").encode(),
+                                     head_only=method == b"HEAD")
+                else:
+                    body = await self._loop.run_in_executor(self._pool, self.metrics.render)
+                    await self._send(writer, 200, body, CONTENT_TYPE_LATEST, head_only=method == b"HEAD")
             elif path in self.checks:
                 ok, detail = await self._check(path)
                 await self._send(writer, 200 if ok else 503, (detail + "\n").encode(), head_only=method == b"HEAD")

@@ -51,6 +51,10 @@ def _sent_taints(slice_: dict[str, Any]) -> bool:
     return any(d.get("taints") for d in (slice_.get("spec") or {}).get("devices") or [])
 
 
+def _tainted(slices: list[dict[str, Any]]) -> set[str]:
+    return {str(d.get("name")) for s in slices for d in (s.get("spec") or {}).get("devices") or [] if d.get("taints")}
+
+
 def needs_publish(current: list[dict[str, Any]], desired: list[dict[str, Any]], pool: str) -> tuple[bool, int]:
     """Whether ``desired`` differs from the pool on the server, and the server's highest generation (pure)."""
     in_pool = [s for s in current if ((s.get("spec") or {}).get("pool") or {}).get("name") == pool]
@@ -74,7 +78,9 @@ def needs_publish(current: list[dict[str, Any]], desired: list[dict[str, Any]], 
         == (d["metadata"].get("labels") or {})
         for s, d in zip(top, desired, strict=True)
     )
-    return (want != have or not owners_ok or not labels_ok), highest
+    # the projection keeps only what we send: a device whose taints we no longer send must still differ
+    tainted_ok = _tainted(top) == _tainted(desired)
+    return (want != have or not owners_ok or not labels_ok or not tainted_ok), highest
 
 
 @dataclass

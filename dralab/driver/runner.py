@@ -14,8 +14,8 @@ from pathlib import Path
 from filelock import FileLock, Timeout
 
 from dralab.config import Config, load_config
-from dralab.driver.claims import ClaimSource, KubeClaimSource
 from dralab.driver import health
+from dralab.driver.claims import ClaimSource, KubeClaimSource
 from dralab.driver.devices import Backend, BackendOptions, Health, load_backend
 from dralab.driver.health import HealthMonitor, HealthTracker
 from dralab.driver.informer import ClaimInformer

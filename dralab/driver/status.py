@@ -10,7 +10,9 @@ The write is a server-side apply of the ``status`` subresource with this driver'
 (``dralab-<driver>``): ``status.devices`` is a map list keyed by driver, device, pool and shareID, so
 the apply owns exactly this driver's entries and leaves other drivers' alone. ``metadata.uid`` in
 the body makes a claim replaced under the same name refuse it. It needs ``patch`` on
-``resourceclaims/status`` (the chart's driver ClusterRole). Writes run on a thread of their own
+``resourceclaims/status`` (the chart's driver ClusterRole); the apiserver answers a stale uid with
+422 (``metadata.uid: field is immutable``), and an entry for a device the claim was not allocated
+with 422 too. Writes run on a thread of their own
 after Prepare has answered, so the kubelet never waits for them; a failed write is retried a few
 times, then logged (the claim's pods run all the same).
 """

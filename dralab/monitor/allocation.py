@@ -3,7 +3,9 @@
 Devices and their capacity come from the slices (the highest pool generation only); allocations
 come from each claim's ``status.allocation.devices.results`` with the ``consumedCapacity`` the
 scheduler recorded (already rounded to the device's request policy). A result without consumed
-capacity took the whole device. The sharers of an allocation are the pods in ``reservedFor``.
+capacity took the whole device. The sharers of an allocation are the pods in ``reservedFor``. What the
+node driver applied to an allocation (its quota and enforcement) is the ``data`` of the claim's
+``status.devices`` entry for that device and shareID, written by the driver after Prepare.
 """
 
 from __future__ import annotations
@@ -62,6 +64,8 @@ class Share:
     cores: int
     pods: list[str]
     container: str = ""  # the claim's ``dralab.io/container`` annotation ("" for claims from templates)
+    share_id: str = ""
+    applied: dict[str, Any] | None = None  # the driver's status.devices data (None: not prepared or not reported)
 
 
 @dataclass
@@ -165,6 +169,11 @@ def compute(
         status = claim.get("status") or {}
         results = ((status.get("allocation") or {}).get("devices") or {}).get("results") or []
         pods = [r.get("name", "") for r in status.get("reservedFor") or [] if r.get("resource", "pods") == "pods"]
+        reported = {
+            (e.get("driver", ""), e.get("pool", ""), e.get("device", ""), e.get("shareID") or ""): e
+            for e in status.get("devices") or []
+            if isinstance(e, dict)
+        }
         for result in results:
             key = (result.get("driver", ""), result.get("pool", ""), result.get("device", ""))
             device = out.devices.get(key)
@@ -177,7 +186,10 @@ def compute(
             else:
                 memory, cores = _int(consumed.get(MEMORY, 0), "memory"), _int(consumed.get(CORES, 0), "cores")
             container = str((meta.get("annotations") or {}).get(CONTAINER_ANNOTATION) or "")
-            share = Share(ns, meta.get("name", ""), key, memory, cores, pods, container)
+            share_id = str(result.get("shareID") or "")
+            entry = reported.get((*key, share_id)) or {}
+            applied = entry.get("data") if isinstance(entry.get("data"), dict) else None
+            share = Share(ns, meta.get("name", ""), key, memory, cores, pods, container, share_id, applied)
             out.shares.append(share)
             device.memory_used += memory
             device.cores_used += cores

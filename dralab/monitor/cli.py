@@ -12,7 +12,16 @@ import click
 @click.option("--once", is_flag=True, help="Print the /metrics text for the objects listed now, and exit.")
 @click.option("--hami-metrics/--no-hami-metrics", default=True, show_default=True,
               help="Also export the gauges under HAMi's metric and label names (for HAMi dashboards).")
-def monitor(host: str, port: int, kubeconfig: str | None, once: bool, hami_metrics: bool) -> None:
+@click.option("--metrics-authorization/--no-metrics-authorization", default=True, show_default=True,
+              envvar="DRALAB_METRICS_AUTHORIZATION",
+              help="/metrics only for a bearer token the cluster authorizes for GET /metrics (TokenReview, "
+              "SubjectAccessReview); off: anyone who reaches the port (metrics.authorization: false).")
+@click.option("--tls-cert", default=None, envvar="DRALAB_MONITOR_TLS_CERT", type=click.Path(dir_okay=False),
+              help="Serve HTTPS with this certificate (PEM, reloaded when it changes); default: plain HTTP.")
+@click.option("--tls-key", default=None, envvar="DRALAB_MONITOR_TLS_KEY", type=click.Path(dir_okay=False),
+              help="The certificate's private key (PEM).")
+def monitor(host: str, port: int, kubeconfig: str | None, once: bool, hami_metrics: bool,
+            metrics_authorization: bool = True, tls_cert: str | None = None, tls_key: str | None = None) -> None:
     """Serve per-device, per-pod and per-namespace allocation gauges on /metrics (plus /healthz, /readyz).
 
     The values come from watching ResourceSlices and ResourceClaims, not from the nodes. The same
@@ -22,7 +31,8 @@ def monitor(host: str, port: int, kubeconfig: str | None, once: bool, hami_metri
     \b
     Example:
       dralab monitor --host 0.0.0.0 --port 9464
-      curl -s localhost:9464/metrics | grep dralab_device_shares
+      curl -s -H "Authorization: Bearer $(kubectl create token prometheus)" localhost:9464/metrics
+      dralab monitor --no-metrics-authorization   # trusted network only: /metrics for anyone
     """
     from dralab.kube import Kube
     from dralab.monitor.collector import AllocationWatch, registry_for
@@ -45,10 +55,15 @@ def monitor(host: str, port: int, kubeconfig: str | None, once: bool, hami_metri
         registry.register(_Once())
         click.echo(generate_latest(registry).decode(), nl=False)
         return
+    from dralab.kube.authz import metrics_authorizer
+
     watch = AllocationWatch(api)
-    server = MonitorServer(registry_for(watch, hami_metrics), watch.ready, host, port)
+    auth = metrics_authorizer(metrics_authorization, api, "monitor")
+    server = MonitorServer(registry_for(watch, hami_metrics), watch.ready, host, port, metrics_auth=auth,
+                           tls_cert=tls_cert, tls_key=tls_key)
     watch.start()
-    click.echo(f"serving allocation gauges on http://{host}:{server.port}/metrics", err=True)
+    note = "" if auth is not None else " (no authorization: --no-metrics-authorization)"
+    click.echo(f"serving allocation gauges on {server.scheme}://{host}:{server.port}/metrics{note}", err=True)
     try:
         server.serve_forever()
     except KeyboardInterrupt:
@@ -62,7 +77,8 @@ def monitor(host: str, port: int, kubeconfig: str | None, once: bool, hami_metri
 @click.option("-n", "--namespace", default=None, help="Only this namespace's claims.")
 @click.option("--once", is_flag=True, help="Print the table once and exit (no live view).")
 @click.option("-o", "--output", type=click.Choice(["table", "json"]), default="table", show_default=True,
-              help="json (with --once): devices, per-pod and per-namespace sums.")
+              help="json (with --once): devices, shares (with what the driver applied, from the claim's "
+                   "status.devices), per-pod and per-namespace sums.")
 @click.option("--kubeconfig", default=None, type=click.Path(dir_okay=False), help="Default: in-cluster, then ~/.kube.")
 def top(namespace: str | None, once: bool, output: str, kubeconfig: str | None) -> None:
     """A live table of device shares: device, node, memory used/total, cores used/total, sharers.

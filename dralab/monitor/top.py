@@ -50,13 +50,21 @@ def plain(alloc: Allocation) -> str:
 
 
 def as_json(alloc: Allocation) -> str:
-    """The picture as JSON: devices (used/total/shares/sharers), per-pod and per-namespace sums."""
+    """The picture as JSON: devices (used/total/shares/sharers), each share with what its driver applied
+    (``applied``: the claim's status.devices data, null until the driver reports it), per-pod and
+    per-namespace sums."""
     return json.dumps({
         "devices": [
             {"device": d.name, "node": d.node, "driver": d.driver, "pool": d.pool,
              "memoryUsed": d.memory_used, "memoryTotal": d.memory_total, "coresUsed": d.cores_used,
              "coresTotal": d.cores_total, "shares": d.shares, "sharers": d.sharers}
             for d in sorted(alloc.devices.values(), key=lambda d: (d.node, d.driver, d.name))
+        ],
+        "shares": [
+            {"namespace": sh.namespace, "claim": sh.claim, "driver": sh.device[0], "pool": sh.device[1],
+             "device": sh.device[2], "shareID": sh.share_id, "memory": sh.memory, "cores": sh.cores,
+             "pods": sh.pods, "applied": sh.applied}
+            for sh in sorted(alloc.shares, key=lambda sh: (sh.device, sh.namespace, sh.claim))
         ],
         "pods": [{"namespace": ns, "pod": pod, "memory": mem, "cores": cores}
                  for (ns, pod), (mem, cores) in sorted(alloc.per_pod().items())],

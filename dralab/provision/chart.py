@@ -101,6 +101,7 @@ def config_from_values(values: dict[str, Any]) -> dict[str, Any]:
             "injectDeviceNodes": d["injectDeviceNodes"],
         },
         "migration": _migration_config(values),
+        "metrics": {"authorization": bool((values.get("metrics") or {}).get("authorization", True))},
     }
 
 

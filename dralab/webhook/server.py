@@ -26,6 +26,7 @@ from starlette.routing import Route
 from dralab.config import Config
 from dralab.jsonio import dumps
 from dralab.kube import AsyncKube, Kube
+from dralab.kube.authz import MetricsAuthorizer
 from dralab.util import get_logger
 from dralab.webhook.adoption import Adopter, build_adopter
 from dralab.webhook.budgets import BudgetGate, BudgetMetrics, BudgetReconciler
@@ -235,8 +236,13 @@ def create_app(
     ready: Callable[[], bool] | None = None,
     bench_routes: bool = False,
     limits: ServerLimits | None = None,
+    metrics_auth: MetricsAuthorizer | None = None,
 ) -> AdmissionApp:
-    """The ASGI app; ``ready`` adds a readiness condition (the janitor's caches)."""
+    """The ASGI app; ``ready`` adds a readiness condition (the janitor's caches).
+
+    ``metrics_auth``: ``/metrics`` answers only callers it allows (:mod:`dralab.kube.authz`; 401, 403
+    or 503 otherwise); None serves it to anyone (``metrics.authorization: false``). The probes stay open.
+    """
     metrics = webhook.metrics
     handler = webhook.handler
     limits = limits or ServerLimits()
@@ -292,6 +298,10 @@ def create_app(
         return PlainTextResponse("ok")
 
     async def metrics_route(request: Request) -> Response:
+        if metrics_auth is not None:
+            decision = await metrics_auth.acheck(request.headers.get("authorization"))
+            if not decision.allowed:
+                return PlainTextResponse(decision.reason + "\n", decision.status, headers=decision.headers())
         return Response(metrics.render(), media_type="text/plain; version=0.0.4; charset=utf-8")
 
     admissions = {"/mutate": admission("mutate", handler.mutate), "/validate": admission("validate", handler.validate)}
@@ -352,10 +362,12 @@ class Server:
         sock: Any = None,
         elector: Any = None,
         http: str = "httptools",
+        metrics_auth: MetricsAuthorizer | None = None,
     ) -> None:
         """``sock``: an already listening socket (a worker's, shared with the others) instead of host/port;
         ``elector``: a :class:`~dralab.webhook.lease.LeaderElector` whose leadership runs the background work;
-        ``http``: the HTTP/1.1 parser, ``httptools`` or ``h11`` (:func:`~dralab.webhook.transport.guarded_protocol`).
+        ``http``: the HTTP/1.1 parser, ``httptools`` or ``h11`` (:func:`~dralab.webhook.transport.guarded_protocol`);
+        ``metrics_auth``: who may read ``/metrics`` (:func:`create_app`).
         """
         self.webhook = webhook
         self.sock = sock
@@ -363,7 +375,8 @@ class Server:
         self.limits = limits or ServerLimits()
         self.tls = ReloadingTLS(cert, key, webhook.metrics, client_ca=client_ca)
         self.reload_interval = reload_interval
-        app = create_app(webhook, ready=webhook.ready, bench_routes=bench_routes, limits=self.limits)
+        app = create_app(webhook, ready=webhook.ready, bench_routes=bench_routes, limits=self.limits,
+                         metrics_auth=metrics_auth)
         # uvicorn's HTTP/1.1 under the request deadline, on a listener with the current certificate and a
         # handshake deadline (dralab.webhook.transport)
         self.config = uvicorn.Config(

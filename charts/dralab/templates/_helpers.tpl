@@ -65,6 +65,39 @@ serviceAccount.create=false the chart creates neither and binds these names (cre
 {{- end -}}
 
 {{/*
+"true" unless metrics.authorization is false: /metrics of the webhook, driver and monitor answer only
+callers the cluster authorizes (TokenReview + SubjectAccessReview, dralab/kube/authz.py).
+*/}}
+{{- define "dralab.metricsAuthorization" -}}
+{{- $m := .Values.metrics | default dict -}}
+{{- if and (hasKey $m "authorization") (eq (toString $m.authorization) "false") }}false{{ else }}true{{ end -}}
+{{- end -}}
+
+{{/*
+How a ServiceMonitor endpoint authenticates while metrics.authorization is on: Prometheus's own
+service account token, or metrics.serviceMonitor.authorization (a token from a Secret). Empty when off.
+*/}}
+{{- define "dralab.scrapeAuthorization" -}}
+{{- if eq (include "dralab.metricsAuthorization" .) "true" -}}
+{{- with (.Values.metrics.serviceMonitor.authorization | default dict) -}}
+authorization:
+  {{- toYaml . | nindent 2 }}
+{{- else -}}
+bearerTokenFile: /var/run/secrets/kubernetes.io/serviceaccount/token
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+The monitor's serving certificate Secret while monitor.tls.enabled: monitor.tls.secretName, else the
+one cert-manager issues for it (monitor.yaml).
+*/}}
+{{- define "dralab.monitorTLSSecret" -}}
+{{- $tls := (.Values.monitor | default dict).tls | default dict -}}
+{{- $tls.secretName | default (printf "%s-monitor-tls" (include "dralab.fullname" .)) -}}
+{{- end -}}
+
+{{/*
 dralab's one config file (dralab/config.py), built from the values that map onto it.
 dralab.provision.chart.config_from_values is the same mapping in Python; tests keep them equal.
 */}}
@@ -100,7 +133,8 @@ dralab.provision.chart.config_from_values is the same mapping in Python; tests k
       "claimAnnotations" ($mig.claimAnnotations | default dict)
       "graceSeconds" (int ($mig.graceSeconds | default 30))
       "volcanoJobs" (and $mig.volcanoJobs true) -}}
-{{- toYaml (dict "vendors" $vendors "webhook" $webhook "driver" $driver "migration" $migration) -}}
+{{- $metrics := dict "authorization" (include "dralab.metricsAuthorization" . | eq "true") -}}
+{{- toYaml (dict "vendors" $vendors "webhook" $webhook "driver" $driver "migration" $migration "metrics" $metrics) -}}
 {{- end -}}
 
 {{/*

@@ -9,6 +9,7 @@ real kubelet, not the stand-in) and ``driver/<node>`` (registering in the kubele
 from __future__ import annotations
 
 import shutil
+import signal
 import time
 from collections.abc import Callable
 from typing import Any
@@ -19,7 +20,7 @@ from dralab.cluster.components import ComponentSpec
 from dralab.cluster.node import components, lifecycle
 from dralab.cluster.node.paths import NodePaths
 from dralab.cluster.pki import Pki
-from dralab.cluster.supervisor import ProcRecord, is_alive, log_tail, stop_process
+from dralab.cluster.supervisor import ProcRecord, is_alive, log_tail, signal_process, stop_process
 from dralab.errors import UserError
 from dralab.util import WaitTimeout, free_port
 
@@ -178,6 +179,42 @@ def bring_up(
 def _record(state: dict[str, Any], component: str) -> ProcRecord | None:
     raw = state.get("components", {}).get(component)
     return ProcRecord.from_json(raw) if raw else None
+
+
+def power_off(handle: Any, node: str) -> list[str]:
+    """What a reboot does to the node: every process gone at once, and what lives in /run with them.
+
+    The driver, the tap, the kubelet and containerd are SIGKILLed together (no graceful stop, no
+    task cleanup), then everything left in the node's mount namespace (shims, containers) and the
+    namespace itself, whose tmpfs mounts (shim sockets, CNI results) vanish with it. containerd's
+    state folder and the CDI folder, which are /run on a real host, are emptied; the kubelet's and
+    containerd's roots and the driver's checkpoint (/var/lib) stay. Returns host leftovers.
+    """
+    paths = node_paths(handle, node)
+    state = handle.state
+    mntns = lifecycle.read_ns(paths)
+    records = [_record(state, c) for c in (f"driver/{node}", components.tap_component(node),
+                                           components.kubelet_component(node), components.containerd_component(node))]
+    for rec in records:
+        if rec is not None:
+            signal_process(rec, signal.SIGKILL)
+    if mntns:
+        lifecycle.kill_namespace(mntns)
+    holder = _record(state, components.ns_component(node))
+    if holder is not None:
+        stop_process(holder, timeout=5)
+    for rec in records:
+        if rec is not None:
+            stop_process(rec, timeout=5)  # reaped; already dead
+    left = lifecycle.teardown_host(paths, None)
+    for volatile in (paths.containerd_state, handle.cdi_dir(node)):
+        if volatile.is_dir():
+            for entry in volatile.iterdir():
+                if entry.is_dir() and not entry.is_symlink():
+                    shutil.rmtree(entry)
+                else:
+                    entry.unlink()
+    return left
 
 
 def teardown(handle: Any, node: str) -> list[str]:

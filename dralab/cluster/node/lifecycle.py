@@ -276,11 +276,21 @@ def remove_cgroups(cgroup_root: str) -> list[str]:
     return left
 
 
-def _kill_cgroup_procs(folder: Path) -> None:
-    with contextlib.suppress(OSError):
-        for pid in (folder / "cgroup.procs").read_text().split():
+def _kill_cgroup_procs(folder: Path, timeout: float = 5.0) -> None:
+    """SIGKILL what is in the cgroup and wait (bounded) until it has left: a killed process stays
+    listed until the kernel has finished its exit, and until then the cgroup cannot be removed."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            pids = (folder / "cgroup.procs").read_text().split()
+        except OSError:
+            return
+        if not pids or time.monotonic() >= deadline:
+            return
+        for pid in pids:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(int(pid), signal.SIGKILL)
+        time.sleep(0.02)  # the kernel's exit work; polled against the deadline
 
 
 def delete_bridge(name: str) -> bool:

@@ -20,6 +20,7 @@ from dralab.cluster.api import ClusterHandle
 from dralab.cluster.node import lifecycle
 from dralab.cluster.node.holder import SYSCTLS
 from dralab.cluster.node.integration import node_paths
+from dralab.driver.checkpoint import newest_document
 from dralab.kube import Kube
 from dralab.util import wait_for
 
@@ -152,6 +153,77 @@ def test_stop_and_start_kubelet(ops: ClusterHandle) -> None:
     _dralab("start", "kubelet")
     rows = {r.name: r for r in api.status(NAME)}
     assert rows[f"kubelet/{node}"].state == "running" and rows[f"kubelet/{node}"].healthy is True
+
+
+def _hami_pod(name: str) -> dict:
+    """A pod in HAMi's Ascend syntax: the webhook gives it a claim of 2048 MiB and 20 cores."""
+    obj = pod(name, "sleep 3600", runtimeClassName="ascend")
+    obj["spec"]["containers"][0]["resources"] = {"limits": {
+        "huawei.com/Ascend310P": 1, "huawei.com/Ascend310P-memory": "2048", "huawei.com/Ascend310P-core": "20"}}
+    return obj
+
+
+def _claim_of(kube: Kube, ns: str, name: str) -> dict:
+    claim = kube.get(f"/api/v1/namespaces/{ns}/pods/{name}")["spec"]["resourceClaims"][0]["resourceClaimName"]
+    return kube.get(f"/apis/resource.k8s.io/v1/namespaces/{ns}/resourceclaims/{claim}")
+
+
+def _driver_traces(ops: ClusterHandle, node: str, uid: str) -> list[str]:
+    """Where the driver keeps a prepared claim: its CDI spec, its folder, its checkpoint entry."""
+    found = [str(f) for f in ops.layout.cdi_dir(node).glob(f"*{uid}*")]
+    for driver_dir in ops.layout.driver_state_dir(node).iterdir():
+        found += [str(f) for f in (driver_dir / "claims").glob(f"{uid}*")]
+        newest = newest_document(driver_dir / "checkpoint.json")  # the other slot may be older
+        if newest is not None and uid in (newest.get("claims") or {}):
+            found.append(f"{driver_dir}/checkpoint.json: claims[{uid}]")
+    return found
+
+
+def test_reboot_brings_pods_back_with_their_quota_and_leaks_no_deleted_claim(ops: ClusterHandle) -> None:
+    """Everything on the node stops at once and /run is emptied; a pod deleted while the node was
+    down leaves nothing behind, the other one runs again with the same claim, env and quota."""
+    kube = ops.kube()
+    ns, node = "reboot", ops.state["realNode"]
+    kube.create("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}},
+                exist_ok=True)
+    for name in ("keep", "gone"):
+        kube.create(f"/api/v1/namespaces/{ns}/pods", _hami_pod(name))
+    for name in ("keep", "gone"):
+        wait_running(kube, ns, name)
+    keep_claim, gone_claim = _claim_of(kube, ns, "keep"), _claim_of(kube, ns, "gone")
+    env_before = kubectl(ops, "exec", "-n", ns, "keep", "--", "sh", "-c", "env | grep ^NPU_MEM_QUOTA").stdout
+    assert env_before.strip() == "NPU_MEM_QUOTA=2048"
+    assert _driver_traces(ops, node, gone_claim["metadata"]["uid"])  # prepared: it has traces to lose
+
+    boot_before = ops.layout.boot_id_path(node).read_text() if ops.layout.boot_id_path(node).exists() else ""
+    api.reboot(NAME, node, start=False)
+    assert ops.layout.boot_id_path(node).read_text() != boot_before
+    assert not list(ops.layout.cdi_dir(node).iterdir())  # /var/run/cdi is gone with the boot
+    # deleted while the node is down: no kubelet confirms it, so it is removed by force
+    kube.delete(f"/api/v1/namespaces/{ns}/pods/gone", grace_period_seconds=0)
+    path = f"/apis/resource.k8s.io/v1/namespaces/{ns}/resourceclaims/{gone_claim['metadata']['name']}"
+    wait_for(lambda: kube.get(path, missing_ok=True) is None, 60, "the deleted pod's claim to go", interval=0.2)
+
+    api.ensure_cluster(NAME, real_node=True)
+    back = wait_for(lambda: (p := kube.get(f"/api/v1/namespaces/{ns}/pods/keep")) and
+                    p["status"].get("phase") == "Running" and
+                    all(c.get("ready") for c in p["status"].get("containerStatuses") or [{}]) and p,
+                    120, "pod keep Running again", interval=0.5)
+    assert back["metadata"]["uid"] and _claim_of(kube, ns, "keep")["metadata"]["uid"] == keep_claim["metadata"]["uid"]
+    env_after = wait_for(
+        lambda: kubectl(ops, "exec", "-n", ns, "keep", "--", "sh", "-c", "env | grep ^NPU_MEM_QUOTA; "
+                        "cat /etc/ld.so.preload", check=False).stdout or None,
+        60, "exec in pod keep after the reboot", interval=0.5,
+    )
+    assert env_after.splitlines() == ["NPU_MEM_QUOTA=2048", "/usr/local/dralab/lib/libvcore.so"]
+    # the kubelet's reconcile unprepares the claim of the pod that vanished while it was down
+    uid = gone_claim["metadata"]["uid"]
+    try:
+        wait_for(lambda: not _driver_traces(ops, node, uid), 180, "no trace of the deleted pod's claim", interval=1.0)
+    except Exception:
+        pytest.fail(f"left for the deleted pod's claim: {_driver_traces(ops, node, uid)}")
+    kube.delete(f"/api/v1/namespaces/{ns}/pods/keep", missing_ok=True)
+    kube.close()
 
 
 def test_down_leaves_nothing_on_the_host(
