@@ -21,9 +21,9 @@ GATE_STAGES: dict[str, tuple[tuple[int, str, bool, bool], ...]] = {
                            (37, "ga", True, True)),
     "DRADeviceTaints": ((33, "alpha", False, False), (36, "beta", True, False), (37, "ga", True, False)),
     "DRAResourceClaimDeviceStatus": ((32, "alpha", False, False), (33, "beta", True, False),
-                                     (37, "ga", True, False)),
-    "DRAExtendedResource": ((34, "alpha", False, False), (36, "beta", True, False), (37, "ga", True, False)),
-    "DRAAdminAccess": ((32, "alpha", False, False), (34, "beta", True, False), (36, "ga", True, False)),
+                                     (37, "ga", True, True)),
+    "DRAExtendedResource": ((34, "alpha", False, False), (36, "beta", True, False), (37, "ga", True, True)),
+    "DRAAdminAccess": ((32, "alpha", False, False), (34, "beta", True, False), (36, "ga", True, True)),
 }
 
 # What dralab needs on: consumable capacity. Gates a profile wants besides (DRADeviceTaints on 1.35,
