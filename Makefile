@@ -67,11 +67,13 @@ unit: env vcore
 	$(BIN)/pytest -n 2 tests/unit tests/security -m "not integration"
 
 ## test: lint, then every test (unit, integration and the lab replays on the local profile), then Lab 20 on the real
-## node (profile node) and on the local profile of each other Kubernetes version of K8S_MATRIX
+## node (profile node), and Lab 20 and the device-health lab (taints: on by default from 1.36) on the local profile of
+## each other Kubernetes version of K8S_MATRIX
 test: system-test env vcore binaries binaries-matrix tools lint
 	$(BIN)/pytest -n 2 --dist loadgroup
 	$(BIN)/pytest -n 0 --profile node labs/lab20-ascend-hami-dra/lab.yaml
-	set -e; for v in $(K8S_MATRIX); do $(BIN)/pytest -n 0 --kubernetes $$v labs/lab20-ascend-hami-dra/lab.yaml; done
+	set -e; for v in $(K8S_MATRIX); do \
+	  $(BIN)/pytest -n 0 --kubernetes $$v labs/lab20-ascend-hami-dra/lab.yaml labs/device-health-taints/lab.yaml; done
 
 ## bench-quick: the CI-sized benchmarks (--quick) into $(BENCH_QUICK_OUT) with their rendered report;
 ## the figures are recorded, never a pass/fail (a shared CI machine is too noisy): only a benchmark

@@ -1,6 +1,6 @@
 """dralab's one configuration schema, shared by ``dralab convert``, the webhook, the driver and the chart.
 
-A YAML file with five sections; every key is optional and has the default shown in
+A YAML file with four sections; every key is optional and has the default shown in
 ``DEFAULT_CONFIG_YAML``. Unknown keys are errors (a typo must not silently change nothing).
 The typed model (:class:`ConfigFile`, pydantic) validates it with one-line errors naming the key
 and exports its JSON Schema (``dralab schema config``); callers read the frozen section models.
@@ -39,6 +39,7 @@ webhook:
   claimCreateRatePerSecond: 50       # per namespace: claims the webhook creates, steady rate ...
   claimCreateBurst: 500              # ... and burst; beyond them admission answers 429 (retry later)
   admissionDeadlineSeconds: 8        # one deadline for a whole admission; below the registration's timeoutSeconds (10)
+  metricsAuthorization: true         # /metrics only for callers the cluster authorizes; false: anyone (trusted network)
 driver:
   backend: fake                      # fake | ascend | nvidia
   cdiDir: /var/run/cdi
@@ -48,6 +49,7 @@ driver:
   enforcementLibrary: ""             # host path of the enforcement library; empty: dralab's vcore
   enforcement: required              # required: refuse claims while that library is unusable; none: no enforcement
   injectDeviceNodes: true            # add device nodes to CDI specs (no vendor runtime class injects them)
+  metricsAuthorization: true         # /metrics only for callers the cluster authorizes; false: anyone (trusted network)
 migration:
   enabled: false                     # migration mode: switching from HAMi / HAMi-DRA (on with --hami-config)
   adoptClaims: null                  # adopt HAMi-DRA's claims (owner = pod) and reap orphans; null: = enabled
@@ -55,8 +57,6 @@ migration:
   claimAnnotations: {}               # optional: ... and these annotations
   graceSeconds: 30                   # how long an unreferenced HAMi-DRA claim may wait for a pod
   volcanoJobs: false                 # also register the webhook for Volcano Jobs (batch.volcano.sh/v1alpha1)
-metrics:
-  authorization: true                # /metrics only for callers the cluster authorizes; false: open (trusted network)
 """
 
 
@@ -94,6 +94,14 @@ def _limit(attr: str) -> dict[str, Any]:
     return {"ge": low, "le": high, "strict": True}
 
 
+# webhook.metricsAuthorization and driver.metricsAuthorization (the chart's metrics.authorization sets both)
+METRICS_AUTHORIZATION = (
+    "true: /metrics answers only callers whose bearer token the cluster authenticates and authorizes for GET "
+    "/metrics (TokenReview, SubjectAccessReview: dralab.kube.authz); false: anyone who reaches the port (a trusted "
+    "scrape network only; logged at start)"
+)
+
+
 class WebhookConfig(BaseModel):
     """``webhook:``: how pods are converted and how much one admission may do."""
 
@@ -128,6 +136,7 @@ class WebhookConfig(BaseModel):
         **_limit("admission_deadline_seconds"),
         description="one deadline for a whole admission (below the apiserver's 30 s)",
     )
+    metrics_authorization: bool = Field(True, strict=True, description=METRICS_AUTHORIZATION)
 
     @field_validator(*_LIMITS, mode="before")
     @classmethod
@@ -184,6 +193,7 @@ class DriverConfig(BaseModel):
         "another machine; none: prepare them without it (quotas not enforced)",
     )
     inject_device_nodes: bool = Field(True, strict=True, description="add device nodes to CDI specs")
+    metrics_authorization: bool = Field(True, strict=True, description=METRICS_AUTHORIZATION)
 
     @field_validator("backend", mode="before")
     @classmethod
@@ -234,20 +244,6 @@ class MigrationConfig(BaseModel):
         return self.enabled if self.adopt_claims is None else bool(self.adopt_claims)
 
 
-class MetricsConfig(BaseModel):
-    """``metrics:``: who may read the webhook's, driver's and monitor's ``/metrics``."""
-
-    model_config = ConfigDict(**_section_config("metrics"))
-
-    authorization: bool = Field(
-        True,
-        strict=True,
-        description="true: /metrics answers only callers whose bearer token the cluster authenticates and "
-        "authorizes for GET /metrics (dralab.kube.authz); false: anyone who reaches the port (a trusted scrape "
-        "network only; logged at start)",
-    )
-
-
 class VendorsSection(BaseModel):
     """``vendors:``: which vendors are on, and entries merged over the shipped vendor table."""
 
@@ -268,7 +264,7 @@ def _sections_may_be_empty(schema: dict[str, Any]) -> None:
 
 
 class ConfigFile(BaseModel):
-    """A dralab config file: five sections, every key optional (defaults in ``DEFAULT_CONFIG_YAML``)."""
+    """A dralab config file: four sections, every key optional (defaults in ``DEFAULT_CONFIG_YAML``)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, json_schema_extra=_sections_may_be_empty)
 
@@ -276,9 +272,8 @@ class ConfigFile(BaseModel):
     webhook: WebhookConfig = Field(default_factory=WebhookConfig)
     driver: DriverConfig = Field(default_factory=DriverConfig)
     migration: MigrationConfig = Field(default_factory=MigrationConfig)
-    metrics: MetricsConfig = Field(default_factory=MetricsConfig)
 
-    @field_validator("vendors", "webhook", "driver", "migration", "metrics", mode="before")
+    @field_validator("vendors", "webhook", "driver", "migration", mode="before")
     @classmethod
     def _section_mapping(cls, value: Any, info: ValidationInfo) -> Any:
         return _mapping_or_empty(str(info.field_name), value)
@@ -292,7 +287,6 @@ class Config:
     webhook: WebhookConfig = field(default_factory=WebhookConfig)
     driver: DriverConfig = field(default_factory=DriverConfig)
     migration: MigrationConfig = field(default_factory=MigrationConfig)
-    metrics: MetricsConfig = field(default_factory=MetricsConfig)
     source: str = "<defaults>"
     # what a HAMi device config (--hami-config) did not translate as is: one line per key
     notes: tuple[str, ...] = ()
@@ -318,8 +312,7 @@ def parse_config(raw: dict[str, Any] | None, source: str = "<memory>", hami: Tra
         migration = migration.model_copy(update={"enabled": hami is not None})
     notes = tuple(hami.report()) if hami else ()
     return Config(
-        vendors=table, webhook=spec.webhook, driver=spec.driver, migration=migration, metrics=spec.metrics,
-        source=source, notes=notes,
+        vendors=table, webhook=spec.webhook, driver=spec.driver, migration=migration, source=source, notes=notes
     )
 
 

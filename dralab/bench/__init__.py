@@ -21,6 +21,7 @@ BENCHMARKS: dict[str, str] = {
     "fuzz": "dralab.bench.fuzz:fuzz",
     "pains": "dralab.bench.pains:pains",
     "node": "dralab.bench.node:node",
+    "setup": "dralab.bench.setup:setup",
     "report": "dralab.bench.report:report",
 }
 

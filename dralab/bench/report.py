@@ -28,7 +28,8 @@ DEFAULT_REPORT = "bench/REPORT.md"
 PLOT = "concurrency.png"
 # the order of the sections; results of other benchmarks follow, listed with their context
 ORDER = (
-    "admission", "driver", "vcore", "cluster", "lab", "concurrency", "faults", "fuzz", "pains", "pains-node", "node",
+    "setup", "admission", "driver", "vcore", "cluster", "lab", "concurrency", "faults", "fuzz", "pains", "pains-node",
+    "node",
 )  # fmt: skip
 
 Section = Callable[[dict[str, Any]], list[str]]
@@ -894,7 +895,28 @@ def fuzz_section(res: dict[str, Any]) -> list[str]:
     return out
 
 
+def setup_section(res: dict[str, Any]) -> list[str]:
+    cold, warm = res.get("cold") or {}, res.get("warm") or {}
+    phases = cold.get("phases_s") or {}
+    warm_phases = warm.get("phases_s") or {}
+    out = [
+        "A newcomer's first `make lab`: empty dralab, Go build and module caches, a new virtual environment",
+        "and cluster home; then the same `make lab` warm (every cache full) as the baseline, in the same run.",
+        "",
+    ]
+    out += _table(["phase (make target)", "cold s", "warm s"],
+                  [[k, _fmt(v), _fmt(warm_phases.get(k))] for k, v in phases.items()]
+                  + [["total", _fmt(cold.get("total_s")), _fmt(warm.get("total_s"))]])
+    builds = cold.get("builds") or []
+    if builds:
+        out += ["Go builds of the cold run, as the builder recorded them:", ""]
+        out += _table(["wrapper", "binaries", "seconds"],
+                      [[b.get("wrapper"), ", ".join(b.get("binaries") or []), _fmt(b.get("seconds"))] for b in builds])
+    return out
+
+
 SECTIONS: dict[str, tuple[str, Section]] = {
+    "setup": ("First contact: a cold `make lab`", setup_section),
     "admission": ("Admission webhook: latency and throughput", admission_section),
     "driver": ("Node driver: NodePrepareResources and slice publication", driver_section),
     "vcore": ("vcore: cost per allocation and SM throttle accuracy", vcore_section),

@@ -138,7 +138,7 @@ class StatusServer:
         metrics_auth: MetricsAuthorizer | None = None,
     ) -> None:
         """``metrics_auth``: ``/metrics`` answers only callers it allows (dralab.kube.authz: 401, 403, 503
-        otherwise); None serves it to anyone (metrics.authorization: false). The probes stay open."""
+        otherwise); None serves it to anyone (driver.metricsAuthorization: false). The probes stay open."""
         self.metrics = metrics
         self.metrics_auth = metrics_auth
         self.checks: dict[str, Callable[[], tuple[bool, str]]] = {"/healthz": healthy, "/readyz": ready}

@@ -284,11 +284,13 @@ class MetricsAuthorizer:
 
 
 def metrics_authorizer(enabled: bool, api: Any, component: str, **options: Any) -> MetricsAuthorizer | None:
-    """The authorizer a server's ``/metrics`` uses: None (served to anyone) when ``metrics.authorization``
-    is false, which is logged, since then anything that reaches the port reads every tenant's use."""
+    """The authorizer a server's ``/metrics`` uses: None (served to anyone) when its switch is off
+    (``webhook.metricsAuthorization`` / ``driver.metricsAuthorization`` false, the monitor's
+    ``--no-metrics-authorization``, all three set by the chart's ``metrics.authorization``), which is
+    logged, since then anything that reaches the port reads every tenant's use."""
     if not enabled:
         log.warning(
-            "metrics are served without authorization (metrics.authorization: false): anything that reaches "
+            "metrics are served without authorization (metricsAuthorization: false): anything that reaches "
             "the port reads them; keep it to a trusted scrape network (networkPolicy.enabled)",
             extra={"fields": {"component": component}},
         )

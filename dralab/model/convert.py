@@ -42,6 +42,13 @@ REQUEST_CACHE_SIZE = 1024  # distinct device requests remembered per converter
 MEMORY_CAPACITY = "memory"
 CORES_CAPACITY = "cores"
 ANN_PREFER_TYPES = "dralab.io/prefer-types"
+# dralab.io/align: all devices of a multi-device request share one PCIe root or NUMA node (matchAttribute)
+ANN_ALIGN = "dralab.io/align"
+PCIE_ROOT_ATTRIBUTE = "resource.kubernetes.io/pcieRoot"  # the standard attribute drivers publish (KEP-5316)
+ALIGN_ATTRIBUTES = {
+    "pcieRoot": PCIE_ROOT_ATTRIBUTE,
+    "numaNode": "{driver}/numaNode",  # the driver's own: Kubernetes has no standard NUMA attribute
+}
 MAX_SUBREQUESTS = 8  # resource.k8s.io/v1 FirstAvailableDeviceRequestMaxSize
 _NOT_LABEL = re.compile(r"[^a-z0-9]+")
 
@@ -248,6 +255,7 @@ class Converter:
                 rs = found.rs
                 vendor = self.table.get(rs.vendor)
                 request = self._request(vendor, rs, found, annotations, selector_cache)
+                constraints = align_constraints(vendor.driver, request, annotations)
                 cname = container.get("name") or f"{kind}-{index}"
                 base = naming.claim_base(ns, pod_name, cname, rs.claim_suffix)
                 if self.lifecycle == "claim":
@@ -255,16 +263,17 @@ class Converter:
                     if ref in taken_refs:
                         ref = naming.collision_variant(base, "pod")
                     obj_name = ref
-                    obj = self._claim(ns, ref, request, meta, pod_name, cname, request_uid)
+                    obj = self._claim(ns, ref, request, meta, pod_name, cname, request_uid, constraints)
                     result.objects.append(obj)
                     pod_claims.append({"name": ref, "resourceClaimName": ref})
                 else:
                     ref = naming.dns_label(f"{cname}-{rs.claim_suffix}")
                     if ref in taken_refs:
                         ref = naming.collision_variant(f"{cname}-{rs.claim_suffix}", "pod")
-                    obj_name = naming.template_name(rs.claim_suffix, request)
+                    named = {"request": request, "constraints": constraints} if constraints else request
+                    obj_name = naming.template_name(rs.claim_suffix, named)
                     if obj_name not in templates:
-                        templates[obj_name] = self._template(ns, obj_name, request)
+                        templates[obj_name] = self._template(ns, obj_name, request, constraints)
                     pod_claims.append({"name": ref, "resourceClaimTemplateName": obj_name})
                 taken_refs.add(ref)
                 res["claims"] = [*(res.get("claims") or []), {"name": ref}]
@@ -463,6 +472,7 @@ class Converter:
         pod_name: str,
         container: str,
         request_uid: str | None,
+        constraints: list[dict[str, Any]] | None = None,
     ) -> dict[str, Any]:
         annotations = {ANN_CONTAINER: container}
         if meta.get("name"):
@@ -485,16 +495,49 @@ class Converter:
                 },
                 "annotations": annotations,
             },
-            "spec": {"devices": {"requests": [request]}},  # the plan's own copy (see _request)
+            "spec": {"devices": _devices(request, constraints)},  # the plan's own copy (see _request)
         }
 
-    def _template(self, ns: str, name: str, request: dict[str, Any]) -> dict[str, Any]:
+    def _template(
+        self, ns: str, name: str, request: dict[str, Any], constraints: list[dict[str, Any]] | None = None
+    ) -> dict[str, Any]:
         return {
             "apiVersion": API_VERSION,
             "kind": "ResourceClaimTemplate",
             "metadata": {"name": name, "namespace": ns, "labels": {**MANAGED_BY, LIFECYCLE_LABEL: "template"}},
-            "spec": {"spec": {"devices": {"requests": [request]}}},
+            "spec": {"spec": {"devices": _devices(request, constraints)}},
         }
+
+
+def _devices(request: dict[str, Any], constraints: list[dict[str, Any]] | None) -> dict[str, Any]:
+    devices: dict[str, Any] = {"requests": [request]}
+    if constraints:
+        devices["constraints"] = constraints
+    return devices
+
+
+def _request_count(request: dict[str, Any]) -> int:
+    """How many devices ``request`` allocates (the most of its ``firstAvailable`` alternatives)."""
+    blocks = [request["exactly"]] if "exactly" in request else list(request.get("firstAvailable") or [])
+    return max((int(b.get("count", 1)) for b in blocks), default=1)
+
+
+def align_constraints(driver: str, request: dict[str, Any], annotations: dict[str, Any]) -> list[dict[str, Any]]:
+    """``dralab.io/align``'s ``matchAttribute`` constraint on ``request`` (none for a one-device request).
+
+    With ``pcieRoot`` every device of the request must publish the same
+    ``resource.kubernetes.io/pcieRoot``; with ``numaNode``, the same ``<driver>/numaNode``. The
+    scheduler leaves a pod Pending when no PCIe root (or NUMA node) has enough free devices.
+    """
+    raw = annotations.get(ANN_ALIGN, _ABSENT)
+    if raw is _ABSENT:
+        return []
+    if not isinstance(raw, str) or raw not in ALIGN_ATTRIBUTES:
+        raise Denied(f"metadata.annotations[{ANN_ALIGN}]",
+                     f"{raw!r} is not a topology to align on: use one of {', '.join(ALIGN_ATTRIBUTES)}")
+    if _request_count(request) < 2:
+        return []  # one device is always aligned with itself
+    return [{"requests": [request["name"]], "matchAttribute": ALIGN_ATTRIBUTES[str(raw)].format(driver=driver)}]
 
 
 def _preferred_types(rs: ResourceSet, annotations: dict[str, Any]) -> list[str] | None:

@@ -7,6 +7,7 @@ the exact uuids and attributes of its ResourceSlice.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -37,6 +38,9 @@ class InventoryDevice:
     index: int
     chip_index: int = 0
     attributes: dict[str, Any] = field(default_factory=dict)
+    # topology, where the host's inventory says it: the PCIe root complex and the NUMA node
+    pcie_root: str | None = None
+    numa_node: int | None = None
 
     @property
     def memory(self) -> str:
@@ -105,7 +109,19 @@ def _device(raw: dict[str, Any], node: str, pos: int, table: VendorTable, source
         index=index,
         chip_index=chip_index,
         attributes=dict(raw.get("attributes") or {}),
+        pcie_root=_pcie_root(raw.get("pcieRoot"), where),
+        numa_node=to_int(raw["numaNode"], f"{where} numaNode") if raw.get("numaNode") is not None else None,
     )
+
+
+def _pcie_root(value: object, where: str) -> str | None:
+    """A PCIe root as DRA's standard attribute holds it (``pci0000:00``: domain and bus of the root)."""
+    if value is None:
+        return None
+    text = str(value)
+    if not re.fullmatch(r"pci[0-9a-f]{4}:[0-9a-f]{2}", text):
+        raise UserError(f"{where} pcieRoot: {text!r} is not a PCIe root such as pci0000:00 (from /sys/devices)")
+    return text
 
 
 def parse_inventory(data: dict[str, Any], source: str = "<memory>", table: VendorTable | None = None) -> Inventory:

@@ -15,7 +15,7 @@ import click
 @click.option("--metrics-authorization/--no-metrics-authorization", default=True, show_default=True,
               envvar="DRALAB_METRICS_AUTHORIZATION",
               help="/metrics only for a bearer token the cluster authorizes for GET /metrics (TokenReview, "
-              "SubjectAccessReview); off: anyone who reaches the port (metrics.authorization: false).")
+              "SubjectAccessReview); off: anyone who reaches the port (the chart's metrics.authorization: false).")
 @click.option("--tls-cert", default=None, envvar="DRALAB_MONITOR_TLS_CERT", type=click.Path(dir_okay=False),
               help="Serve HTTPS with this certificate (PEM, reloaded when it changes); default: plain HTTP.")
 @click.option("--tls-key", default=None, envvar="DRALAB_MONITOR_TLS_KEY", type=click.Path(dir_okay=False),

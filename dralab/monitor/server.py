@@ -1,7 +1,7 @@
 """The monitor's HTTP endpoint: /metrics, /healthz and /readyz on a small threaded stdlib server.
 
 The gauges name every namespace's and pod's device shares, so with an authorizer
-(:mod:`dralab.kube.authz`, ``metrics.authorization``) ``/metrics`` answers only callers the cluster
+(:mod:`dralab.kube.authz`, ``--metrics-authorization``) ``/metrics`` answers only callers the cluster
 allows; the probes stay open (the kubelet sends no token). With a certificate and key it serves HTTPS
 (the pair reloads when the files change, as the webhook's: :class:`dralab.webhook.tls.ReloadingTLS`);
 without, plain HTTP, where a scraper's bearer token crosses the network unencrypted (SECURITY.md).
@@ -66,7 +66,7 @@ class _Server(ThreadingHTTPServer):
 class MonitorServer:
     """Serves one registry; ``port=0`` picks a free port (read it back from :attr:`port`).
 
-    ``metrics_auth``: who may read ``/metrics`` (None: anyone, ``metrics.authorization: false``);
+    ``metrics_auth``: who may read ``/metrics`` (None: anyone, ``--no-metrics-authorization``);
     ``tls_cert`` and ``tls_key``: serve HTTPS with this pair (reloaded when it changes).
     """
 

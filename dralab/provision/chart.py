@@ -72,6 +72,11 @@ def enforcement_library(driver_values: dict[str, Any]) -> str:
     return str(driver_values["enforcementLibraryDir"]).rstrip("/") + "/libvcore.so"
 
 
+def metrics_authorization(values: dict[str, Any]) -> bool:
+    """``metrics.authorization`` (default true): the webhook's and the driver's ``metricsAuthorization``."""
+    return bool((values.get("metrics") or {}).get("authorization", True))
+
+
 def config_from_values(values: dict[str, Any]) -> dict[str, Any]:
     """dralab's config document as the chart renders it from complete ``values``."""
     v, w, d = values["vendors"], values["webhook"], values["driver"]
@@ -89,6 +94,7 @@ def config_from_values(values: dict[str, Any]) -> dict[str, Any]:
             "claimCreateRatePerSecond": w["claimCreateRatePerSecond"],
             "claimCreateBurst": int(w["claimCreateBurst"]),
             "admissionDeadlineSeconds": w["admissionDeadlineSeconds"],
+            "metricsAuthorization": metrics_authorization(values),
         },
         "driver": {
             "backend": d["backend"],
@@ -99,9 +105,9 @@ def config_from_values(values: dict[str, Any]) -> dict[str, Any]:
             "enforcementLibrary": enforcement_library(d),
             "enforcement": d["enforcement"],
             "injectDeviceNodes": d["injectDeviceNodes"],
+            "metricsAuthorization": metrics_authorization(values),
         },
         "migration": _migration_config(values),
-        "metrics": {"authorization": bool((values.get("metrics") or {}).get("authorization", True))},
     }
 
 

@@ -247,10 +247,10 @@ def serve(
         import socket
 
         sock = socket.socket(fileno=listen_fd)
-    # /metrics: only callers the cluster authorizes (metrics.authorization); without an API client it answers 503
+    # /metrics: only callers the cluster authorizes (webhook.metricsAuthorization); without an API client: 503
     from dralab.kube.authz import metrics_authorizer
 
-    metrics_auth = metrics_authorizer(cfg.metrics.authorization, admission_api, "webhook")
+    metrics_auth = metrics_authorizer(cfg.webhook.metrics_authorization, admission_api, "webhook")
     server = Server(webhook, cert, key, host=host, port=port, bench_routes=bench_routes, client_ca=client_ca,
                     sock=sock, elector=elector, metrics_auth=metrics_auth)
     server.run()

@@ -241,7 +241,7 @@ def create_app(
     """The ASGI app; ``ready`` adds a readiness condition (the janitor's caches).
 
     ``metrics_auth``: ``/metrics`` answers only callers it allows (:mod:`dralab.kube.authz`; 401, 403
-    or 503 otherwise); None serves it to anyone (``metrics.authorization: false``). The probes stay open.
+    or 503 otherwise); None serves it to anyone (``webhook.metricsAuthorization: false``). The probes stay open.
     """
     metrics = webhook.metrics
     handler = webhook.handler

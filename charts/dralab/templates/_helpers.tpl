@@ -133,8 +133,9 @@ dralab.provision.chart.config_from_values is the same mapping in Python; tests k
       "claimAnnotations" ($mig.claimAnnotations | default dict)
       "graceSeconds" (int ($mig.graceSeconds | default 30))
       "volcanoJobs" (and $mig.volcanoJobs true) -}}
-{{- $metrics := dict "authorization" (include "dralab.metricsAuthorization" . | eq "true") -}}
-{{- toYaml (dict "vendors" $vendors "webhook" $webhook "driver" $driver "migration" $migration "metrics" $metrics) -}}
+{{- $_ := set $webhook "metricsAuthorization" (include "dralab.metricsAuthorization" . | eq "true") -}}
+{{- $_ := set $driver "metricsAuthorization" (include "dralab.metricsAuthorization" . | eq "true") -}}
+{{- toYaml (dict "vendors" $vendors "webhook" $webhook "driver" $driver "migration" $migration) -}}
 {{- end -}}
 
 {{/*

@@ -20,8 +20,10 @@ import stat
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from dralab.driver.devices import HEALTHY, BackendEdits, BackendOptions, Device, DeviceNode, Health, device_node_paths
+from dralab.model.convert import PCIE_ROOT_ATTRIBUTE
 from dralab.model.inventory import InventoryDevice, load_inventory
 from dralab.model.vendors import VendorTable, load_vendor_table
 from dralab.util import get_logger
@@ -155,8 +157,15 @@ def from_inventory(dev: InventoryDevice) -> Device:
     """An inventory device as a driver device.
 
     The inventory's free-form ``attributes`` (npu-smi NPU id, PCIe bus id) describe the host for
-    humans and fixtures; they are not published, so the slice matches Lab 20's exactly.
+    humans and fixtures; they are not published, so the slice matches Lab 20's exactly. Its
+    topology is: ``pcieRoot`` as the standard ``resource.kubernetes.io/pcieRoot``, ``numaNode`` as
+    the driver's ``numaNode`` (what ``dralab.io/align`` constrains on).
     """
+    topology: dict[str, Any] = {}
+    if dev.pcie_root is not None:
+        topology[PCIE_ROOT_ATTRIBUTE] = dev.pcie_root
+    if dev.numa_node is not None:
+        topology["numaNode"] = dev.numa_node
     return Device(
         vendor=dev.vendor,
         name=dev.name,
@@ -168,4 +177,5 @@ def from_inventory(dev: InventoryDevice) -> Device:
         physical_id=dev.physical_id,
         index=dev.index,
         chip_index=dev.chip_index,
+        attributes=topology,
     )

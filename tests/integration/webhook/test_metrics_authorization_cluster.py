@@ -10,6 +10,7 @@ not allowed, 200 once bound to the chart's ``<name>-metrics-reader`` ClusterRole
 from __future__ import annotations
 
 import base64
+import contextlib
 import http.client
 import ssl
 import subprocess
@@ -170,14 +171,10 @@ def test_metrics_answer_only_a_scraper_the_cluster_authorizes(cluster, admin: Ku
             assert get(port, None, tls) == 401, name  # still nothing without a token
     finally:
         for server in reversed(servers):
-            if isinstance(server, Kube):
-                server.close()
-            elif isinstance(server, MonitorServer):
+            if isinstance(server, (Kube, MonitorServer)):
                 server.close()
             else:
                 server.stop()
         for path in reversed(made):
-            try:
+            with contextlib.suppress(KubeError):
                 admin.delete(path, missing_ok=True)
-            except KubeError:
-                pass

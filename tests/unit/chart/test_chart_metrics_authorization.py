@@ -52,7 +52,8 @@ def test_by_default_every_component_may_review_and_a_reader_role_exists(render: 
     (rule,) = named(objs, "ClusterRole", "dralab-metrics-reader")["rules"]
     assert rule["nonResourceURLs"] == ["/metrics"] and rule["verbs"] == ["get"]
     assert not rule.get("resources") and not rule.get("apiGroups")
-    assert config_of(objs)["metrics"] == {"authorization": True}
+    assert config_of(objs)["webhook"]["metricsAuthorization"] is True
+    assert config_of(objs)["driver"]["metricsAuthorization"] is True
     env = named(objs, "Deployment", "dralab-monitor")["spec"]["template"]["spec"]["containers"][0]["env"]
     assert {"name": "DRALAB_METRICS_AUTHORIZATION", "value": "true"} in env
     assert not [o for o in objs if o["metadata"]["name"] == "dralab-metrics-reader"
@@ -100,12 +101,14 @@ def test_switched_off_no_review_rights_no_tokens_and_the_config_says_so(render: 
     assert "dralab-metrics-auth" not in names and "dralab-metrics-reader" not in names
     for name in ("dralab-webhook", "dralab-driver", "dralab-monitor"):
         assert "bearerTokenFile" not in endpoint(objs, name) and "authorization" not in endpoint(objs, name)
-    assert config_of(objs)["metrics"] == {"authorization": False}
+    assert config_of(objs)["webhook"]["metricsAuthorization"] is False
+    assert config_of(objs)["driver"]["metricsAuthorization"] is False
     env = named(objs, "Deployment", "dralab-monitor")["spec"]["template"]["spec"]["containers"][0]["env"]
     assert {"name": "DRALAB_METRICS_AUTHORIZATION", "value": "false"} in env
     # the Python twin of the chart's config agrees
-    assert config_from_values(merged_values(values))["metrics"] == {"authorization": False}
-    assert parse_config(config_of(objs)).metrics.authorization is False
+    assert config_from_values(merged_values(values))["driver"]["metricsAuthorization"] is False
+    cfg = parse_config(config_of(objs))
+    assert cfg.webhook.metrics_authorization is False and cfg.driver.metrics_authorization is False
 
 
 def test_the_rendered_config_equals_the_python_mapping(render: Render) -> None:

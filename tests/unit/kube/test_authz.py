@@ -219,5 +219,5 @@ def test_switched_off_serves_anyone_and_says_so(caplog) -> None:
             assert metrics_authorizer(False, object(), "monitor") is None
     finally:
         logging.getLogger("dralab").propagate = False
-    assert any("metrics.authorization: false" in r.getMessage() for r in caplog.records)
+    assert any("metricsAuthorization: false" in r.getMessage() for r in caplog.records)
     assert isinstance(metrics_authorizer(True, None, "monitor"), MetricsAuthorizer)

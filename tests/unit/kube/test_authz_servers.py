@@ -1,6 +1,6 @@
 """The three metrics servers (webhook, driver, monitor) behind dralab.kube.authz: /metrics answers
 401, 403, 503 or 200 as the reviews say, the probes stay open, the monitor serves HTTPS when given a
-certificate, and ``metrics.authorization: false`` serves /metrics to anyone."""
+certificate, and the switch turned off serves /metrics to anyone."""
 
 from __future__ import annotations
 
@@ -80,8 +80,10 @@ def test_webhook_metrics_without_an_authorizer_are_open() -> None:
 
 
 def test_the_config_key_defaults_to_on_and_turns_it_off() -> None:
-    assert default_config().metrics.authorization is True
-    assert parse_config({"metrics": {"authorization": False}}).metrics.authorization is False
+    cfg = default_config()
+    assert cfg.webhook.metrics_authorization is True and cfg.driver.metrics_authorization is True
+    off = parse_config({"webhook": {"metricsAuthorization": False}, "driver": {"metricsAuthorization": False}})
+    assert off.webhook.metrics_authorization is False and off.driver.metrics_authorization is False
 
 
 # -- driver -----------------------------------------------------------------------------------------
