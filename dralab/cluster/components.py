@@ -280,6 +280,10 @@ def webhook_spec(layout: Layout, ports: dict[str, Any], config: str | None) -> C
         # as the chart: two server processes, the janitor in the one holding the dralab-webhook Lease
         "--workers",
         "2",
+        # the local cluster listens on loopback only and its tools (benchmarks, labs) read /metrics
+        # with the admin client certificate, which the token review does not take; the chart keeps
+        # metrics authorization on, and tests/integration/webhook/test_metrics_authorization_cluster.py tests it
+        "--no-metrics-authorization",
     )
     if config:
         argv += ["--config", config]
@@ -310,6 +314,7 @@ def driver_spec(layout: Layout, ports: dict[str, Any], node: str, devices: str, 
         str(layout.driver_state_dir(node)),
         "--metrics-port",
         str(port),
+        "--no-metrics-authorization",  # loopback only, read with the admin certificate (see webhook_spec)
     )
     if config:
         argv += ["--config", config]

@@ -88,6 +88,8 @@ def driver() -> None:
     is_flag=True,
     help="Do not write the claim's status.devices (driver, pool, device, shareID, the applied quota) after Prepare.",
 )
+@click.option("--no-metrics-authorization", is_flag=True,
+              help="Serve /metrics to anyone (a trusted scrape network only): driver.metricsAuthorization false.")
 def run(**kw: object) -> None:
     """Serve the kubelet plugin sockets, publish ResourceSlices and prepare claims until SIGTERM.
 
@@ -123,6 +125,7 @@ def run(**kw: object) -> None:
         unhealthy_noexecute_after=kw["unhealthy_noexecute_after"],  # type: ignore[arg-type]
         health_seconds=float(kw["health_seconds"]),  # type: ignore[arg-type]
         claim_status=not kw["no_claim_status"],
+        metrics_authorization=False if kw["no_metrics_authorization"] else None,
     )
     proc = DriverProcess(opts)
 

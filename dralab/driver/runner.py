@@ -64,6 +64,7 @@ class RunOptions:
     unhealthy_noexecute_after: float | None = None  # seconds unhealthy before NoExecute (None: NoSchedule only)
     health_seconds: float = 5.0  # how often the backend's health is read
     claim_status: bool = True  # write the claim's status.devices after Prepare (apiserver claim source only)
+    metrics_authorization: bool | None = None  # /metrics behind TokenReview + SubjectAccessReview; None: config
 
 
 def _claim_dir_bytes(size: str | None) -> int | None:
@@ -231,8 +232,14 @@ class DriverProcess:
         if monitor is not None:
             self._spawn("device-health", monitor.run)
         if self.options.metrics_port is not None:
+            from dralab.kube.authz import metrics_authorizer
+
+            enabled = self.options.metrics_authorization
+            enabled = cfg.driver.metrics_authorization if enabled is None else enabled
+            # without an API client the reviews cannot be made: /metrics answers 503 (fails closed)
             self.status = StatusServer(
-                self.metrics, self.healthy, self.ready, self.options.metrics_port, self.options.metrics_host
+                self.metrics, self.healthy, self.ready, self.options.metrics_port, self.options.metrics_host,
+                metrics_auth=metrics_authorizer(enabled, self.kube, "driver"),
             )
             self.status.start()
             log.info("status endpoint", extra={"fields": {"port": self.status.port}})

@@ -188,6 +188,8 @@ def webhook() -> None:
 @click.option("--lease-name", default="dralab-webhook", show_default=True, help="The coordination.k8s.io Lease.")
 @click.option("--lease-namespace", default=None, help="The Lease's namespace (default: --namespace, else default).")
 @click.option("--listen-fd", default=None, type=int, hidden=True)
+@click.option("--no-metrics-authorization", is_flag=True,
+              help="Serve /metrics to anyone (a trusted scrape network only): webhook.metricsAuthorization false.")
 def serve(
     cert: str,
     key: str,
@@ -205,6 +207,7 @@ def serve(
     lease_name: str = "dralab-webhook",
     lease_namespace: str | None = None,
     listen_fd: int | None = None,
+    no_metrics_authorization: bool = False,
 ) -> None:
     """Serve /mutate, /validate, /healthz, /readyz and /metrics over HTTPS; certificates reload on change.
 
@@ -250,7 +253,8 @@ def serve(
     # /metrics: only callers the cluster authorizes (webhook.metricsAuthorization); without an API client: 503
     from dralab.kube.authz import metrics_authorizer
 
-    metrics_auth = metrics_authorizer(cfg.webhook.metrics_authorization, admission_api, "webhook")
+    enabled = cfg.webhook.metrics_authorization and not no_metrics_authorization
+    metrics_auth = metrics_authorizer(enabled, admission_api, "webhook")
     server = Server(webhook, cert, key, host=host, port=port, bench_routes=bench_routes, client_ca=client_ca,
                     sock=sock, elector=elector, metrics_auth=metrics_auth)
     server.run()

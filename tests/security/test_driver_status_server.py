@@ -103,7 +103,7 @@ def test_healthz_answers_while_the_kubelets_pool_is_busy() -> None:
             lib.write_bytes(stub_library())  # an ELF header the driver accepts
             opts = RunOptions(node=NODE, backend="fake", plugin_dir=str(root / "p"), registry_dir=str(root / "r"),
                               cdi_dir=str(root / "cdi"), state_dir=str(root / "s"), enforcement_library=str(lib),
-                              publish=False, metrics_port=0)
+                              publish=False, metrics_port=0, metrics_authorization=False)
             proc = DriverProcess(opts, claims=source).start()  # type: ignore[arg-type]
             try:
                 with grpc.insecure_channel(f"unix://{proc.served[0].server.paths.dra}") as ch:

@@ -32,7 +32,8 @@ def api(cluster) -> Any:
 def monitor(cluster):
     port = free_port()
     env = {**os.environ, "KUBECONFIG": str(cluster.kubeconfig)}
-    proc = subprocess.Popen([sys.executable, "-m", "dralab.cli", "monitor", "--port", str(port)], env=env,
+    proc = subprocess.Popen([sys.executable, "-m", "dralab.cli", "monitor", "--port", str(port),
+                             "--no-metrics-authorization"], env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     base = f"http://127.0.0.1:{port}"
 

@@ -44,7 +44,8 @@ class Instance:
         self.ctx = ssl.create_default_context(cafile=str(ca))
         self.port = free_port()
         config = workdir / name / "config.yaml"
-        config.write_text(yaml.safe_dump({"webhook": {"claimGracePeriodSeconds": 1}}))
+        # the test reads each worker's /metrics on loopback without a token
+        config.write_text(yaml.safe_dump({"webhook": {"claimGracePeriodSeconds": 1, "metricsAuthorization": False}}))
         self.log = workdir / name / "webhook.log"
         argv = [sys.executable, "-m", "dralab.cli", "webhook", "serve", "--cert", str(cert), "--key", str(key),
                 "--port", str(self.port), "--config", str(config), "--kubeconfig", kubeconfig,

@@ -101,7 +101,7 @@ def test_a_junk_claim_document_fails_only_that_claim(tmp_path: Path, make_state,
 def dra(short_tmp: Path, library: Path):
     opts = RunOptions(node=NODE, backend="fake", plugin_dir=str(short_tmp / "p"), registry_dir=str(short_tmp / "r"),
                       cdi_dir=str(short_tmp / "cdi"), state_dir=str(short_tmp / "s"),
-                      enforcement_library=str(library), publish=False, metrics_port=0)
+                      enforcement_library=str(library), publish=False, metrics_port=0, metrics_authorization=False)
     proc = DriverProcess(opts, claims=InMemoryClaimSource([lab20_claim()])).start()
     channel = grpc.insecure_channel(f"unix://{proc.served[0].server.paths.dra}")
     yield proc, short_tmp, channel

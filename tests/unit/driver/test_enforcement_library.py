@@ -257,7 +257,7 @@ def test_readiness_flips_with_the_library_and_the_kubelet_gets_the_error(short_t
     path.parent.mkdir()
     opts = RunOptions(node=NODE, backend="fake", plugin_dir=str(short_tmp / "p"), registry_dir=str(short_tmp / "r"),
                       cdi_dir=str(short_tmp / "cdi"), state_dir=str(short_tmp / "s"), enforcement_library=str(path),
-                      publish=False, metrics_port=0)
+                      publish=False, metrics_port=0, metrics_authorization=False)
     proc = DriverProcess(opts, claims=InMemoryClaimSource([lab20_claim()])).start()
     try:
         _register(short_tmp / "r")

@@ -66,7 +66,7 @@ def driver(short_tmp: Path, library: Path):
         state_dir=str(short_tmp / "s"),
         enforcement_library=str(library),
         publish=False,
-        metrics_port=0,
+        metrics_port=0, metrics_authorization=False,
     )
     proc = DriverProcess(opts, claims=claims).start()
     yield proc, short_tmp, claims

@@ -45,6 +45,7 @@ def test_the_suite_lists_shipped_labs() -> None:
     assert [p.parent.name for p in load_suite(suite)] == [
         "lab20-ascend-hami-dra", "nvidia-gpu-share", "gpu-type-selection", "team-budgets", "preempt-sharers",
         "failed-prepare-isolation", "migrate-from-hami-dra", "prefer-types-fallback", "topology-align",
+        "admin-access",
     ]  # fmt: skip
 
 
