@@ -902,6 +902,9 @@ def setup_section(res: dict[str, Any]) -> list[str]:
     out = [
         "A newcomer's first `make lab`: empty dralab, Go build and module caches, a new virtual environment",
         "and cluster home; then the same `make lab` warm (every cache full) as the baseline, in the same run.",
+        "vcore builds into the checkout (`vcore/build`), which the run does not empty: its cold figure is a",
+        "fresh clone's only where the checkout had not built it yet. The load average in the context line",
+        "says what else ran on the two cores.",
         "",
     ]
     out += _table(["phase (make target)", "cold s", "warm s"],
