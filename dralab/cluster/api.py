@@ -548,6 +548,11 @@ def _up_locked(
             say(f"started {comp}")
     _wait_healthy(handle, specs["apiserver"], APISERVER_TIMEOUT)
     say("kube-apiserver ready")
+    # Most of them retry, but the controller-manager exits when the apiserver refuses its very first
+    # call (its request-header CA), which a loaded machine makes likely: start again what exited.
+    for comp in ("controller-manager", "scheduler", "kwok"):
+        if _ensure_running(handle, specs[comp], say):
+            say(f"started {comp} again (it exited before kube-apiserver answered)")
     _bootstrap_objects(handle, inventory, config)
     # dralab's own processes need only the API server and the Node objects: they start now and
     # load their Python modules while the controllers and KWOK come up.
