@@ -3,8 +3,8 @@ VENV ?= .venv
 PYTHON ?= python3
 BIN := $(VENV)/bin
 
-.PHONY: lab lab-node test bench-quick env vcore binaries binaries-local binaries-matrix tools chart-tools lint unit clean-cluster \
-	system-local system-node system-test
+.PHONY: lab lab-node lab-node-chart test bench-quick env vcore binaries binaries-local binaries-matrix tools chart-tools \
+	chart-images lint unit clean-cluster system-local system-node system-chart system-test
 
 ## env: a virtual environment with dralab and its test tools installed (the test extra brings
 ## the provision and bench extras along: the tests exercise both)
@@ -23,8 +23,10 @@ system-local:
 	scripts/system-packages local
 system-node:
 	scripts/system-packages local node
+system-chart:
+	scripts/system-packages local node chart
 system-test:
-	scripts/system-packages local node test
+	scripts/system-packages local node chart test
 
 ## vcore: the in-container enforcement library, its fake runtimes and probe
 vcore: system-local
@@ -46,6 +48,12 @@ binaries-matrix: env system-local
 ## chart-tools: helm and actionlint from their Go modules (the chart and workflow checks use them)
 chart-tools: env
 	$(BIN)/python -c "from dralab.provision.tools import ensure_tool; ensure_tool('helm', True); ensure_tool('actionlint', True)"
+
+## chart-images: what the node-chart profile installs: dralab's image, built from the Dockerfile without a Docker
+## daemon on a base made from Debian packages, and cert-manager (binaries from its Go module, images, chart), into the cache
+chart-images: env vcore system-chart
+	$(BIN)/dralab image build
+	$(BIN)/python -m dralab.cluster.certmanager build
 
 ## tools: chart-tools, and the Pulumi CLI and kubernetes provider (for `dralab infra`), from Go modules
 tools: chart-tools
@@ -69,9 +77,10 @@ unit: env vcore
 ## test: lint, then every test (unit, integration and the lab replays on the local profile), then Lab 20 on the real
 ## node (profile node), and Lab 20 and the device-health lab (taints: on by default from 1.36) on the local profile of
 ## each other Kubernetes version of K8S_MATRIX
-test: system-test env vcore binaries binaries-matrix tools lint
+test: system-test env vcore binaries binaries-matrix tools chart-images lint
 	$(BIN)/pytest -n 2 --dist loadgroup
 	$(BIN)/pytest -n 0 --profile node labs/lab20-ascend-hami-dra/lab.yaml
+	$(BIN)/pytest -n 0 --profile node-chart labs/lab20-ascend-hami-dra/lab.yaml
 	set -e; for v in $(K8S_MATRIX); do \
 	  $(BIN)/pytest -n 0 --kubernetes $$v labs/lab20-ascend-hami-dra/lab.yaml labs/device-health-taints/lab.yaml; done
 
@@ -89,6 +98,10 @@ bench-quick: env vcore binaries
 ## lab-node: Lab 20 on the real kubelet + containerd node (profile node)
 lab-node: system-node env vcore binaries
 	$(BIN)/dralab lab run lab20-ascend-hami-dra --profile node
+
+## lab-node-chart: Lab 20 on the real node with dralab installed from its image and chart, and cert-manager (profile node-chart)
+lab-node-chart: system-chart env vcore binaries chart-tools chart-images
+	$(BIN)/dralab lab run lab20-ascend-hami-dra --profile node-chart
 
 clean-cluster: env
 	-$(BIN)/dralab cluster down

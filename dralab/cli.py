@@ -20,6 +20,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "webhook": ("dralab.webhook.cli:webhook", "Run the admission webhook."),
     "driver": ("dralab.driver.cli:driver", "Run the DRA node driver or preview its slices and CDI specs."),
     "cluster": ("dralab.cluster.cli:cluster", "Build, start and operate the local Kubernetes 1.35 cluster."),
+    "image": ("dralab.image.cli:image", "Build dralab's container image with buildah (no Docker daemon)."),
     "lab": ("harness.cli:lab", "List and replay labs on a cluster profile."),
     "bench": ("dralab.bench:bench", "Run benchmarks that write JSON results."),
     "infra": ("dralab.pulumi.cli:infra", "Build the Pulumi toolchain and run the infra/ program."),

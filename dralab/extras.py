@@ -1,9 +1,9 @@
 """Which optional dependency group (pyproject extra) provides a module, so a missing one names its fix.
 
-``pip install dralab`` installs what the webhook, the driver, the local cluster and the lab
-harness need. Provisioning (Pulumi, Ansible), benchmark plots and fuzzing, the NVIDIA backend and
-the test tools are extras; a command that needs one fails with the ``pip install`` line instead
-of a traceback.
+``pip install dralab`` installs what the webhook, the driver, the monitor and the local cluster
+need. Lab replays (pytest, which the harness plugs into), provisioning (Pulumi, Ansible), benchmark
+plots and fuzzing, the NVIDIA backend and the test tools are extras; a command that needs one fails
+with the ``pip install`` line instead of a traceback.
 """
 
 from __future__ import annotations
@@ -20,6 +20,12 @@ MODULE_EXTRAS: dict[str, str] = {
     "matplotlib": "bench",
     "hypothesis": "bench",
     "pynvml": "nvidia",
+    # `dralab lab run` replays through pytest; the container image holds neither pytest nor the
+    # harness and its labs (the Dockerfile builds its wheel from dralab/ alone)
+    "pytest": "lab",
+    "_pytest": "lab",
+    "harness": "lab",
+    "labs": "lab",
     "grpc_tools": "test",
     "celpy": "test",
     "testinfra": "test",

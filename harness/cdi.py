@@ -86,6 +86,10 @@ def checkpoint_records(node_dir: Path, claim_uid: str) -> list[dict[str, Any]]:
     return out
 
 
+def _has_checkpoint(node_dir: Path) -> bool:
+    return any((node_dir / "driver-state").glob("*/checkpoint.json"))
+
+
 def records_for(records: list[dict[str, Any]], claim_uid: str) -> list[dict[str, Any]]:
     return [r for r in records if any(c.get("uid") == claim_uid for c in r.get("claims") or [])]
 
@@ -115,8 +119,9 @@ def claim_view(node_dir: Path, claim_uid: str) -> dict[str, Any]:
     """
     specs = read_specs(node_dir / "cdi")
     records = records_for(read_records(node_dir / "kubelet-records.jsonl"), claim_uid)
-    if not records:
-        # a real kubelet (profile node) keeps no call records: the drivers' checkpoints say what it prepared
+    from_checkpoints = not records
+    if from_checkpoints:
+        # a real kubelet keeps no call records: the drivers' checkpoints say what it prepared
         records = checkpoint_records(node_dir, claim_uid)
     prepares = [r for r in records if r.get("call") == "NodePrepareResources"]
     unprepares = [r for r in records if r.get("call") == "NodeUnprepareResources"]
@@ -137,8 +142,11 @@ def claim_view(node_dir: Path, claim_uid: str) -> dict[str, Any]:
         "hooks": [],
         "unresolved": [],
         "prepared": last_prepare is not None and not last_prepare.get("error"),
-        "unprepared": bool(unprepares)
-        and (not prepares or unprepares[-1].get("time", "") >= prepares[-1].get("time", "")),
+        "unprepared": (bool(unprepares)
+        and (not prepares or unprepares[-1].get("time", "") >= prepares[-1].get("time", "")))
+        # without call records (no tap: profile node-chart), NodeUnprepareResources is what takes a claim out
+        # of every driver checkpoint and its spec off the node; a lab asks this only after seeing it prepared
+        or (from_checkpoints and not prepares and not own and _has_checkpoint(node_dir)),
         "prepareError": (last_prepare or {}).get("error"),
         "records": len(records),
     }

@@ -7,6 +7,7 @@ the node directories and logs of the local cluster, and how long bring-up took.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -95,9 +96,16 @@ def _local(profile: Profile, inventory: str | None, kubeconfig: Path | None, pro
     else:
         progress(f"bringing up the local cluster {name!r} (inventory {inventory or 'default'})")
         real_node = bool(profile.cluster.get("realNode"))
+        pod_network = bool(profile.cluster.get("podNetwork"))
         handle = api.ensure_cluster(name, devices=inventory, say=progress, real_node=real_node,
-                                    kubernetes=profile.kubernetes)
+                                    kubernetes=profile.kubernetes, pod_network=pod_network)
         config_path = Path(handle.kubeconfig)
+        if profile.deploy_method == "helm":
+            from dralab.cluster import install
+
+            # what a user installs before dralab (its images, cert-manager), then the same deploy as kind's
+            image = install.prepare(handle, progress)
+            deploy_helm(profile, config_path, progress, cluster_values=install.cluster_values(handle, image))
     env = Environment(
         profile=profile,
         client=KubeCluster.from_kubeconfig(config_path),
@@ -140,13 +148,6 @@ def environment_overrides(profile: Profile, environ: Mapping[str, str]) -> tuple
     return values, (str(context) if context else None)
 
 
-def _merged(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
-    out = dict(base)
-    for key, value in extra.items():
-        out[key] = _merged(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
-    return out
-
-
 def helm_command(
     profile: Profile, kubeconfig: Path, values_file: Path, root: Path, context: str | None = None
 ) -> list[str]:
@@ -167,9 +168,35 @@ def helm_command(
     return cmd
 
 
-def deploy_helm(profile: Profile, kubeconfig: Path, progress: Progress, force: bool = False) -> None:
-    """Install the chart with the profile's values unless the release is already there."""
-    helm = shutil.which("helm")
+def helm_path() -> str | None:
+    """helm on PATH, else the one dralab built from its Go module (``make tools``), else None."""
+    found = shutil.which("helm")
+    if found is None:
+        from dralab.provision.tools import built_tool
+
+        built = built_tool("helm")
+        found = str(built) if built else None
+    return found
+
+
+def deploy_values(
+    profile: Profile, environ: Mapping[str, str], cluster_values: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """A release's values: the profile's, then CI's environment overrides, then the cluster's own (pure)."""
+    from dralab.provision.chart import deep_merge
+
+    extra, _ = environment_overrides(profile, environ)
+    return deep_merge(deep_merge(profile.deploy.get("values") or {}, extra), cluster_values or {})
+
+
+def deploy_helm(
+    profile: Profile, kubeconfig: Path, progress: Progress, force: bool = False,
+    cluster_values: dict[str, Any] | None = None,
+) -> None:
+    """Install the chart with the profile's values (and ``cluster_values``, what depends on where it
+    runs) unless the release is already there; on a cluster the harness owns (``cluster_values``
+    given), a release whose values differ (a new image, say) is upgraded instead."""
+    helm = helm_path()
     if helm is None:
         raise UserError(
             f"profile {profile.name} deploys dralab with Helm, but helm is not on PATH: install Helm 3, "
@@ -177,15 +204,19 @@ def deploy_helm(profile: Profile, kubeconfig: Path, progress: Progress, force: b
         )
     deploy = profile.deploy
     release, namespace = str(deploy.get("release", "dralab")), str(deploy.get("namespace", "dralab-system"))
-    extra, context = environment_overrides(profile, os.environ)
+    _, context = environment_overrides(profile, os.environ)
     status = [helm, "status", release, "--namespace", namespace, "--kubeconfig", str(kubeconfig)]
     if context:
         status += ["--kube-context", context]
+    wanted = deploy_values(profile, os.environ, cluster_values)
     if not force and subprocess.run(status, capture_output=True, check=False).returncode == 0:
-        progress(f"dralab release {release!r} already installed in {namespace}")
-        return
+        deployed = _deployed_values(status) if cluster_values is not None else wanted
+        if deployed == wanted:
+            progress(f"dralab release {release!r} already installed in {namespace}")
+            return
+        progress(f"dralab release {release!r} has other values: upgrading it")
     with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as fh:
-        yaml.safe_dump(_merged(deploy.get("values") or {}, extra), fh)
+        yaml.safe_dump(wanted, fh)
         values = Path(fh.name)
     try:
         progress(f"installing dralab with Helm into {namespace}")
@@ -195,6 +226,16 @@ def deploy_helm(profile: Profile, kubeconfig: Path, progress: Progress, force: b
         values.unlink(missing_ok=True)
     if result.returncode != 0:
         raise UserError(f"helm install of dralab failed: {result.stderr.strip() or result.stdout.strip()}")
+
+
+def _deployed_values(status: list[str]) -> dict[str, Any] | None:
+    """The user-supplied values of the release ``status`` (a ``helm status`` command line) names."""
+    argv = [status[0], "get", "values", *status[2:], "-o", "json"]
+    proc = subprocess.run(argv, capture_output=True, text=True, check=False)
+    try:
+        return json.loads(proc.stdout) if proc.returncode == 0 else None
+    except ValueError:
+        return None
 
 
 def open_environment(

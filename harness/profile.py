@@ -49,6 +49,9 @@ class ClusterSpec(BaseModel):
     nodeRoot: str | None = Field(None, description="memory: per-node folders, relative to the profile")
     logsDir: str | None = Field(None, description="memory: component logs, relative to the profile")
     realNode: bool | None = Field(None, description="local: the inventory's first node runs a real kubelet")
+    podNetwork: bool | None = Field(
+        None, description="local, with realNode: Services and kube-proxy for pods; dralab comes from deploy (helm)"
+    )
     kubernetes: str | None = Field(
         None, description="local: the Kubernetes version (v1.35.4, v1.36.3 or v1.37.2; default v1.35.4)"
     )

@@ -25,7 +25,7 @@ from dralab.cluster import build, components, kwok, preflight
 from dralab.cluster.components import CONTROL_PLANE, WEBHOOK_NAMESPACE, ComponentSpec, Health
 from dralab.cluster.kubeconfig import render_kubeconfig
 from dralab.cluster.layout import DEFAULT_NAME, Layout, check_socket_paths, dralab_home
-from dralab.cluster.node import integration
+from dralab.cluster.node import integration, podnet
 from dralab.cluster.objects import object_path
 from dralab.cluster.pki import Pki, ensure_pki
 from dralab.cluster.supervisor import (
@@ -115,8 +115,13 @@ class ClusterHandle:
         return list(self.state.get("nodes", []))
 
     @property
+    def api_address(self) -> str:
+        """Where kube-apiserver listens: loopback, or the pod network's address (``node.podnet``)."""
+        return str((self.state.get("podNetwork") or {}).get("apiAddress") or "127.0.0.1")
+
+    @property
     def server(self) -> str:
-        return f"https://127.0.0.1:{self.state['ports']['apiserver']}"
+        return f"https://{self.api_address}:{self.state['ports']['apiserver']}"
 
     @property
     def ports(self) -> dict[str, Any]:
@@ -222,7 +227,7 @@ def _specs(handle: ClusterHandle) -> dict[str, ComponentSpec]:
     bins = _binaries(version)
     specs = {
         "etcd": components.etcd_spec(layout, ports, bins),
-        "apiserver": components.apiserver_spec(layout, ports, bins, version),
+        "apiserver": components.apiserver_spec(layout, ports, bins, version, handle.api_address),
         "controller-manager": components.controller_manager_spec(layout, ports, bins, version),
         "scheduler": components.scheduler_spec(layout, ports, bins, version),
         "kwok": components.kwok_spec(layout, ports, bins),
@@ -371,6 +376,7 @@ def _bootstrap_objects(handle: ClusterHandle, inventory: Any, config: str | None
     """Nodes, DeviceClasses, RuntimeClass ``ascend`` and the webhook's namespace (idempotent).
 
     The real node (``up --real-node``) is registered by its kubelet; its RBAC binding is made here.
+    With a pod network only those: the rest is what dralab's chart installs.
     """
     kube = handle.kube()
     real = handle.state.get("realNode")
@@ -382,6 +388,8 @@ def _bootstrap_objects(handle: ClusterHandle, inventory: Any, config: str | None
         if real:
             binding = integration.lifecycle.rbac_binding()
             kube.apply(object_path(binding), binding)
+        if handle.state.get("podNetwork"):
+            return  # dralab's chart installs its classes, CRDs and namespace (dralab.cluster.install)
         cfg = load_config(config)
         for obj in [*device_classes(cfg.vendors), runtime_class(), sharebudget_crd(), volcano_job_crd()]:
             kube.apply(object_path(obj), obj)
@@ -449,28 +457,38 @@ def ensure_cluster(
     say: Say | None = None,
     real_node: bool = False,
     kubernetes: str | None = None,
+    pod_network: bool | None = None,
 ) -> ClusterHandle:
     """Bring cluster ``name`` up, or reuse it if it runs; restart any component that is down.
 
     Idempotent and file-locked. ``devices`` is a device inventory (file or shipped name, default
     Lab 20's host); a running cluster keeps the inventory it was created with. ``real_node`` runs
     the inventory's first node as a real kubelet + containerd (``dralab.cluster.node``).
+    ``pod_network`` (real node only; None: as the cluster was created) gives its pods Services and
+    the apiserver a route to them (``dralab.cluster.node.podnet``, kube-proxy), for what is installed
+    as pods (cert-manager, dralab's chart); dralab's own host processes are then not started.
     """
     say = say or _quiet
     layout = Layout.of(name)
     previous = _read_state(layout)
     version = check_supported(kubernetes) if kubernetes else cluster_version(previous or {})
+    if pod_network is None:
+        pod_network = bool((previous or {}).get("podNetwork"))
+    if pod_network and not real_node:
+        raise UserError("--pod-network needs --real-node: only a real node runs pods that use Services")
     build.require_binaries(version)
     if real_node:
         build.require_node_binaries(version)
         preflight.require(preflight.check_node_host(preflight.THIS_HOST), "run the real node")
+    if pod_network:
+        podnet.require_tools()
     with _locked(layout):
-        return _up_locked(layout, devices, config, say, real_node, version)
+        return _up_locked(layout, devices, config, say, real_node, version, pod_network)
 
 
 def _up_locked(
     layout: Layout, devices: str | None, config: str | None, say: Say, real_node: bool = False,
-    version: str = build.K8S_VERSION,
+    version: str = build.K8S_VERSION, pod_network: bool = False,
 ) -> ClusterHandle:
     started = time.monotonic()
     previous = _read_state(layout)
@@ -491,6 +509,12 @@ def _up_locked(
             f"cluster {layout.name} runs {have} a real node; run `dralab cluster down --name {layout.name}` "
             "first or use another --name"
         )
+    if previous and previous.get("nodes") and bool(previous.get("podNetwork")) != pod_network:
+        have = "with" if previous.get("podNetwork") else "without"
+        raise UserError(
+            f"cluster {layout.name} runs {have} a pod network; run `dralab cluster down --name {layout.name}` "
+            "first or use another --name"
+        )
     if previous:
         devices = previous.get("devicesRef")
         config = config or previous.get("config")
@@ -501,19 +525,24 @@ def _up_locked(
     order = list(CONTROL_PLANE)
     notes: list[str] = []
     with_webhook, with_driver = webhook_available(), driver_available()
+    if pod_network:
+        with_webhook = with_driver = False
+        notes.append(
+            "pod network: dralab is not started as host processes; install its chart (dralab infra up --profile node)"
+        )
     if with_webhook:
         order.append("webhook")
-    else:
+    elif not pod_network:
         notes.append("webhook not installed (dralab.webhook missing): not started")
     real = nodes[0] if real_node and nodes else None
     for node in nodes:
         if node == real:
-            order += integration.order(node, with_driver)
+            order += integration.order(node, with_driver, pod_network)
             continue
         if with_driver:
             order.append(f"driver/{node}")
         order.append(f"kubelet/{node}")
-    if not with_driver:
+    if not with_driver and not pod_network:
         notes.append("node driver not installed (dralab.driver missing): no driver started")
     state: dict[str, Any] = dict(previous or {})
     state.update(
@@ -526,6 +555,7 @@ def _up_locked(
             "order": order,
             "ports": _allocate_ports(nodes, (previous or {}).get("ports")),
             "realNode": real,
+            "podNetwork": {"apiAddress": podnet.API_ADDRESS} if pod_network else None,
         }
     )
     if real:
@@ -535,6 +565,8 @@ def _up_locked(
     say(f"cluster {layout.name}: state in {layout.root}")
     _prepare_files(handle, text)
     _write_state(layout, state)
+    if pod_network:
+        podnet.ensure_interface(layout.name)
     specs = _specs(handle)
 
     if _ensure_running(handle, specs["etcd"], say):
@@ -557,7 +589,7 @@ def _up_locked(
     # dralab's own processes need only the API server and the Node objects: they start now and
     # load their Python modules while the controllers and KWOK come up.
     dralab_components = [c for c in order if c not in CONTROL_PLANE]
-    real_components = integration.order(real, with_driver) if real else []
+    real_components = integration.order(real, with_driver, pod_network) if real else []
     dralab_components = [c for c in dralab_components if c not in real_components]
     for comp in dralab_components:
         if _ensure_running(handle, specs[comp], say):

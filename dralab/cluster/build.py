@@ -73,7 +73,10 @@ CNI_VERSION = "v1.10.0"
 # on the sandbox, and a runc without seccomp refuses it), and the three CNI plugins the node uses.
 NODE_TOOLSETS: tuple[ToolSet, ...] = (
     ToolSet(
-        wrapper="kubelet", packages={"kubelet": "k8s.io/kubernetes/cmd/kubelet"}, ldflags=_k8s_ldflags(K8S_VERSION)
+        wrapper="kubelet",
+        # kube-proxy: the Services of a cluster with a pod network (`up --pod-network`, dralab.cluster.node.podnet)
+        packages={"kubelet": "k8s.io/kubernetes/cmd/kubelet", "kube-proxy": "k8s.io/kubernetes/cmd/kube-proxy"},
+        ldflags=_k8s_ldflags(K8S_VERSION),
     ),
     ToolSet(
         wrapper="containerd",

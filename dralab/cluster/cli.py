@@ -79,13 +79,21 @@ def build(force: bool, real_node: bool, kubernetes: str) -> None:
     help="run the inventory's first node as a real kubelet + containerd + runc (build with --real-node first)",
 )
 @click.option(
+    "--pod-network",
+    is_flag=True,
+    default=None,
+    help="with --real-node: Services for pods (kube-proxy) and an apiserver address pods reach; dralab itself is "
+    "then installed from its chart, not started as host processes (profile node-chart)",
+)
+@click.option(
     "--feature-gates",
     default=None,
     help="more control-plane gates for the components this start launches, e.g. DRAExtendedResource=true",
 )
 @_kubernetes_option
 def up(
-    name: str, devices: str | None, config: str | None, real_node: bool, feature_gates: str | None, kubernetes: str
+    name: str, devices: str | None, config: str | None, real_node: bool, pod_network: bool | None,
+    feature_gates: str | None, kubernetes: str,
 ) -> None:
     """Bring the cluster up (or reuse it when it runs) and wait until it is ready.
 
@@ -95,6 +103,7 @@ def up(
       dralab cluster up --name big --devices dralab/model/inventories/nvidia-gpus.yaml
       dralab cluster up --name dralab-node --real-node    # the `node` profile's cluster
       dralab cluster up --name k137 --kubernetes v1.37.2
+      dralab cluster up --name dralab-node --real-node --pod-network   # for the chart (dralab infra up --profile node)
     """
     from dralab.cluster.api import ensure_cluster
 
@@ -114,7 +123,7 @@ def up(
             console.print(msg)
 
         handle = ensure_cluster(name, devices=devices, config=config, say=say, real_node=real_node,
-                                kubernetes=kubernetes)
+                                kubernetes=kubernetes, pod_network=pod_network)
     click.echo(str(handle.kubeconfig))
 
 

@@ -121,14 +121,26 @@ def etcd_spec(layout: Layout, ports: dict[str, Any], binaries: dict[str, str]) -
 
 
 def apiserver_spec(
-    layout: Layout, ports: dict[str, Any], binaries: dict[str, str], version: str = K8S_VERSION
+    layout: Layout, ports: dict[str, Any], binaries: dict[str, str], version: str = K8S_VERSION,
+    address: str = "127.0.0.1",
 ) -> ComponentSpec:
+    """kube-apiserver on ``address``: loopback, or a cluster's pod-network address (``node.podnet``).
+
+    Only a non-loopback address may be the ``kubernetes`` Service's endpoint; on loopback the
+    endpoint reconciler is off and the Service has none (nothing in a pod calls it there), and the
+    ``ServiceAccount`` admission plugin is off (see the module docstring). On a pod network, pods
+    are in-cluster clients: the plugin mounts their service account tokens.
+    """
     pki = Pki(layout.pki_dir)
+    loopback = address.startswith("127.")
+    only_loopback = (
+        ["--endpoint-reconciler-type=none", "--disable-admission-plugins=ServiceAccount"] if loopback else []
+    )
     argv = [
         _bin(binaries, "kube-apiserver"),
         f"--etcd-servers=http://127.0.0.1:{ports['etcd']}",
-        "--bind-address=127.0.0.1",
-        "--advertise-address=127.0.0.1",
+        f"--bind-address={address}",
+        f"--advertise-address={address}",
         f"--secure-port={ports['apiserver']}",
         f"--tls-cert-file={pki.cert('apiserver')}",
         f"--tls-private-key-file={pki.key('apiserver')}",
@@ -139,9 +151,7 @@ def apiserver_spec(
         f"--api-audiences={SA_ISSUER}",
         f"--service-cluster-ip-range={SERVICE_CIDR}",
         "--authorization-mode=RBAC",
-        # the only address is loopback, which the kubernetes Service's endpoints may not hold
-        "--endpoint-reconciler-type=none",
-        "--disable-admission-plugins=ServiceAccount",
+        *only_loopback,
         "--allow-privileged=true",
         "--profiling=false",
         *_gate_args(version),
@@ -150,7 +160,7 @@ def apiserver_spec(
         f"--kubelet-client-key={pki.key('admin')}",
         "--kubelet-preferred-address-types=InternalIP,Hostname",
     ]
-    health = Health(f"https://127.0.0.1:{ports['apiserver']}/readyz", client_cert=True, verify_ca=True)
+    health = Health(f"https://{address}:{ports['apiserver']}/readyz", client_cert=True, verify_ca=True)
     # its graceful shutdown waits on long-running requests for a long time; nothing here needs it
     return ComponentSpec("apiserver", argv, health, stop_timeout=5.0)
 

@@ -22,6 +22,7 @@ APISERVER_SANS = (
     "kubernetes.default.svc.cluster.local",
     "127.0.0.1",
     "10.96.0.1",
+    "10.215.0.1",  # the apiserver's address on a cluster with a pod network (dralab.cluster.node.podnet)
 )
 LOCAL_SANS = ("localhost", "127.0.0.1")
 

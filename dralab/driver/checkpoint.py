@@ -44,6 +44,45 @@ checkpoint entry, and a durable entry implies the claim's files were complete wh
   Prepare rewrites and a missing claim's reconcile releases. It never answers "prepared" wrongly.
 - Unprepare removes the files, then the entry, then waits the same way: a crash in between leaves
   an entry without files, again the post-reboot state, which the kubelet's retried Unprepare clears.
+
+Format versions, upgrade and rollback. A ``helm upgrade`` of the driver DaemonSet makes the new
+release read the old one's checkpoint, and a rollback makes the old release read the new one's;
+neither may lose a prepared claim. Two numbers say what a file needs:
+
+- ``format``: the format the file was written in (``FORMAT`` here). A file without it is format 1.
+- ``version``: the oldest reader format that reads the file right by ignoring what it does not know
+  (SQLite's read version). Format 1 readers (releases up to commit f6cffda) accept ``version == 1``, and ignore
+  unknown keys, top-level and in claim entries; their checksum covers every key but ``checksum``.
+
+Format 1 had ``version: 1`` and nothing naming its writer. Format 2 adds ``format`` and ``writer``
+(the dralab release that wrote the file): without them a release cannot tell a newer format from
+an older one, nor name, when it cannot read a file, the release to roll forward to. Both are fields
+format 1 readers ignore, so format 2 files say ``version: 1`` (``READABLE_SINCE``) and the release
+before this one reads them unchanged. Writing ``version: 2`` would have made that rollback treat
+both slots as corrupt and rebuild from the CDI specs, losing every claim whose spec a reboot
+removed (``/var/run/cdi`` is a tmpfs). The rule for later formats: a write says the lowest
+``version`` able to represent its content, so only files that use a feature older readers would
+misread (say, a claim folder an older Unprepare would not unmount) stop a rollback.
+
+Every format keeps the envelope with its meaning: ``checksum`` (sha256 over the canonical JSON of
+all other top-level keys, so any release tells a torn file from a newer one), ``version``,
+``format``, ``writer``, ``driver`` and ``sequence``. A reader of format R with a file of version V
+and format F:
+
+- F < R: the checksum is verified over the file as written, then ``MIGRATIONS[F]``, ``[F+1]``, ...
+  (pure functions over the parsed document) bring it to format R. The next write is format R.
+- F > R >= V: a newer release wrote it and declared it readable here: read ignoring unknown fields,
+  with a warning; the next write is format R and drops them. So a format may declare ``version``
+  below its own only when a rewrite by that older format loses nothing the newer release needs
+  (its migration from the older format fills the defaults back in).
+- V > R: ``IncompatibleCheckpoint``, which is not corruption. The slot is moved aside
+  (``checkpoint.json.newer-format<F>-<time>``, counted with the quarantined), never overwritten
+  or deleted, and the state is what a torn slot leaves: the other slot if it reads, plus every
+  claim whose CDI spec is complete, else the CDI specs alone. One error line names both formats,
+  both releases and the fix: roll forward to the writer's release (the file stays for
+  inspection). Refusing to start would be worse: a driver that does not run answers no Prepare
+  and no Unprepare, so no pod on the node could start or terminate, whereas the CDI specs record
+  every answered claim.
 """
 
 from __future__ import annotations
@@ -62,12 +101,15 @@ from typing import Any
 
 import yaml
 
+from dralab import __version__
 from dralab.driver.cdi import ClaimRef, PreparedDevice, claim_uid_from_file_name, load_spec, parse_claim_spec
 from dralab.util import atomic_write, get_logger
 
 log = get_logger("dralab.driver.checkpoint")
 
-VERSION = 1
+FORMAT = 2  # the format this release writes, and the newest it migrates to
+READABLE_SINCE = 1  # the ``version`` its files say: format 2 only adds fields format 1 readers ignore
+WRITER = f"dralab {__version__}"  # the ``writer`` its files say
 SLOT_BYTES = 16384  # the smallest slot file: a few dozen claims before it first grows
 PREPARE_STARTED = "PrepareStarted"
 PREPARE_COMPLETED = "PrepareCompleted"
@@ -76,6 +118,19 @@ BOOT_ID_FILE = "/proc/sys/kernel/random/boot_id"
 
 class CorruptCheckpoint(ValueError):
     """The checkpoint cannot be trusted (syntax, checksum or schema)."""
+
+
+class IncompatibleCheckpoint(ValueError):
+    """An intact checkpoint that a newer release wrote for readers newer than this one (not corrupt)."""
+
+    def __init__(self, version: int, format: int, writer: str) -> None:
+        self.version = version
+        self.format = format
+        self.writer = writer
+        super().__init__(
+            f"written in format {format} by {writer or 'an unknown release'} for readers of format {version} or"
+            f" newer; {WRITER} reads formats up to {FORMAT}: roll forward to {writer or 'that release'} or newer"
+        )
 
 
 @dataclass(frozen=True)
@@ -124,6 +179,9 @@ class Checkpoint:
     boot_id: str = ""
     claims: dict[str, ClaimEntry] = field(default_factory=dict)
     sequence: int = 0  # which write this is: of two slots the higher is the newer
+    # what the file said (set by ``decode``); ``encode`` always writes this release's FORMAT and WRITER
+    format: int = FORMAT
+    writer: str = ""  # "" when unknown: format 1 records no writer
 
 
 def _digest(body: dict[str, Any]) -> str:
@@ -131,10 +189,38 @@ def _digest(body: dict[str, Any]) -> str:
     return "sha256:" + hashlib.sha256(canonical).hexdigest()
 
 
+def migrate_1_to_2(doc: dict[str, Any]) -> dict[str, Any]:
+    """Format 1 to 2 (pure): name the format; the writer is unknown, since format 1 records none."""
+    return {**doc, "format": 2, "writer": ""}
+
+
+# format F -> the pure function that turns a verified format F document into format F + 1
+MIGRATIONS: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {1: migrate_1_to_2}
+assert set(MIGRATIONS) == set(range(1, FORMAT)), "every older format needs its migration"
+
+
+def migrate(doc: dict[str, Any]) -> dict[str, Any]:
+    """Bring a verified document of an older format to ``FORMAT`` (pure); newer formats are returned as they are."""
+    fmt = doc.get("format", 1)
+    while fmt < FORMAT:
+        doc = MIGRATIONS[fmt](doc)
+        fmt = doc["format"]
+    return doc
+
+
+def _level(raw: dict[str, Any], key: str, default: Any) -> int:
+    value = raw.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise CorruptCheckpoint(f"bad {key} {value!r}")
+    return value
+
+
 def encode(cp: Checkpoint) -> bytes:
-    """Serialize with a checksum over everything else (pure)."""
+    """Serialize with a checksum over everything else (pure), in this release's format."""
     body = {
-        "version": VERSION,
+        "version": READABLE_SINCE,
+        "format": FORMAT,
+        "writer": WRITER,
         "driver": cp.driver,
         "bootID": cp.boot_id,
         "sequence": cp.sequence,
@@ -145,7 +231,11 @@ def encode(cp: Checkpoint) -> bytes:
 
 
 def decode(data: bytes, driver: str) -> Checkpoint:
-    """Parse and verify (pure); raises CorruptCheckpoint with the reason."""
+    """Parse, verify and migrate (pure); raises CorruptCheckpoint with the reason, or IncompatibleCheckpoint.
+
+    The checksum is checked over the document as written, before any migration: a migration changes
+    the document, and what the disk holds is what must be intact.
+    """
     try:
         raw = json.loads(data)
     except (ValueError, UnicodeDecodeError) as exc:
@@ -162,18 +252,33 @@ def decode(data: bytes, driver: str) -> Checkpoint:
         raise CorruptCheckpoint("nested too deeply to be a checkpoint") from None
     if checksum != expected:
         raise CorruptCheckpoint("checksum mismatch")
-    if raw.get("version") != VERSION:
-        raise CorruptCheckpoint(f"unsupported version {raw.get('version')!r}")
+    version = _level(raw, "version", None)
+    fmt = _level(raw, "format", 1)
+    if fmt < version:
+        raise CorruptCheckpoint(f"format {fmt} cannot need a reader of format {version}")
+    writer = raw.get("writer") or ""
+    if not isinstance(writer, str):
+        raise CorruptCheckpoint(f"bad writer {writer!r}")
     if raw.get("driver") != driver:
         raise CorruptCheckpoint(f"written by driver {raw.get('driver')!r}, not {driver!r}")
+    if version > FORMAT:
+        raise IncompatibleCheckpoint(version, fmt, writer)
+    doc = migrate(raw)
     try:
-        claims = {uid: ClaimEntry.from_dict(entry) for uid, entry in (raw.get("claims") or {}).items()}
+        claims = {uid: ClaimEntry.from_dict(entry) for uid, entry in (doc.get("claims") or {}).items()}
     except (KeyError, ValueError, TypeError, AttributeError) as exc:
         raise CorruptCheckpoint(f"bad claim entry ({exc})") from None
-    sequence = raw.get("sequence", 0)
+    sequence = doc.get("sequence", 0)
     if not isinstance(sequence, int) or sequence < 0:
         raise CorruptCheckpoint(f"bad sequence {sequence!r}")
-    return Checkpoint(driver=driver, boot_id=str(raw.get("bootID") or ""), claims=claims, sequence=sequence)
+    return Checkpoint(
+        driver=driver,
+        boot_id=str(doc.get("bootID") or ""),
+        claims=claims,
+        sequence=sequence,
+        format=fmt,
+        writer=writer,
+    )
 
 
 def slot_files(path: Path) -> tuple[Path, Path]:
@@ -229,7 +334,7 @@ class CheckpointStore:
         self.cdi_dir = Path(cdi_dir)
         self.cdi_class = cdi_class
         self.boot_id = read_boot_id() if boot_id is None else boot_id
-        self.quarantined: list[Path] = []
+        self.quarantined: list[Path] = []  # slot files moved aside: corrupt, or a newer release's (keep_aside)
         self.sequence = 0  # of the newest durable write
         self._room: dict[int, tuple[int, int]] = {}  # slot -> (file size, bytes of it the last write used)
 
@@ -237,8 +342,8 @@ class CheckpointStore:
         """The two slot files: ``checkpoint.json`` and ``checkpoint.1.json``."""
         return slot_files(self.path)
 
-    def _read(self, slot: int) -> Checkpoint | CorruptCheckpoint | None:
-        """One slot: its checkpoint, why it cannot be trusted, or None when the file does not exist."""
+    def _read(self, slot: int) -> Checkpoint | CorruptCheckpoint | IncompatibleCheckpoint | None:
+        """One slot: its checkpoint, why it cannot be used, or None when the file does not exist."""
         try:
             data = self.files()[slot].read_bytes()
         except FileNotFoundError:
@@ -247,18 +352,20 @@ class CheckpointStore:
             return CorruptCheckpoint(f"unreadable ({exc})")
         try:
             cp = decode(data, self.driver)
-        except CorruptCheckpoint as exc:
+        except (CorruptCheckpoint, IncompatibleCheckpoint) as exc:
             return exc
         self._room[slot] = (len(data), len(data.rstrip()))
         return cp
 
     def load(self) -> Checkpoint:
-        """The newest trustworthy checkpoint; see the module docstring for missing and damaged slots."""
+        """The newest trustworthy checkpoint; see the module docstring for missing, damaged and newer slots."""
         self._room.clear()
         slots = [self._read(0), self._read(1)]
         good = [cp for cp in slots if isinstance(cp, Checkpoint)]
         bad = [(i, exc) for i, exc in enumerate(slots) if isinstance(exc, CorruptCheckpoint)]
-        if not good and not bad:
+        newer = [(i, exc) for i, exc in enumerate(slots) if isinstance(exc, IncompatibleCheckpoint)]
+        kept = [self.keep_aside(i, exc) for i, exc in newer]  # before any save can overwrite one
+        if not good and not bad and not newer:
             cp = self.rebuild()  # first start: empty; a deleted checkpoint: what the specs say
             if cp.claims:
                 log.warning(
@@ -269,30 +376,34 @@ class CheckpointStore:
         if not good:
             moved = [self.quarantine(i) for i, _ in bad]
             cp = self.rebuild()
-            log.error(
-                "checkpoint corrupt: quarantined and rebuilt from CDI specs",
-                extra={
-                    "fields": {
-                        "reason": "; ".join(str(exc) for _, exc in bad),
-                        "quarantined": [str(m) for m in moved],
-                        "claims": sorted(cp.claims),
-                    }
-                },
-            )
+            if bad:
+                log.error(
+                    "checkpoint corrupt: quarantined and rebuilt from CDI specs",
+                    extra={
+                        "fields": {
+                            "reason": "; ".join(str(exc) for _, exc in bad),
+                            "quarantined": [str(m) for m in moved],
+                            "claims": sorted(cp.claims),
+                        }
+                    },
+                )
+            self._report_newer(newer, kept, cp, "state rebuilt from the CDI specs")
             self.save(cp)
             return cp
         cp = max(good, key=lambda c: c.sequence)
         self.sequence = cp.sequence
-        if bad:
-            # a torn write (the call never answered) or a damaged disk: the claims whose specs are
-            # complete are kept as well, so a claim that was answered is never swept
+        if bad or newer:
+            # a torn write (the call never answered), a damaged disk or a newer release's slot: the
+            # claims whose specs are complete are kept as well, so a claim that was answered is never swept
             rebuilt = self.rebuild()
             added = sorted(set(rebuilt.claims) - set(cp.claims))
             cp.claims.update({uid: rebuilt.claims[uid] for uid in added})
-            log.warning(
-                "one checkpoint slot damaged: using the other, plus the claims the CDI specs record",
-                extra={"fields": {"reason": str(bad[0][1]), "sequence": cp.sequence, "added": added}},
-            )
+            if bad:
+                log.warning(
+                    "one checkpoint slot damaged: using the other, plus the claims the CDI specs record",
+                    extra={"fields": {"reason": str(bad[0][1]), "sequence": cp.sequence, "added": added}},
+                )
+            self._report_newer(newer, kept, cp, "using the other slot, plus the claims the CDI specs record")
             self.save(cp)
         elif cp.boot_id != self.boot_id:
             log.info(
@@ -300,7 +411,45 @@ class CheckpointStore:
                 extra={"fields": {"checkpointBoot": cp.boot_id, "boot": self.boot_id, "claims": len(cp.claims)}},
             )
             self.save(cp)
+        self._report_format(cp)
         return cp
+
+    def _report_newer(
+        self, newer: list[tuple[int, IncompatibleCheckpoint]], kept: list[Path], cp: Checkpoint, how: str
+    ) -> None:
+        """The loud line of a rollback past a format this release cannot read (see the module docstring)."""
+        if not newer:
+            return
+        exc = newer[0][1]
+        log.error(
+            f"checkpoint written by a newer dralab that this one cannot read: kept aside, {how};"
+            f" roll forward to {exc.writer or 'the release that wrote it'} or newer",
+            extra={
+                "fields": {
+                    "reason": "; ".join(str(e) for _, e in newer),
+                    "fileFormat": exc.format,
+                    "fileVersion": exc.version,
+                    "writer": exc.writer,
+                    "readerFormat": FORMAT,
+                    "reader": WRITER,
+                    "keptAside": [str(k) for k in kept],
+                    "claims": sorted(cp.claims),
+                }
+            },
+        )
+
+    def _report_format(self, cp: Checkpoint) -> None:
+        """Say when the newest slot was migrated up, or read from a newer format declared readable here."""
+        fields = {"fileFormat": cp.format, "writer": cp.writer, "readerFormat": FORMAT, "reader": WRITER}
+        if cp.format < FORMAT:
+            log.info(f"checkpoint format {cp.format} read and migrated to {FORMAT}", extra={"fields": fields})
+        elif cp.format > FORMAT:
+            log.warning(
+                f"checkpoint written in the newer format {cp.format} by {cp.writer or 'an unknown release'}, which"
+                f" declares it readable by format {FORMAT}: read ignoring the fields this release does not know;"
+                f" the next write is format {FORMAT} and drops them, roll forward to keep them",
+                extra={"fields": fields},
+            )
 
     def save(self, cp: Checkpoint) -> None:
         """Write ``cp`` durably into the slot not holding the newest checkpoint (one ``fdatasync``).
@@ -332,6 +481,17 @@ class CheckpointStore:
         """Move a slot file aside so it can be inspected; never deleted."""
         path = self.files()[slot]
         target = path.with_name(f"{path.name}.corrupt-{time.strftime('%Y%m%dT%H%M%S')}-{time.time_ns()}")
+        with contextlib.suppress(FileNotFoundError):
+            path.replace(target)
+        self._room.pop(slot, None)
+        self.quarantined.append(target)
+        return target
+
+    def keep_aside(self, slot: int, exc: IncompatibleCheckpoint) -> Path:
+        """Move a newer release's slot aside (``.newer-format<F>-<time>``) so no write of this one overwrites it."""
+        path = self.files()[slot]
+        stamp = f"{time.strftime('%Y%m%dT%H%M%S')}-{time.time_ns()}"
+        target = path.with_name(f"{path.name}.newer-format{exc.format}-{stamp}")
         with contextlib.suppress(FileNotFoundError):
             path.replace(target)
         self._room.pop(slot, None)

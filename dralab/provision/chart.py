@@ -50,11 +50,11 @@ def chart_vendor_file() -> str:
     return header + yaml.safe_dump({"vendors": data}, sort_keys=True)
 
 
-def _deep_merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
+def deep_merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
     out = copy.deepcopy(base)
     for key, value in override.items():
         if isinstance(value, dict) and isinstance(out.get(key), dict):
-            out[key] = _deep_merge(out[key], value)
+            out[key] = deep_merge(out[key], value)
         else:
             out[key] = copy.deepcopy(value)
     return out
@@ -62,7 +62,7 @@ def _deep_merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any
 
 def merged_values(overrides: dict[str, Any] | None = None) -> dict[str, Any]:
     """values.yaml with ``overrides`` merged over it, as ``helm install -f`` would."""
-    return _deep_merge(default_values(), overrides or {})
+    return deep_merge(default_values(), overrides or {})
 
 
 def enforcement_library(driver_values: dict[str, Any]) -> str:
@@ -162,7 +162,7 @@ def chart_values(
         values["webhook"]["replicas"] = webhook_replicas
     if devices:
         values["driver"]["devices"] = devices
-    return _deep_merge(values, extra or {})
+    return deep_merge(values, extra or {})
 
 
 def split_image(image: str) -> tuple[str, str]:

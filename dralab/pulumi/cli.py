@@ -16,7 +16,7 @@ import click
 from dralab.errors import UserError
 from dralab.pulumi import toolchain
 
-PROFILES = ("local", "kind", "baremetal")  # runner.PROFILES, repeated to keep the runner out of --help
+PROFILES = ("local", "kind", "baremetal", "node")  # runner.PROFILES, repeated to keep the runner out of --help
 
 
 def _console():  # rich is imported lazily: `dralab infra --help` stays fast

@@ -29,7 +29,7 @@ from typing import Any
 from dralab.errors import UserError
 from dralab.pulumi import toolchain
 
-PROFILES = ("local", "kind", "baremetal")
+PROFILES = ("local", "kind", "baremetal", "node")
 ACTIONS = ("preview", "up", "destroy")
 DEFAULT_PASSPHRASE = "dralab-local"  # for local labs only: the stacks hold no secret worth a passphrase
 # Environment the CLI must not inherit: a service token (state never leaves this machine) and the

@@ -35,6 +35,10 @@ KUBERNETES_PROVIDER_MODULE_VERSION = "v4.0.0-20260115033456-f47bc2d6f199"
 
 LANGUAGE_HOST = "pulumi-language-python"
 LANGUAGE_HOST_MODULE = "dralab.pulumi.language_host"
+# Python dynamic providers (``pulumi.dynamic``, used by the ``node`` profile) run in a plugin of this
+# name, which Pulumi's own installs ship as a script around the SDK's ``pulumi.dynamic`` module.
+DYNAMIC_PROVIDER = "pulumi-resource-pulumi-python"
+DYNAMIC_PROVIDER_MODULE = "pulumi.dynamic"
 PROVIDER_BINARY = "pulumi-resource-kubernetes"
 
 
@@ -197,18 +201,23 @@ def _build_tools(force: bool, progress: bool, go: str | None) -> list[ToolBuild]
     return results
 
 
-def language_host_script(python: str) -> str:
-    """The ``pulumi-language-python`` executable: runs dralab's language host with ``python``."""
-    return f'#!/bin/sh\nexec {shlex.quote(python)} -m {LANGUAGE_HOST_MODULE} "$@"\n'
+def language_host_script(python: str, module: str = LANGUAGE_HOST_MODULE) -> str:
+    """A plugin executable that runs ``module`` with ``python`` (the language host, or dynamic providers)."""
+    return f'#!/bin/sh\nexec {shlex.quote(python)} -m {module} "$@"\n'
 
 
 def write_language_host(python: str | None = None) -> Path:
-    """(Re)write the language launcher next to the CLI, bound to this interpreter."""
+    """(Re)write the language launcher and the dynamic-provider launcher next to the CLI, bound to this
+    interpreter; returns the language launcher."""
     from dralab.util import atomic_write
 
-    path = language_host_path()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    text = language_host_script(python or sys.executable)
-    if not path.is_file() or path.read_text() != text or not os.access(path, os.X_OK):
-        atomic_write(path, text, mode=0o755)
-    return path
+    launchers = {
+        language_host_path(): LANGUAGE_HOST_MODULE,
+        pulumi_bin_dir() / DYNAMIC_PROVIDER: DYNAMIC_PROVIDER_MODULE,
+    }
+    for path, module in launchers.items():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        text = language_host_script(python or sys.executable, module)
+        if not path.is_file() or path.read_text() != text or not os.access(path, os.X_OK):
+            atomic_write(path, text, mode=0o755)
+    return language_host_path()

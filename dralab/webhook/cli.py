@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import click
@@ -187,6 +188,10 @@ def webhook() -> None:
               help="Run the janitor only while holding the Lease (needed with several workers or replicas).")
 @click.option("--lease-name", default="dralab-webhook", show_default=True, help="The coordination.k8s.io Lease.")
 @click.option("--lease-namespace", default=None, help="The Lease's namespace (default: --namespace, else default).")
+@click.option("--inject-ca-from", default=None, type=click.Path(dir_okay=False),
+              help="Write this CA (PEM) into --inject-ca-into's caBundle, keeping the rest (chart caInjector: dralab).")
+@click.option("--inject-ca-into", multiple=True, metavar="mutating|validating/NAME",
+              help="A webhook configuration whose caBundle --inject-ca-from keeps (repeatable).")
 @click.option("--listen-fd", default=None, type=int, hidden=True)
 @click.option("--no-metrics-authorization", is_flag=True,
               help="Serve /metrics to anyone (a trusted scrape network only): webhook.metricsAuthorization false.")
@@ -208,6 +213,8 @@ def serve(
     lease_namespace: str | None = None,
     listen_fd: int | None = None,
     no_metrics_authorization: bool = False,
+    inject_ca_from: str | None = None,
+    inject_ca_into: tuple[str, ...] = (),
 ) -> None:
     """Serve /mutate, /validate, /healthz, /readyz and /metrics over HTTPS; certificates reload on change.
 
@@ -216,8 +223,12 @@ def serve(
       dralab webhook serve --cert /tls/tls.crt --key /tls/tls.key --port 8443 --namespace dralab-system
     """
     from dralab.webhook import workers as procs
+    from dralab.webhook.cainject import CAInjector, Target
 
     cfg = load_config(config_path, hami_config)
+    targets = [Target.parse(text) for text in inject_ca_into]
+    if bool(inject_ca_from) != bool(targets):
+        raise UserError("--inject-ca-from and --inject-ca-into go together: the CA file and where to write it")
     count = workers or procs.auto_workers()
     if count > 1 and not leader_elect and not no_kube:
         raise UserError(
@@ -240,9 +251,13 @@ def serve(
     webhook = build(cfg, api, own_namespace, janitor=not elect, admission_api=admission_api, workers=count,
                     watch_classes=api is not None)
     elector = None
+
+    def injector() -> CAInjector | None:
+        return CAInjector(api, Path(inject_ca_from), targets) if api is not None and inject_ca_from else None
+
     if elect:
         assert api is not None
-        leadership = procs.Leadership(lambda: background(webhook), webhook.publish)
+        leadership = procs.Leadership(lambda: (*background(webhook), injector()), webhook.publish)
         elector = LeaderElector(api, lease_namespace or own_namespace or "default", lease_name,
                                 on_start=leadership.start, on_stop=leadership.stop)
     sock = None
@@ -257,4 +272,7 @@ def serve(
     metrics_auth = metrics_authorizer(enabled, admission_api, "webhook")
     server = Server(webhook, cert, key, host=host, port=port, bench_routes=bench_routes, client_ca=client_ca,
                     sock=sock, elector=elector, metrics_auth=metrics_auth)
+    alone = None if elect else injector()  # no election: this one process is the only writer
+    if alone is not None:
+        alone.start()
     server.run()

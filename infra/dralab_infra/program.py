@@ -65,6 +65,10 @@ def build(settings: Settings) -> pulumi.ComponentResource:
         from dralab_infra.local import LocalProfile
 
         return LocalProfile(name, settings)
+    if settings.profile == "node":
+        from dralab_infra.node import NodeProfile
+
+        return NodeProfile(name, settings)
     if settings.profile == "kind":
         from dralab_infra.kind import KindProfile
 

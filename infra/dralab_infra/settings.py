@@ -18,7 +18,8 @@ from dralab.provision.chart import BACKENDS, LIFECYCLES
 from dralab.provision.versions import CERT_MANAGER_VERSION, KUBERNETES_VERSION, check_kubernetes_version
 from dralab.validation import fail, json_schema, validate
 
-PROFILES = ("local", "kind", "baremetal")
+PROFILES = ("local", "kind", "baremetal", "node")
+NODE_CLUSTER = "dralab-node-chart"  # the node profile's cluster; the harness profile node-chart uses it too
 ROLES = ("control-plane", "worker")
 DEFAULT_IMAGE = "ghcr.io/dralab/dralab:0.1.0"
 DEFAULT_CNI = "https://github.com/flannel-io/flannel/releases/download/v0.28.10/kube-flannel.yml"
@@ -183,6 +184,8 @@ class Settings(BaseModel):
         out = {k: v for k, v in raw.items() if v is not None}
         profile = out.get("profile", "local")
         out.setdefault("backend", "ascend" if profile == "baremetal" else "fake")
+        if profile == "node":
+            out.setdefault("clusterName", NODE_CLUSTER)
         if profile != "baremetal":
             out.pop("hosts", None)  # only the baremetal profile has hosts
         elif not out.get("hosts"):
@@ -264,8 +267,8 @@ class Settings(BaseModel):
     def _consistent(self) -> Settings:
         if self.profile == "baremetal" and self.backend == "fake":
             raise fail("dralab:backend must be ascend or nvidia on baremetal (fake devices are for local and kind)")
-        if self.profile == "kind" and self.backend != "fake":
-            raise fail("dralab:backend must be fake on kind (kind nodes have no accelerators)")
+        if self.profile in ("kind", "node") and self.backend != "fake":
+            raise fail(f"dralab:backend must be fake on {self.profile} (its nodes have no accelerators)")
         if self.profile != "baremetal":
             return self
         names = [h.name for h in self.hosts]

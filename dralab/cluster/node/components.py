@@ -16,6 +16,7 @@ from dralab.cluster.node.paths import NodePaths
 NS = "node-ns"
 CONTAINERD = "containerd"
 KUBELET = "kubelet"
+KUBE_PROXY = "kube-proxy"
 TAP = "dra-tap"
 
 
@@ -33,6 +34,23 @@ def kubelet_component(node: str) -> str:
 
 def tap_component(node: str) -> str:
     return f"{TAP}/{node}"
+
+
+def kube_proxy_component(node: str) -> str:
+    return f"{KUBE_PROXY}/{node}"
+
+
+def kube_proxy_spec(paths: NodePaths, binary: Path, config: Path, healthz_port: int) -> ComponentSpec:
+    """kube-proxy of a node with a pod network (``podnet``): in the host's mount namespace, where
+    iptables lives; the rules it writes are the host's, and ``podnet.remove`` takes them off."""
+    argv = [str(binary), f"--config={config}", "--v=1"]
+    return ComponentSpec(
+        kube_proxy_component(paths.node),
+        argv,
+        Health(f"http://127.0.0.1:{healthz_port}/healthz"),
+        env=node_env(binary.parent),
+        stop_timeout=10.0,
+    )
 
 
 def tap_spec(paths: NodePaths, driver_registry: Path, records: Path) -> ComponentSpec:

@@ -30,6 +30,7 @@ from typing import Any
 
 import yaml
 
+from dralab.cluster.node import podnet
 from dralab.cluster.node.images import PAUSE_IMAGE
 from dralab.cluster.node.paths import NodePaths
 from dralab.errors import UserError
@@ -147,8 +148,15 @@ def kubelet_base(paths: NodePaths, ports: dict[str, int], ca_file: Path) -> dict
     }
 
 
-def cni_conflist(paths: NodePaths) -> dict[str, Any]:
-    """A bridge without an address (no gateway, no masquerade: the host has no route to pods)."""
+def cni_conflist(paths: NodePaths, pod_network: bool = False) -> dict[str, Any]:
+    """A bridge without an address (no gateway, no masquerade: the host has no route to pods), or
+    with a pod network (``podnet``) the bridge as the pods' gateway."""
+    if pod_network:
+        return {
+            "cniVersion": "1.0.0",
+            "name": CNI_NETWORK,
+            "plugins": [podnet.cni_bridge_plugin(paths.bridge, paths.cni_data_dir)],
+        }
     return {
         "cniVersion": "1.0.0",
         "name": CNI_NETWORK,
@@ -169,13 +177,16 @@ def cni_conflist(paths: NodePaths) -> dict[str, Any]:
     }
 
 
-def write_base(paths: NodePaths, runc: Path, cni_bin: Path, ports: dict[str, int], ca_file: Path) -> None:
+def write_base(
+    paths: NodePaths, runc: Path, cni_bin: Path, ports: dict[str, int], ca_file: Path, pod_network: bool = False
+) -> None:
     """Write the base files (overwritten: the roles run again right after)."""
     for folder in (paths.config_dir, paths.manifests_dir, paths.cni_conf_dir, paths.cni_data_dir, paths.pod_logs):
         folder.mkdir(parents=True, exist_ok=True)
     atomic_write(paths.containerd_config, containerd_base(paths, runc, cni_bin, ports["containerd"]))
     atomic_write(paths.kubelet_config, yaml.safe_dump(kubelet_base(paths, ports, ca_file), sort_keys=False))
-    atomic_write(paths.cni_conf_dir / "10-dralab.conflist", json.dumps(cni_conflist(paths), indent=2) + "\n")
+    conflist = json.dumps(cni_conflist(paths, pod_network), indent=2) + "\n"
+    atomic_write(paths.cni_conf_dir / "10-dralab.conflist", conflist)
 
 
 def role_vars(paths: NodePaths, cdi_dir: Path, runc: Path, version: str = KUBERNETES_VERSION) -> dict[str, Any]:

@@ -14,15 +14,17 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import yaml
+
 from dralab.cluster import build
 from dralab.cluster import components as cluster_components
 from dralab.cluster.components import ComponentSpec
-from dralab.cluster.node import components, lifecycle
+from dralab.cluster.node import components, lifecycle, podnet
 from dralab.cluster.node.paths import NodePaths
 from dralab.cluster.pki import Pki
 from dralab.cluster.supervisor import ProcRecord, is_alive, log_tail, signal_process, stop_process
 from dralab.errors import UserError
-from dralab.util import WaitTimeout, free_port
+from dralab.util import WaitTimeout, atomic_write, free_port
 
 Say = Callable[[str], None]
 NODE_TIMEOUT = 90.0
@@ -34,9 +36,11 @@ def node_paths(handle: Any, node: str) -> NodePaths:
     return NodePaths(handle.name, node, handle.node_dir(node))
 
 
-def order(node: str, with_driver: bool) -> list[str]:
-    """Start order of the real node's components."""
+def order(node: str, with_driver: bool, pod_network: bool = False) -> list[str]:
+    """Start order of the real node's components (kube-proxy with a pod network)."""
     out = [components.ns_component(node), components.containerd_component(node), components.kubelet_component(node)]
+    if pod_network:
+        out.append(components.kube_proxy_component(node))
     if with_driver:
         out += [components.tap_component(node), f"driver/{node}"]
     return out
@@ -83,6 +87,11 @@ def specs(handle: Any, node: str, devices: str, config: str | None) -> dict[str,
             paths, holder, build.binary_path("kubelet", version), ports["healthz"]
         ),
     }
+    if components.kube_proxy_component(node) in handle.state["order"]:
+        proxy_config = paths.config_dir / "kube-proxy.yaml"
+        binary = build.binary_path("kube-proxy", version)
+        spec = components.kube_proxy_spec(paths, binary, proxy_config, ports["proxy-healthz"])
+        out[spec.name] = spec
     if f"driver/{node}" in handle.state["order"]:
         # the driver registers in the node's own registry/; the tap mirrors it into the kubelet's
         spec = cluster_components.driver_spec(handle.layout, handle.state["ports"], node, devices, config)
@@ -130,6 +139,7 @@ def bring_up(
             handle.state["nodePorts"][node],
             say,
             version=str(handle.state.get("version") or build.K8S_VERSION),
+            pod_network=bool(handle.state.get("podNetwork")),
         )
         timings["prepare"] = time.monotonic() - started
         ensure_running(all_specs[ns_name])
@@ -166,6 +176,14 @@ def bring_up(
             lifecycle.patch_node(kube, node, labels)
     finally:
         kube.close()
+    proxy = fresh.get(components.kube_proxy_component(node))
+    if proxy is not None:
+        ports = handle.state["nodePorts"][node]
+        config = podnet.kube_proxy_config(handle.kubeconfig, node, ports["proxy-healthz"], ports["proxy-metrics"])
+        atomic_write(paths.config_dir / "kube-proxy.yaml", yaml.safe_dump(config, sort_keys=False))
+        if ensure_running(proxy):
+            say(f"started {proxy.name} (iptables mode: Services on {podnet.API_ADDRESS} and the pod bridge)")
+        wait_healthy(proxy, NODE_TIMEOUT)
     tap = fresh.get(components.tap_component(node))
     if tap is not None and ensure_running(tap):
         say(f"started {tap.name} (records the kubelet's DRA calls in {handle.records_path(node)})")
@@ -222,7 +240,7 @@ def teardown(handle: Any, node: str) -> list[str]:
     paths = node_paths(handle, node)
     state = handle.state
     mntns = lifecycle.read_ns(paths)
-    for comp in (f"driver/{node}", components.tap_component(node)):
+    for comp in (f"driver/{node}", components.tap_component(node), components.kube_proxy_component(node)):
         rec = _record(state, comp)
         if rec is not None:
             stop_process(rec, timeout=5)
@@ -239,6 +257,9 @@ def teardown(handle: Any, node: str) -> list[str]:
     if holder is not None:
         stop_process(holder, timeout=5)
     left = lifecycle.teardown_host(paths, None)
+    if state.get("podNetwork"):
+        version = str(state.get("version") or build.K8S_VERSION)
+        left += podnet.remove(handle.name, build.binary_path("kube-proxy", version))
     if not paths.kubelet_root.is_relative_to(paths.root):
         shutil.rmtree(paths.kubelet_root, ignore_errors=True)
     return left + lifecycle.leftovers(paths, mntns)

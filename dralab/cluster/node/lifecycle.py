@@ -47,7 +47,7 @@ Say = Callable[[str], None]
 def node_ports(fresh: Callable[[], int], previous: dict[str, int] | None) -> dict[str, int]:
     """Ports of one real node (kept once recorded)."""
     ports = dict(previous or {})
-    for key in ("port", "healthz", "containerd"):
+    for key in ("port", "healthz", "containerd", "proxy-healthz", "proxy-metrics"):
         ports.setdefault(key, fresh())
     return ports
 
@@ -78,7 +78,7 @@ def _kubelet_pki(paths: NodePaths, cluster_pki: Pki) -> None:
 
 def prepare(
     paths: NodePaths, server: str, cluster_pki: Pki, cdi_dir: Path, ports: dict[str, int], say: Say,
-    version: str = build.K8S_VERSION,
+    version: str = build.K8S_VERSION, pod_network: bool = False,
 ) -> None:
     """Everything the node needs on disk before its processes start (a kubelet of ``version``)."""
     build.require_node_binaries(version)
@@ -96,7 +96,7 @@ def prepare(
     paths.config_dir.mkdir(parents=True, exist_ok=True)
     atomic_write(paths.kubelet_kubeconfig, kubeconfig, mode=0o600)
     runc = build.binary_path("runc")
-    config.write_base(paths, runc, build.cni_bin_dir(), ports, cluster_pki.ca_cert)
+    config.write_base(paths, runc, build.cni_bin_dir(), ports, cluster_pki.ca_cert, pod_network)
     outcome = config.configure(paths, config.role_vars(paths, cdi_dir, runc, version))
     how = "cached output of" if outcome["cached"] else "ran"
     say(f"node {paths.node}: {how} the Ansible roles containerd_cdi, ascend_runtime, kubelet_feature_gates")

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from harness.cdi import claim_view, read_records
 
 
@@ -76,3 +78,30 @@ def test_unprepared_and_missing_claims(tmp_path: Path) -> None:
     view = claim_view(node, "gone")
     assert not view["exists"] and view["unprepared"] and view["unresolved"] == ["k8s.x/npu=gone"]
     assert len(read_records(node / "kubelet-records.jsonl")) == 2
+
+
+
+def test_without_call_records_the_checkpoint_says_prepared_and_then_unprepared(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import harness.cdi as cdi
+
+    node = _node(tmp_path)
+    (node / "driver-state" / "x.driver").mkdir(parents=True)
+    (node / "driver-state" / "x.driver" / "checkpoint.json").write_text("{}")
+    held = {"u1"}
+    record = {"call": "NodePrepareResources", "claims": [{"uid": "u1"}], "cdiDeviceIDs": ["k8s.x/npu=u1"], "time": ""}
+    monkeypatch.setattr(cdi, "checkpoint_records", lambda _node, uid: [record] if uid in held else [])
+    view = claim_view(node, "u1")
+    assert view["prepared"] and not view["unprepared"]
+    # NodeUnprepareResources takes the claim out of the checkpoint and its spec off the node
+    held.clear()
+    assert not claim_view(node, "u1")["unprepared"]  # out of the checkpoint, but its spec is still there
+    (node / "cdi" / "k8s.x-npu_u1.yaml").unlink()
+    gone = claim_view(node, "u1")
+    assert gone["unprepared"] and not gone["prepared"] and not gone["exists"]
+
+
+def test_without_a_driver_checkpoint_nothing_is_claimed_unprepared(tmp_path: Path) -> None:
+    view = claim_view(tmp_path, "never")
+    assert not view["unprepared"] and not view["prepared"]

@@ -27,10 +27,11 @@ def test_each_job_has_its_own_extra() -> None:
     assert {"pulumi", "pulumi-kubernetes", "ansible-runner", "ansible-core"} <= names(EXTRAS["provision"])
     assert {"matplotlib", "hypothesis"} <= names(EXTRAS["bench"])
     assert {"pytest-xdist", "pytest-testinfra", "ruff"} <= names(EXTRAS["test"])
-    # the tests exercise provisioning and the benchmarks, so `.[test]` brings those extras along
-    assert "dralab[provision,bench]" in EXTRAS["test"]
-    # nothing of provisioning, plotting or linting in what `pip install dralab` installs
-    assert not names(PROJECT["dependencies"]) & {"pulumi", "ansible-core", "matplotlib", "ruff"}
+    assert names(EXTRAS["lab"]) == {"pytest"}
+    # the tests exercise provisioning, the benchmarks and lab replays, so `.[test]` brings those extras along
+    assert "dralab[provision,bench,lab]" in EXTRAS["test"]
+    # nothing of provisioning, plotting, testing or linting in what `pip install dralab` (and the image) installs
+    assert not names(PROJECT["dependencies"]) & {"pulumi", "ansible-core", "matplotlib", "ruff", "pytest"}
 
 
 def test_every_mapped_extra_exists() -> None:
@@ -84,3 +85,11 @@ def test_cli_says_which_extra_a_benchmark_needs(monkeypatch: pytest.MonkeyPatch,
         main(["bench", "fuzz", "--help"])
     assert exit_info.value.code == 2
     assert "pip install 'dralab[bench]'" in capsys.readouterr().err
+
+
+def test_lab_run_without_pytest_names_the_lab_extra(monkeypatch: pytest.MonkeyPatch, capsys) -> None:
+    monkeypatch.setitem(sys.modules, "pytest", None)  # import pytest -> ModuleNotFoundError
+    with pytest.raises(SystemExit) as exit_info:
+        main(["lab", "run", "lab20-ascend-hami-dra"])
+    assert exit_info.value.code == 2
+    assert "pip install 'dralab[lab]'" in capsys.readouterr().err

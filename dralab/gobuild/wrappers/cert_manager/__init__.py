@@ -1,0 +1,1 @@
+"""Go wrapper module: see go.mod."""
