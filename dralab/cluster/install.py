@@ -146,6 +146,13 @@ def planned_handle(name: str, devices: str | None = None) -> Any:
     return ClusterHandle(name=name, layout=Layout.of(name), state={"realNode": first})
 
 
+def image_revision() -> str:
+    """The local image's inputs as a digest (nothing is built): a new one means a new image to import."""
+    from dralab.image.build import context_digest
+
+    return context_digest()
+
+
 def local_image(say: Say = _quiet) -> tuple[str, Path]:
     """dralab's image built here from the repository's Dockerfile (cached): its name and OCI archive."""
     from dralab.image import build as image_build

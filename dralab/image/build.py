@@ -277,3 +277,27 @@ def ensure_image(say: Callable[[str], None] = lambda _msg: None, context: Path |
 
     result = build(__version__, context=context, say=say, by_content=True)
     return result.name, result.archive
+
+
+# What the Dockerfile copies (the rest of the checkout is in .dockerignore): a change here is a new image.
+CONTEXT_INPUTS = ("Dockerfile", "pyproject.toml", "README.md", "dralab", "vcore")
+
+
+def context_digest(context: Path | None = None) -> str:
+    """A digest of the build's inputs, without building: what Pulumi compares to decide on a new import.
+
+    Names and contents of the files under ``CONTEXT_INPUTS``, less compiled caches and vcore's build folder.
+    """
+    import hashlib
+
+    root = find_context(context)
+    digest = hashlib.sha256()
+    for top in CONTEXT_INPUTS:
+        base = root / top
+        files = sorted(p for p in base.rglob("*") if p.is_file()) if base.is_dir() else [base]
+        for path in files:
+            rel = path.relative_to(root).as_posix()
+            if "__pycache__" in rel or rel.startswith("vcore/build/") or not path.is_file():
+                continue
+            digest.update(rel.encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()[:16]

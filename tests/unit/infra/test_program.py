@@ -177,7 +177,31 @@ PROFILE_TYPES = {
     "local": "dralab:profiles:Local",
     "kind": "dralab:profiles:Kind",
     "baremetal": "dralab:profiles:Baremetal",
+    "node": "dralab:profiles:Node",
 }
+
+
+def test_node_profile_stands_up_cluster_images_cert_manager_and_the_chart() -> None:
+    rec = run_program({"profile": "node", "clusterName": "dralab-node-chart"})
+    dynamic = {r.name: r.inputs for r in rec.of_type("pulumi-python:dynamic:Resource")}
+    assert dynamic["node-cluster"]["name"] == "dralab-node-chart"
+    assert dynamic["node-cluster"]["kubernetes"] == "v1.35.4"
+    assert len(dynamic["node-images"]["revision"]) == 16  # the image's inputs: a change imports a new image
+    releases = {r.name: r.inputs for r in rec.of_type("kubernetes:helm.sh/v3:Release")}
+    cm = releases["cert-manager"]
+    assert cm["chart"].endswith("cert-manager") and cm["values"]["installCRDs"] is True
+    assert cm["values"]["image"]["pullPolicy"] == "Never"  # built here, imported, never pulled
+    values = releases["dralab"]["values"]
+    assert values["image"] == {"repository": "dralab.local/dralab", "tag": "0.1.0-test", "pullPolicy": "Never"}
+    assert values["runtimeClasses"] == [] and values["monitor"]["enabled"] is True  # the RuntimeClass is its own
+    assert values["webhook"]["certManager"]["caInjector"] == "dralab"
+    assert values["driver"]["registryDir"].endswith("plugins_registry")
+    assert rec.named("runtimeclass-ascend").inputs["handler"] == "ascend"
+
+
+def test_node_profile_refuses_real_device_backends() -> None:
+    with pytest.raises(Exception, match="backend must be fake on node"):
+        run_program({"profile": "node", "backend": "ascend"})
 
 
 @pytest.mark.parametrize("profile", sorted(PROFILE_TYPES))
@@ -186,6 +210,8 @@ def test_each_profile_is_one_component_owning_every_resource(profile: str, kubec
         rec = _baremetal()
     elif profile == "local":
         rec = run_program({"profile": profile, "kubeconfig": kubeconfig})
+    elif profile == "node":
+        rec = run_program({"profile": profile, "clusterName": "dralab-node-chart"})
     else:
         rec = run_program({"profile": profile})
     components = [r for r in rec.resources if r.typ.startswith("dralab:profiles:")]
