@@ -106,6 +106,8 @@ def _local(profile: Profile, inventory: str | None, kubeconfig: Path | None, pro
             # what a user installs before dralab (its images, cert-manager), then the same deploy as kind's
             image = install.prepare(handle, progress)
             deploy_helm(profile, config_path, progress, cluster_values=install.cluster_values(handle, image))
+            install.wait_rolled_out(handle)
+            install.wait_webhook_serving(handle)
     env = Environment(
         profile=profile,
         client=KubeCluster.from_kubeconfig(config_path),

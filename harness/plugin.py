@@ -195,6 +195,7 @@ class LabCollector(pytest.Collector):
         self.lab = lab
         self.runner: Any = None
         self.setup_error: str | None = None
+        self.profile_skip: str | None = None
 
     def collect(self) -> Iterator[pytest.Item]:
         for index, step in enumerate(self.lab.steps, 1):
@@ -208,7 +209,16 @@ class LabCollector(pytest.Collector):
         from harness.runner import LabRunner
 
         config = self.config
+        from harness.profile import load_profile
+
         try:
+            name = load_profile(str(config.getoption("--profile"))).name
+            if self.lab.profiles and name not in self.lab.profiles:
+                # decided before any cluster is brought up: a lab for other profiles costs no bring-up
+                self.profile_skip = (
+                    f"lab {self.lab.name} runs on profiles {', '.join(self.lab.profiles)}, not on {name}"
+                )
+                return
             env = environment(config, self.lab.inventory)
             self.runner = LabRunner(
                 self.lab,
@@ -275,6 +285,8 @@ class LabStep(pytest.Item):
         )
 
         collector: LabCollector = self.parent  # type: ignore[assignment]
+        if collector.profile_skip:
+            pytest.skip(collector.profile_skip)
         if collector.setup_error:
             if self.step is collector.lab.steps[0]:
                 raise LabStepFailed(_Reason(f"the lab could not start: {collector.setup_error}"))

@@ -189,6 +189,44 @@ def install_dralab(handle: Any, image: str, profile_values: dict[str, Any] | Non
     say(f"installing dralab ({image}) from charts/dralab")
     values = deep_merge(profile_values or {}, cluster_values(handle, image))
     upgrade_install(handle, DRALAB_RELEASE, chart_dir(), DRALAB_NAMESPACE, values)
+    wait_rolled_out(handle)
+
+
+def rolled_out(workload: dict[str, Any]) -> bool:
+    """Whether a Deployment or DaemonSet runs its current spec everywhere, ready (pure).
+
+    ``helm --wait`` can return before a DaemonSet's rollout has begun (its status still describes the
+    old generation): the controller's ``observedGeneration`` must have caught up first.
+    """
+    meta, status = workload.get("metadata") or {}, workload.get("status") or {}
+    if status.get("observedGeneration", 0) < meta.get("generation", 0):
+        return False
+    if workload.get("kind") == "DaemonSet":
+        want = status.get("desiredNumberScheduled", 0)
+        return status.get("updatedNumberScheduled", 0) == want == status.get("numberReady", 0)
+    want = (workload.get("spec") or {}).get("replicas", 1)
+    return status.get("updatedReplicas", 0) == want == status.get("readyReplicas", 0) == status.get("replicas", 0)
+
+
+def wait_rolled_out(handle: Any, namespace: str = DRALAB_NAMESPACE, timeout: float = 300.0) -> None:
+    """Until every Deployment and DaemonSet of the release runs its current spec (see ``rolled_out``)."""
+    from dralab.util import wait_for
+
+    query = f"labelSelector=app.kubernetes.io/instance={DRALAB_RELEASE}"
+
+    def done() -> bool:
+        kube = handle.kube()
+        try:
+            items = [
+                {**item, "kind": kind}
+                for kind, plural in (("Deployment", "deployments"), ("DaemonSet", "daemonsets"))
+                for item in kube.list(f"/apis/apps/v1/namespaces/{namespace}/{plural}?{query}")["items"]
+            ]
+        finally:
+            kube.close()
+        return bool(items) and all(rolled_out(item) for item in items)
+
+    wait_for(done, timeout, f"dralab's workloads in {namespace} to roll out", interval=1.0)
 
 
 def wait_webhook_serving(handle: Any, timeout: float = 120.0) -> None:

@@ -9,8 +9,8 @@ In order, each a resource with its own create and delete:
 2. ``NodeImages``: dralab's image built here from the Dockerfile and cert-manager's images,
    imported into the node's containerd (no registry is reachable);
 3. cert-manager from its own chart (``dralab.cluster.certmanager``), as pods;
-4. the ``ascend`` RuntimeClass;
-5. dralab from ``charts/dralab`` with the values every cluster gets plus this node's host paths.
+4. dralab from ``charts/dralab`` with the values every cluster gets plus this node's host paths; the
+   chart makes the ``ascend`` RuntimeClass (``runtimeClasses``), which the node's containerd serves.
 
 The kubeconfig is a secret output. ``pulumi destroy`` deletes in reverse, and the cluster's
 delete fails when anything of it is left on the host.
@@ -22,15 +22,15 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from dralab.cluster import certmanager, install
-from dralab.provision.chart import chart_dir, chart_values, deep_merge
+from dralab.provision.chart import chart_dir, deep_merge, default_values
 from dralab.pulumi.resources import NodeCluster, NodeImages
-from dralab_infra import k8s as objects
 from dralab_infra.component import Profile
 from dralab_infra.settings import Settings
+from harness.profile import load_profile
 
 
 class NodeProfile(Profile):
-    """The real-node cluster, its images, cert-manager, the RuntimeClass and dralab's chart."""
+    """The real-node cluster, its images, cert-manager and dralab's chart (with the RuntimeClass)."""
 
     TYPE = "dralab:profiles:Node"
 
@@ -52,12 +52,9 @@ class NodeProfile(Profile):
             values=certmanager.helm_values(),
             opts=self.child(provider=provider, depends_on=[images]),
         )
-        runtime = objects.ascend_runtime_class(self, provider)
         handle = install.planned_handle(settings.cluster_name)
-        values = deep_merge(
-            chart_values(backend=settings.backend, lifecycle=settings.lifecycle, extra=settings.chart_values),
-            {"runtimeClasses": [], "monitor": {"enabled": True}},  # the RuntimeClass is the resource above
-        )
+        # the node-chart harness profile's values, so that its replays find the release as they would install it
+        values = deep_merge(load_profile("node-chart").deploy["values"], settings.chart_values)
         release = k8s.helm.v3.Release(
             "dralab",
             name=install.DRALAB_RELEASE,
@@ -65,7 +62,7 @@ class NodeProfile(Profile):
             namespace=settings.namespace,
             create_namespace=True,
             values=images.image.apply(lambda image: deep_merge(values, install.cluster_values(handle, image))),
-            opts=self.child(provider=provider, depends_on=[manager, runtime, images]),
+            opts=self.child(provider=provider, depends_on=[manager, images]),
         )
         self.finish(
             {
@@ -73,7 +70,7 @@ class NodeProfile(Profile):
                 "clusterName": settings.cluster_name,
                 "server": cluster.server,
                 "image": images.image,
-                "runtimeClass": runtime.metadata.apply(lambda m: m["name"]),
+                "runtimeClasses": [c["name"] for c in values.get("runtimeClasses", default_values()["runtimeClasses"])],
                 "release": release.name,
             }
         )

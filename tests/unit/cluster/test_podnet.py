@@ -132,3 +132,19 @@ def test_cluster_values_add_the_local_image_never_pulled(tmp_path: Path) -> None
     assert set(values) == {"image", "driver", "webhook"}
     # the cert-manager built here (v1.11) drops matchConditions when its cainjector writes the CA
     assert values["webhook"] == {"certManager": {"caInjector": "dralab"}}
+
+
+def test_a_rollout_is_done_only_once_the_controller_saw_the_new_spec() -> None:
+    ds = {"kind": "DaemonSet", "metadata": {"generation": 3},
+          "status": {"observedGeneration": 2, "desiredNumberScheduled": 1, "updatedNumberScheduled": 1,
+                     "numberReady": 1}}
+    assert not install.rolled_out(ds)  # what helm --wait may see right after an upgrade
+    ds["status"]["observedGeneration"] = 3
+    assert install.rolled_out(ds)
+    ds["status"]["numberReady"] = 0
+    assert not install.rolled_out(ds)
+    deploy = {"kind": "Deployment", "metadata": {"generation": 1}, "spec": {"replicas": 2},
+              "status": {"observedGeneration": 1, "updatedReplicas": 2, "readyReplicas": 2, "replicas": 3}}
+    assert not install.rolled_out(deploy)  # an old pod still terminating
+    deploy["status"]["replicas"] = 2
+    assert install.rolled_out(deploy)

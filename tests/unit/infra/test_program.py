@@ -193,10 +193,9 @@ def test_node_profile_stands_up_cluster_images_cert_manager_and_the_chart() -> N
     assert cm["values"]["image"]["pullPolicy"] == "Never"  # built here, imported, never pulled
     values = releases["dralab"]["values"]
     assert values["image"] == {"repository": "dralab.local/dralab", "tag": "0.1.0-test", "pullPolicy": "Never"}
-    assert values["runtimeClasses"] == [] and values["monitor"]["enabled"] is True  # the RuntimeClass is its own
+    assert "runtimeClasses" not in values and values["monitor"]["enabled"] is True  # the chart makes `ascend`
     assert values["webhook"]["certManager"]["caInjector"] == "dralab"
     assert values["driver"]["registryDir"].endswith("plugins_registry")
-    assert rec.named("runtimeclass-ascend").inputs["handler"] == "ascend"
 
 
 def test_node_profile_refuses_real_device_backends() -> None:
