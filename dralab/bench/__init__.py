@@ -22,6 +22,7 @@ BENCHMARKS: dict[str, str] = {
     "pains": "dralab.bench.pains:pains",
     "node": "dralab.bench.node:node",
     "setup": "dralab.bench.setup:setup",
+    "install": "dralab.bench.install:install",
     "report": "dralab.bench.report:report",
 }
 

@@ -29,7 +29,7 @@ PLOT = "concurrency.png"
 # the order of the sections; results of other benchmarks follow, listed with their context
 ORDER = (
     "setup", "admission", "driver", "vcore", "cluster", "lab", "concurrency", "faults", "fuzz", "pains", "pains-node",
-    "node",
+    "node", "install",
 )  # fmt: skip
 
 Section = Callable[[dict[str, Any]], list[str]]
@@ -918,8 +918,31 @@ def setup_section(res: dict[str, Any]) -> list[str]:
     return out
 
 
+def install_section(res: dict[str, Any]) -> list[str]:
+    image, infra, pods = res.get("image") or {}, res.get("infra") or {}, res.get("pods") or {}
+    out = [
+        "dralab from its image and chart on the real node (`node-chart`; cert-manager as pods, kube-proxy) against",
+        "the host-process `node` profile, in one run (`dralab bench install`). Pods in HAMi syntax, one 310P3",
+        "share each, applied one at a time, the two clusters taking turns.",
+        "",
+    ]
+    if image:
+        out += _table(["image build", "cold s", "warm s", "archive MiB", "host-process venv MiB"],
+                      [["dralab image build", _fmt(image.get("cold_s")), _fmt(image.get("warm_s")),
+                        _fmt(image.get("archive_mib")), _fmt(image.get("host_process_venv_site_packages_mib"))]])
+    out += _table(["dralab infra up --profile node", "seconds"],
+                  [["cold (no cluster)", _fmt(infra.get("cold_up_s"))], ["warm (nothing to change)",
+                   _fmt(infra.get("warm_up_s"))], ["destroy", _fmt(infra.get("destroy_s"))]])
+    out += _table(["pod apply -> Running", "n", "p50 s", "p99 s", "max s"],
+                  [[label, _fmt(s.get("n")), _fmt(s.get("p50")), _fmt(s.get("p99")), _fmt(s.get("max"))]
+                   for label, s in pods.items()])
+    out += [f"Chart over host processes, p50: {_fmt(res.get('chart_over_host_processes_p50'))}.", ""]
+    return out
+
+
 SECTIONS: dict[str, tuple[str, Section]] = {
     "setup": ("First contact: a cold `make lab`", setup_section),
+    "install": ("Installed the way users install it: image, chart, cert-manager", install_section),
     "admission": ("Admission webhook: latency and throughput", admission_section),
     "driver": ("Node driver: NodePrepareResources and slice publication", driver_section),
     "vcore": ("vcore: cost per allocation and SM throttle accuracy", vcore_section),

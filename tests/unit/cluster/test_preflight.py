@@ -93,7 +93,7 @@ def test_require_lists_every_problem_in_one_error() -> None:
 
 def test_the_package_list_has_the_profiles_make_and_ci_install() -> None:
     packages = preflight.debian_packages()
-    assert set(packages) == {"local", "node", "test"}
+    assert set(packages) == {"local", "node", "chart", "test"}
     assert "libseccomp-dev" in packages["node"] and "libseccomp-dev" not in packages["local"]
     assert "busybox" in packages["node"]
 

@@ -59,7 +59,7 @@ def test_make_test_installs_the_arm64_cross_toolchain_and_qemu() -> None:
     from dralab.cluster.preflight import debian_packages
 
     assert {"gcc-aarch64-linux-gnu", "libc6-dev-arm64-cross", "qemu-user"} <= set(debian_packages()["test"])
-    assert "scripts/system-packages local node test" in (REPO / "Makefile").read_text()
+    assert "scripts/system-packages local node chart test" in (REPO / "Makefile").read_text()
     # what tests/unit/vcore/test_arm64.py needs to run instead of skipping
     gate = (REPO / "tests" / "unit" / "vcore" / "test_arm64.py").read_text()
     assert '"aarch64-linux-gnu-gcc"' in gate and '"qemu-aarch64"' in gate
