@@ -927,11 +927,12 @@ def install_section(res: dict[str, Any]) -> list[str]:
         "",
     ]
     if image:
-        out += _table(["image build", "cold s", "warm s", "archive MiB", "host-process venv MiB"],
+        venv = "host-process venv MiB (this checkout's, every extra)"
+        out += _table(["image build", "cold s", "warm s", "archive MiB", venv],
                       [["dralab image build", _fmt(image.get("cold_s")), _fmt(image.get("warm_s")),
                         _fmt(image.get("archive_mib")), _fmt(image.get("host_process_venv_site_packages_mib"))]])
     out += _table(["dralab infra up --profile node", "seconds"],
-                  [["cold (no cluster)", _fmt(infra.get("cold_up_s"))], ["warm (nothing to change)",
+                  [["cold (no cluster)", _fmt(infra.get("cold_up_s"))], ["warm (a second up)",
                    _fmt(infra.get("warm_up_s"))], ["destroy", _fmt(infra.get("destroy_s"))]])
     out += _table(["pod apply -> Running", "n", "p50 s", "p99 s", "max s"],
                   [[label, _fmt(s.get("n")), _fmt(s.get("p50")), _fmt(s.get("p99")), _fmt(s.get("max"))]

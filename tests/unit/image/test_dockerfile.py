@@ -8,20 +8,14 @@ import tomllib
 from pathlib import Path
 
 from dralab.extras import MODULE_EXTRAS
+from dralab.image.dockerfile import instructions as dockerfile_instructions
 
 REPO = Path(__file__).resolve().parents[3]
 DOCKERFILE = (REPO / "Dockerfile").read_text()
 
 
 def instructions() -> list[tuple[str, str]]:
-    joined = re.sub(r"\\\n", " ", DOCKERFILE)
-    out = []
-    for line in joined.splitlines():
-        line = line.strip()
-        if line and not line.startswith("#"):
-            op, _, rest = line.partition(" ")
-            out.append((op.upper(), " ".join(rest.split())))
-    return out
+    return dockerfile_instructions(DOCKERFILE)
 
 
 def test_no_harness_labs_or_tests_are_copied() -> None:

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from dralab.image.dockerfile import instructions
 from dralab.provision.versions import CERT_MANAGER_VERSION, KIND_NODE_IMAGE, KIND_VERSION
 
 REPO = Path(__file__).resolve().parents[3]
@@ -24,14 +25,7 @@ WORKFLOW_PATH = REPO / ".github" / "workflows" / "e2e-kind.yml"
 
 
 def _instructions() -> list[tuple[str, str]]:
-    joined = re.sub(r"\\\n", " ", DOCKERFILE)
-    out = []
-    for line in joined.splitlines():
-        line = line.strip()
-        if line and not line.startswith("#"):
-            op, _, rest = line.partition(" ")
-            out.append((op.upper(), rest.strip()))
-    return out
+    return instructions(DOCKERFILE)
 
 
 def test_copied_sources_exist_and_are_not_ignored() -> None:
