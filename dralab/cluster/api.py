@@ -482,6 +482,7 @@ def ensure_cluster(
         preflight.require(preflight.check_node_host(preflight.THIS_HOST), "run the real node")
     if pod_network:
         podnet.require_tools()
+        podnet.check_free(layout.name)  # refused before this cluster writes any state
     with _locked(layout):
         return _up_locked(layout, devices, config, say, real_node, version, pod_network)
 

@@ -59,8 +59,8 @@ def interface_owner() -> str | None:
     return alias.removeprefix(_ALIAS_PREFIX) if alias.startswith(_ALIAS_PREFIX) else ""
 
 
-def ensure_interface(cluster: str) -> None:
-    """Create ``API_INTERFACE`` with ``API_ADDRESS`` and the Service route, for ``cluster`` (idempotent)."""
+def check_free(cluster: str) -> None:
+    """UserError when another cluster holds the pod network (before ``cluster`` writes any state)."""
     owner = interface_owner()
     if owner is not None and owner != cluster:
         raise UserError(
@@ -69,7 +69,12 @@ def ensure_interface(cluster: str) -> None:
             f"`dralab cluster down --name {owner}` first"
             + ("" if owner else f", or `ip link delete {API_INTERFACE}` if no dralab cluster holds it")
         )
-    if owner is None:
+
+
+def ensure_interface(cluster: str) -> None:
+    """Create ``API_INTERFACE`` with ``API_ADDRESS`` and the Service route, for ``cluster`` (idempotent)."""
+    check_free(cluster)
+    if interface_owner() is None:
         _ip("link", "add", API_INTERFACE, "type", "bridge")
         _ip("link", "set", API_INTERFACE, "alias", _ALIAS_PREFIX + cluster)
         _ip("address", "add", f"{API_ADDRESS}/32", "dev", API_INTERFACE)

@@ -148,3 +148,14 @@ def test_a_rollout_is_done_only_once_the_controller_saw_the_new_spec() -> None:
     assert not install.rolled_out(deploy)  # an old pod still terminating
     deploy["status"]["replicas"] = 2
     assert install.rolled_out(deploy)
+
+
+def test_another_clusters_pod_network_is_refused_with_the_fix(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(podnet, "interface_owner", lambda: "other")
+    with pytest.raises(UserError, match="belongs to cluster other.*dralab cluster down --name other"):
+        podnet.check_free("mine")
+    monkeypatch.setattr(podnet, "interface_owner", lambda: "mine")
+    podnet.check_free("mine")  # its own: fine (a second up)
+    monkeypatch.setattr(podnet, "interface_owner", lambda: "")
+    with pytest.raises(UserError, match="ip link delete dralab-api"):
+        podnet.check_free("mine")  # a stray interface without a cluster's alias
