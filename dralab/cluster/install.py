@@ -259,14 +259,6 @@ def wait_webhook_serving(handle: Any, timeout: float = 120.0) -> None:
     wait_for(converted, timeout, "dralab's webhook to convert a pod", interval=1.0)
 
 
-def uninstall(handle: Any, say: Say = _quiet) -> None:
-    """Both releases, dralab first (its Certificate needs cert-manager's webhook to go)."""
-    for release, namespace in ((DRALAB_RELEASE, DRALAB_NAMESPACE), (CERT_MANAGER_RELEASE, CERT_MANAGER_NAMESPACE)):
-        if release_revision(handle, release, namespace) is not None:
-            say(f"uninstalling {release}")
-            helm(handle, ["uninstall", release, "--namespace", namespace, "--wait", "--timeout", HELM_TIMEOUT])
-
-
 def stand_up(
     name: str,
     profile_values: dict[str, Any] | None = None,
