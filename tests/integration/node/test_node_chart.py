@@ -209,6 +209,9 @@ def test_upgrade_and_downgrade_under_load(chart_cluster: ClusterHandle, kube: Ku
     running(kube, name)
     assert container_env(chart_cluster, name)["NPU_MEM_QUOTA"] == "512"
     kube.delete(f"/api/v1/namespaces/{NS}/pods/{name}")
+    # gone and unprepared before the next test counts the node's claims
+    wait_for(lambda: kube.get(f"/api/v1/namespaces/{NS}/pods/{name}", missing_ok=True) is None
+             and claim_spec_count(chart_cluster) == specs, 120, f"{name} gone and unprepared", interval=0.5)
 
 
 def test_down_leaves_nothing_on_the_host(chart_cluster: ClusterHandle) -> None:

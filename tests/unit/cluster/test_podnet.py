@@ -152,7 +152,7 @@ def test_a_rollout_is_done_only_once_the_controller_saw_the_new_spec() -> None:
 
 def test_another_clusters_pod_network_is_refused_with_the_fix(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(podnet, "interface_owner", lambda: "other")
-    with pytest.raises(UserError, match="belongs to cluster other.*dralab cluster down --name other"):
+    with pytest.raises(UserError, match=r"belongs to cluster other.*dralab cluster down --name other"):
         podnet.check_free("mine")
     monkeypatch.setattr(podnet, "interface_owner", lambda: "mine")
     podnet.check_free("mine")  # its own: fine (a second up)

@@ -30,6 +30,7 @@ def _ssh_options(tmp_path: Path, check_host_keys: bool) -> list[str]:
         [str(Path(sys.executable).parent / "ansible"), "h", "-i", str(path), "-m", "ansible.builtin.ping", "-vvv"],
         env=env,
         capture_output=True,
+        stdin=subprocess.DEVNULL,  # ansible refuses a non-blocking stdin, which a runner may hand down
         text=True,
         timeout=120,
     )

@@ -181,6 +181,7 @@ def test_site_yml_passes_ansible_syntax_check() -> None:
         [str(Path(sys.executable).parent / "ansible-playbook"), "--syntax-check", "-i", "localhost,", "site.yml"],
         cwd=PLAYBOOKS,
         capture_output=True,
+        stdin=subprocess.DEVNULL,  # ansible refuses a non-blocking stdin, which a runner may hand down
         text=True,
         timeout=120,
     )
