@@ -73,7 +73,7 @@ def checkpoint_records(node_dir: Path, claim_uid: str) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     from dralab.driver.checkpoint import newest_document
 
-    for path in sorted((node_dir / "driver-state").glob("*/checkpoint.json")):
+    for path in _checkpoints(node_dir):
         # the checkpoint has two slots written in turn: read the newest intact one, not this file alone
         claims = (newest_document(path) or {}).get("claims") or {}
         entry = claims.get(claim_uid)
@@ -86,8 +86,17 @@ def checkpoint_records(node_dir: Path, claim_uid: str) -> list[dict[str, Any]]:
     return out
 
 
+def _checkpoints(node_dir: Path) -> list[Path]:
+    """Each driver's checkpoint (``driver-state/<driver>/checkpoint.json``) with either slot on disk: a
+    driver's first write goes to the second slot (``checkpoint.1.json``), so the first may not exist yet."""
+    from dralab.driver.checkpoint import slot_files
+
+    folders = sorted(p for p in (node_dir / "driver-state").glob("*") if p.is_dir())
+    return [f / "checkpoint.json" for f in folders if any(s.is_file() for s in slot_files(f / "checkpoint.json"))]
+
+
 def _has_checkpoint(node_dir: Path) -> bool:
-    return any((node_dir / "driver-state").glob("*/checkpoint.json"))
+    return bool(_checkpoints(node_dir))
 
 
 def records_for(records: list[dict[str, Any]], claim_uid: str) -> list[dict[str, Any]]:

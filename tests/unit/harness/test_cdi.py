@@ -105,3 +105,18 @@ def test_without_call_records_the_checkpoint_says_prepared_and_then_unprepared(
 def test_without_a_driver_checkpoint_nothing_is_claimed_unprepared(tmp_path: Path) -> None:
     view = claim_view(tmp_path, "never")
     assert not view["unprepared"] and not view["prepared"]
+
+
+def test_a_drivers_first_checkpoint_in_the_second_slot_is_read(tmp_path: Path) -> None:
+    """A fresh driver's first write goes to checkpoint.1.json; checkpoint.json comes with the second."""
+    from dralab.driver.cdi import ClaimRef, PreparedDevice
+    from dralab.driver.checkpoint import PREPARE_COMPLETED, Checkpoint, ClaimEntry, encode
+
+    node = _node(tmp_path)
+    folder = node / "driver-state" / "x.driver"
+    folder.mkdir(parents=True)
+    device = PreparedDevice(("r",), "pool", "npu-0", ("k8s.x/npu=u1",))
+    entry = ClaimEntry(claim=ClaimRef("ns", "c", "u1"), state=PREPARE_COMPLETED, devices=(device,))
+    (folder / "checkpoint.1.json").write_bytes(encode(Checkpoint("x.driver", claims={"u1": entry}, sequence=1)))
+    assert not (folder / "checkpoint.json").exists()
+    assert claim_view(node, "u1")["prepared"]
