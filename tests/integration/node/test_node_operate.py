@@ -231,18 +231,20 @@ def test_down_leaves_nothing_on_the_host(
 ) -> None:
     node = ops.state["realNode"]
     paths = node_paths(ops, node)
-    ready = json.loads(paths.ns_ready.read_text())
-    mntns = ready["mntns"]
     # the kubelet did write its kernel settings, into the node's private files only
     sysctls = {k: v for k, v in before.items() if k in SYSCTLS}
     private = {k: (paths.sysctl_dir / k.replace("/", ".")).read_text() for k in sysctls}
     assert private["vm/overcommit_memory"].strip() == "1"
     assert _host_sysctls() == sysctls
-    assert lifecycle.namespace_pids(mntns), "no process in the node's namespace while it runs?"
 
-    assert api.down(NAME) > 0
-    assert lifecycle.leftovers(paths, mntns) == []
-    assert not lifecycle.namespace_pids(mntns)
+    # held open across `down`: once the namespace is gone, its number may be another node's
+    # (a parallel test's), and its processes would be counted here
+    with lifecycle.pinned_namespace(paths) as mntns:
+        assert mntns == json.loads(paths.ns_ready.read_text())["mntns"]
+        assert lifecycle.namespace_pids(mntns), "no process in the node's namespace while it runs?"
+        assert api.down(NAME) > 0
+        assert lifecycle.leftovers(paths, mntns) == []
+        assert not lifecycle.namespace_pids(mntns)
     assert _host_sysctls() == sysctls
     assert {p: str(v) for p, v in _host_paths().items()} == {p: before[p] for p in HOST_PATHS}
     assert not paths.kubelet_root.exists() and not paths.root.exists()
