@@ -261,7 +261,8 @@ def teardown(handle: Any, node: str) -> list[str]:
         left = lifecycle.teardown_host(paths, None) + lifecycle.leftovers(paths, mntns)
     if state.get("podNetwork"):
         version = str(state.get("version") or build.K8S_VERSION)
-        left += podnet.remove(handle.name, build.binary_path("kube-proxy", version))
+        kube_proxy = build.binary_path("kube-proxy", version)
+        left += podnet.remove(podnet.owner_of(handle.name, handle.layout.root), kube_proxy)
     if not paths.kubelet_root.is_relative_to(paths.root):
         shutil.rmtree(paths.kubelet_root, ignore_errors=True)
     return left

@@ -220,7 +220,7 @@ def test_down_leaves_nothing_on_the_host(chart_cluster: ClusterHandle) -> None:
         assert mntns
         api.down(NAME)
         assert lifecycle.leftovers(paths, mntns) == []
-    assert podnet.leftovers(NAME) == []
+    assert podnet.leftovers(podnet.owner_of(NAME, chart_cluster.layout.root)) == []
     rules = subprocess.run(["iptables-save"], capture_output=True, text=True, check=True).stdout
     assert "KUBE-" not in rules
     assert not (chart_cluster.layout.root / "state.json").exists()
