@@ -8,6 +8,8 @@ kills only the processes it started, and needs root like the real node.
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import subprocess
 import sys
@@ -28,12 +30,17 @@ pytestmark = [
 SLEEPER = "import sys, time; time.sleep(600)"
 
 
-def _namespaced(*argv: str) -> subprocess.Popen[bytes]:
-    """A process in a new mount namespace; waits until it is in it (its mnt link differs from ours)."""
+@contextlib.contextmanager
+def _namespaced(*argv: str) -> Iterator[subprocess.Popen[bytes]]:
+    """A process in a new mount namespace, once it is in it (its mnt link differs from ours); killed after."""
     proc = subprocess.Popen(["unshare", "--mount", "--propagation", "private", "--", *argv])
-    own = os.readlink("/proc/self/ns/mnt")
-    wait_for(lambda: _mntns(proc.pid) not in (None, own), 10, "the process in its own namespace", interval=0.01)
-    return proc
+    try:
+        own = os.readlink("/proc/self/ns/mnt")
+        wait_for(lambda: _mntns(proc.pid) not in (None, own), 10, "the process in its own namespace", interval=0.01)
+        yield proc
+    finally:
+        proc.kill()
+        proc.wait()
 
 
 def _mntns(pid: int) -> str | None:
@@ -43,50 +50,41 @@ def _mntns(pid: int) -> str | None:
         return None
 
 
-@pytest.fixture
-def node(tmp_path: Path) -> Iterator[tuple[NodePaths, subprocess.Popen[bytes]]]:
+def _node_folder(tmp_path: Path) -> NodePaths:
     paths = NodePaths("pin", "n0", tmp_path / "node")
     paths.root.mkdir()
-    proc = _namespaced(sys.executable, "-c", SLEEPER, str(paths.root))
-    paths.ns_ready.write_text(f'{{"pid": {proc.pid}, "mntns": "{_mntns(proc.pid)}"}}')
-    yield paths, proc
-    proc.kill()
-    proc.wait()
+    return paths
 
 
-def test_the_number_stays_the_nodes_while_pinned(node: tuple[NodePaths, subprocess.Popen[bytes]]) -> None:
-    paths, proc = node
-    mntns = _mntns(proc.pid)
-    with lifecycle.pinned_namespace(paths) as pinned:
-        assert pinned == mntns
-        proc.kill()
-        proc.wait()
-        assert lifecycle.namespace_pids(pinned) == []
-        # the namespace is alive without a process: a namespace made now gets another number
-        other = _namespaced(sys.executable, "-c", SLEEPER)
-        try:
-            assert _mntns(other.pid) != pinned
+def _ready(paths: NodePaths, pid: int) -> None:
+    """The holder's ready file, as ``dralab.cluster.node.holder`` writes it."""
+    paths.ns_ready.write_text(json.dumps({"pid": pid, "mntns": _mntns(pid)}))
+
+
+def test_the_number_stays_the_nodes_while_pinned(tmp_path: Path) -> None:
+    paths = _node_folder(tmp_path)
+    with _namespaced(sys.executable, "-c", SLEEPER, str(paths.root)) as holder:
+        _ready(paths, holder.pid)
+        mntns = _mntns(holder.pid)
+        with lifecycle.pinned_namespace(paths) as pinned:
+            assert pinned == mntns
+            holder.kill()
+            holder.wait()
             assert lifecycle.namespace_pids(pinned) == []
-        finally:
-            other.kill()
-            other.wait()
+            # the namespace is alive without a process: a namespace made now gets another number
+            with _namespaced(sys.executable, "-c", SLEEPER) as other:
+                assert _mntns(other.pid) != pinned
+                assert lifecycle.namespace_pids(pinned) == []
 
 
 def test_a_process_that_does_not_name_the_node_pins_nothing(tmp_path: Path) -> None:
-    paths = NodePaths("pin", "n0", tmp_path / "node")
-    paths.root.mkdir()
-    stranger = _namespaced(sys.executable, "-c", SLEEPER)  # same kind of namespace, not the node's
-    try:
-        paths.ns_ready.write_text(f'{{"pid": {stranger.pid}, "mntns": "{_mntns(stranger.pid)}"}}')
+    paths = _node_folder(tmp_path)
+    with _namespaced(sys.executable, "-c", SLEEPER) as stranger:  # same kind of namespace, not the node's
+        _ready(paths, stranger.pid)
         with lifecycle.pinned_namespace(paths) as pinned:
             assert pinned is None  # so nothing is killed or counted by that number
-    finally:
-        stranger.kill()
-        stranger.wait()
 
 
 def test_without_a_ready_file_nothing_is_pinned(tmp_path: Path) -> None:
-    paths = NodePaths("pin", "n0", tmp_path / "node")
-    paths.root.mkdir()
-    with lifecycle.pinned_namespace(paths) as pinned:
+    with lifecycle.pinned_namespace(_node_folder(tmp_path)) as pinned:
         assert pinned is None
