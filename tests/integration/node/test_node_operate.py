@@ -15,12 +15,12 @@ from pathlib import Path
 
 import pytest
 
+from dralab.bench.node import claim_traces
 from dralab.cluster import api
 from dralab.cluster.api import ClusterHandle
 from dralab.cluster.node import lifecycle
 from dralab.cluster.node.holder import SYSCTLS
 from dralab.cluster.node.integration import node_paths
-from dralab.driver.checkpoint import newest_document
 from dralab.kube import Kube
 from dralab.util import wait_for
 
@@ -168,17 +168,6 @@ def _claim_of(kube: Kube, ns: str, name: str) -> dict:
     return kube.get(f"/apis/resource.k8s.io/v1/namespaces/{ns}/resourceclaims/{claim}")
 
 
-def _driver_traces(ops: ClusterHandle, node: str, uid: str) -> list[str]:
-    """Where the driver keeps a prepared claim: its CDI spec, its folder, its checkpoint entry."""
-    found = [str(f) for f in ops.layout.cdi_dir(node).glob(f"*{uid}*")]
-    for driver_dir in ops.layout.driver_state_dir(node).iterdir():
-        found += [str(f) for f in (driver_dir / "claims").glob(f"{uid}*")]
-        newest = newest_document(driver_dir / "checkpoint.json")  # the other slot may be older
-        if newest is not None and uid in (newest.get("claims") or {}):
-            found.append(f"{driver_dir}/checkpoint.json: claims[{uid}]")
-    return found
-
-
 def test_reboot_brings_pods_back_with_their_quota_and_leaks_no_deleted_claim(ops: ClusterHandle) -> None:
     """Everything on the node stops at once and /run is emptied; a pod deleted while the node was
     down leaves nothing behind, the other one runs again with the same claim, env and quota."""
@@ -193,7 +182,7 @@ def test_reboot_brings_pods_back_with_their_quota_and_leaks_no_deleted_claim(ops
     keep_claim, gone_claim = _claim_of(kube, ns, "keep"), _claim_of(kube, ns, "gone")
     env_before = kubectl(ops, "exec", "-n", ns, "keep", "--", "sh", "-c", "env | grep ^NPU_MEM_QUOTA").stdout
     assert env_before.strip() == "NPU_MEM_QUOTA=2048"
-    assert _driver_traces(ops, node, gone_claim["metadata"]["uid"])  # prepared: it has traces to lose
+    assert claim_traces(ops.layout, node, gone_claim["metadata"]["uid"])  # prepared: it has traces to lose
 
     boot_before = ops.layout.boot_id_path(node).read_text() if ops.layout.boot_id_path(node).exists() else ""
     api.reboot(NAME, node, start=False)
@@ -219,9 +208,10 @@ def test_reboot_brings_pods_back_with_their_quota_and_leaks_no_deleted_claim(ops
     # the kubelet's reconcile unprepares the claim of the pod that vanished while it was down
     uid = gone_claim["metadata"]["uid"]
     try:
-        wait_for(lambda: not _driver_traces(ops, node, uid), 180, "no trace of the deleted pod's claim", interval=1.0)
+        wait_for(lambda: not claim_traces(ops.layout, node, uid), 180, "no trace of the deleted pod's claim",
+                 interval=1.0)
     except Exception:
-        pytest.fail(f"left for the deleted pod's claim: {_driver_traces(ops, node, uid)}")
+        pytest.fail(f"left for the deleted pod's claim: {claim_traces(ops.layout, node, uid)}")
     kube.delete(f"/api/v1/namespaces/{ns}/pods/keep", missing_ok=True)
     kube.close()
 
