@@ -65,7 +65,8 @@ def test_multi_arch_build_cross_compiles_and_pins_bases() -> None:
     assert froms[0].startswith("--platform=$BUILDPLATFORM") and froms[1].startswith("--platform=$BUILDPLATFORM")
     assert "aarch64-linux-gnu-gcc" in DOCKERFILE and "x86_64-linux-gnu-gcc" in DOCKERFILE
     args = dict(re.findall(r"^ARG (\w+)=(\S+)$", DOCKERFILE, re.M))
-    assert re.match(r"python:3\.11\.\d+-slim-bookworm$", args["PYTHON_IMAGE"])
+    assert re.match(r"python:3\.11\.\d+-slim-bookworm@sha256:[0-9a-f]{64}$", args["PYTHON_IMAGE"])
+    assert re.match(r"debian:bookworm-slim@sha256:[0-9a-f]{64}$", args["DEBIAN_IMAGE"])
     assert ":latest" not in DOCKERFILE
 
 
