@@ -37,6 +37,7 @@ from dralab.bench import DEFAULT_OUT
 from dralab.bench.common import write_result
 from dralab.bench.concurrency import NODE, own_cluster, sharing_pod
 from dralab.model import accounting
+from dralab.model.podclaims import claim_names
 
 console = Console(stderr=True)
 CLAIMS = "/apis/resource.k8s.io/v1/resourceclaims"
@@ -59,21 +60,13 @@ def is_live(pod: dict[str, Any]) -> bool:
     return (pod.get("status") or {}).get("phase") not in TERMINAL
 
 
-def pod_claim_names(pod: dict[str, Any]) -> set[str]:
-    """Names of the ResourceClaims a pod uses: by name, or generated from a template (status)."""
-    names = {r.get("resourceClaimName") for r in (pod.get("spec") or {}).get("resourceClaims") or []}
-    names |= {s.get("resourceClaimName") for s in (pod.get("status") or {}).get("resourceClaimStatuses") or []}
-    names.discard(None)
-    return {str(n) for n in names}
-
-
 def held_claims(pods: Iterable[dict[str, Any]]) -> set[tuple[str, str]]:
     """(namespace, claim name) of every claim a live pod uses."""
     out = set()
     for pod in pods:
         if is_live(pod):
             ns = _meta(pod).get("namespace", "")
-            out |= {(ns, name) for name in pod_claim_names(pod)}
+            out |= {(ns, name) for name in claim_names(pod)}
     return out
 
 
@@ -579,7 +572,7 @@ def statefulset_same_names(ctx: Ctx) -> tuple[bool, dict[str, Any]]:
         pods = wait_for(lambda seen=seen: renewed(seen), 300, "the StatefulSet's pods to come back", interval=0.2)
         uids |= {_meta(p)["uid"] for p in pods}
         for pod in pods:
-            claim = next(iter(pod_claim_names(pod)), "")
+            claim = next(iter(claim_names(pod)), "")
             variants += int(not claim.startswith(f"{ns}-{_meta(pod)['name']}-app"))
     steady = ctx.settle()
     ctx.kube.delete(f"{base}/db", missing_ok=True)

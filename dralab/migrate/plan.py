@@ -15,6 +15,7 @@ from typing import Any
 from dralab.model.convert import DRA_LABEL, Converter
 from dralab.model.denials import Denied
 from dralab.model.objects import MANAGED_BY
+from dralab.model.podclaims import claim_names
 from dralab.model.vendors import VendorTable
 from dralab.webhook.adoption import AdoptionSettings, fingerprint
 from dralab.webhook.adoption import plan as adoption_plan
@@ -115,9 +116,7 @@ def _pods(snapshot: Snapshot, converter: Converter, out: MigrationPlan) -> None:
             })
         labels = _meta(pod).get("labels") or {}
         if labels.get(DRA_LABEL) == "true":
-            claims = [r.get("resourceClaimName") for r in (pod.get("spec") or {}).get("resourceClaims") or []
-                      if r.get("resourceClaimName")]
-            out.hami_dra_pods.append({"pod": _ref(pod), "claims": claims})
+            out.hami_dra_pods.append({"pod": _ref(pod), "claims": claim_names(pod, generated=False)})
 
 
 def _claims(snapshot: Snapshot, table: VendorTable, settings: AdoptionSettings, now: float, out: MigrationPlan) -> None:
@@ -129,9 +128,8 @@ def _claims(snapshot: Snapshot, table: VendorTable, settings: AdoptionSettings, 
     refs: dict[str, list[str]] = {}
     for pod in snapshot.pods:
         ns = _meta(pod).get("namespace", "")
-        for r in (pod.get("spec") or {}).get("resourceClaims") or []:
-            if r.get("resourceClaimName"):
-                refs.setdefault(f"{ns}/{r['resourceClaimName']}", []).append(_meta(pod).get("name", ""))
+        for name in claim_names(pod, generated=False):
+            refs.setdefault(f"{ns}/{name}", []).append(_meta(pod).get("name", ""))
     for claim in snapshot.claims:
         requests = ((claim.get("spec") or {}).get("devices") or {}).get("requests") or []
         claim_classes = {(r.get("exactly") or {}).get("deviceClassName") for r in requests}

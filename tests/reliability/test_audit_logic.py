@@ -40,9 +40,10 @@ SLICES = [{"spec": {"driver": DRIVER, "pool": {"name": "bench-node"},
 def pod(ns: str, name: str, claims: list[str], phase: str = "Running", templated: list[str] | None = None) -> dict:
     return {
         "metadata": {"namespace": ns, "name": name, "uid": f"uid-{name}"},
-        "spec": {"resourceClaims": [{"name": c, "resourceClaimName": c} for c in claims]},
-        "status": {"phase": phase,
-                   "resourceClaimStatuses": [{"name": "t", "resourceClaimName": t} for t in templated or []]},
+        "spec": {"resourceClaims": [{"name": c, "resourceClaimName": c} for c in claims]
+                 + [{"name": f"t{i}", "resourceClaimTemplateName": "tmpl"} for i, _ in enumerate(templated or [])]},
+        "status": {"phase": phase, "resourceClaimStatuses": [{"name": f"t{i}", "resourceClaimName": t}
+                                                             for i, t in enumerate(templated or [])]},
     }
 
 
