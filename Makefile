@@ -66,9 +66,10 @@ lab: system-local env vcore binaries-local
 	echo "the local cluster 'dralab' is still running: 'make clean-cluster' (or '$(BIN)/dralab cluster down') stops it"; \
 	exit $$rc
 
-## lint: ruff over the whole tree
+## lint: ruff over the whole tree, mypy (strict, [tool.mypy] in pyproject.toml) over the product
 lint: env
 	$(BIN)/ruff check .
+	$(BIN)/mypy
 
 ## unit: the fast tier only (no cluster)
 unit: env vcore

@@ -9,6 +9,7 @@ conflicts between them (two mutating webhooks converting the same resources; a D
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -245,7 +246,7 @@ def render_text(plan: MigrationPlan) -> str:
     """A short human summary of the plan (the YAML form carries every detail)."""
     d = plan.as_dict()
     lines = [f"{k}: {v}" for k, v in d["summary"].items()]
-    for title, key, fmt in (
+    sections: tuple[tuple[str, str, Callable[[dict[str, Any]], str]], ...] = (
         ("pods still asking for HAMi resources", "podsWithHamiResources", lambda r: f"{r['pod']} {r['fields'][0]}"),
         ("claims", "claims", lambda r: f"{r['claim']} [{r['origin']}] owners={r['owners'] or '-'} -> {r['fate']}"),
         ("device classes", "deviceClasses", lambda r: f"{r['name']} " + ", ".join(
@@ -253,7 +254,8 @@ def render_text(plan: MigrationPlan) -> str:
             f" extendedResourceName={r['extendedResourceName']}" if r.get("extendedResourceName") else "")),
         ("webhooks", "webhooks", lambda r: f"{r['kind']}/{r['name']} {r['webhook']} owner={r['owner']} "
                                            f"podCreate={r['podCreate']}"),
-    ):
+    )
+    for title, key, fmt in sections:
         if d[key]:
             lines.append(f"\n{title}:")
             lines += [f"  {fmt(r)}" for r in d[key]]

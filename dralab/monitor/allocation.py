@@ -147,8 +147,8 @@ def compute(
         }
         container = str((meta.get("annotations") or {}).get(CONTAINER_ANNOTATION) or "")
         for use in claim_uses(claim, capacities):
-            device = out.devices.get(use.device)
-            if device is None:
+            held = out.devices.get(use.device)
+            if held is None:
                 out.unknown_devices += 1
                 continue
             memory, cores = int(use.consumed.get(MEMORY, 0)), int(use.consumed.get(CORES, 0))
@@ -156,8 +156,8 @@ def compute(
             applied = entry.get("data") if isinstance(entry.get("data"), dict) else None
             share = Share(ns, use.claim, use.device, memory, cores, pods, container, use.share_id, applied)
             out.shares.append(share)
-            device.memory_used += memory
-            device.cores_used += cores
-            device.shares += 1
-            device.sharers.extend([f"{ns}/{p}" for p in pods] or [f"{ns}/claim:{share.claim}"])
+            held.memory_used += memory
+            held.cores_used += cores
+            held.shares += 1
+            held.sharers.extend([f"{ns}/{p}" for p in pods] or [f"{ns}/claim:{share.claim}"])
     return out

@@ -134,7 +134,7 @@ def load_backend(name: str, options: BackendOptions) -> Backend:
     raise UserError(f"unknown device backend {name!r}: choose one of {', '.join(BACKENDS)}")
 
 
-class _Missing(dict):
+class _Missing(dict[str, Any]):
     """format_map helper: unknown placeholders make the pattern inapplicable."""
 
     def __missing__(self, key: str) -> str:
