@@ -11,8 +11,16 @@
 # venv with `python3 -m venv` (python:*-slim has it; on Debian it is python3-venv), so neither the
 # image's Python nor Debian's externally-managed system Python is ever pip-installed into.
 
-ARG PYTHON_IMAGE=python:3.11.11-slim-bookworm
-ARG DEBIAN_IMAGE=debian:bookworm-slim
+# The bases are pinned by digest, the tag beside it for the reader (tests/unit/image/test_dockerfile.py
+# refuses a FROM without one): a tag can be moved to other bytes, a digest cannot. No registry was
+# reachable where they were pinned, so they come from public records of these tags: debian's image
+# index (amd64, arm64 and more) from docker-library/repo-info (repos/debian/remote/bookworm-slim.md,
+# the build of 2026-08-03), python's from localstack/localstack's Dockerfile, whose Renovate keeps
+# the index digest. To move a base, take the new tag's digest from
+# `docker buildx imagetools inspect <tag>` and replace tag and digest together.
+# dralab/image builds pass their own local bases as build arguments instead (no registry there).
+ARG PYTHON_IMAGE=python:3.11.11-slim-bookworm@sha256:614c8691ab74150465ec9123378cd4dde7a6e57be9e558c3108df40664667a4c
+ARG DEBIAN_IMAGE=debian:bookworm-slim@sha256:abd67ffcfa541b485a3dff59865ab629aa048a6c613e639d36e7456b0b229241
 
 # --- vcore: libvcore.so and the probe, for the target architecture ------------------------
 FROM --platform=$BUILDPLATFORM ${DEBIAN_IMAGE} AS vcore

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import tempfile
 import time
@@ -172,13 +171,10 @@ def helm_command(
 
 def helm_path() -> str | None:
     """helm on PATH, else the one dralab built from its Go module (``make tools``), else None."""
-    found = shutil.which("helm")
-    if found is None:
-        from dralab.provision.tools import built_tool
+    from dralab.provision.tools import find_helm
 
-        built = built_tool("helm")
-        found = str(built) if built else None
-    return found
+    found = find_helm()
+    return str(found) if found else None
 
 
 def deploy_values(

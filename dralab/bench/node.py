@@ -12,7 +12,11 @@ NodePrepareResources is sent by the benchmark; only the real kubelet prepares cl
   driver SIGKILLed while the kubelet's NodePrepareResources calls are in flight; kubelet restarted
   and containerd restarted under running claim pods (the same containers must keep running, a new
   claim pod must start); the CDI folder wiped then the kubelet restarted (what a reboot leaves),
-  recording whether the specs come back and whether a new claim pod still starts.
+  recording whether the specs come back and whether a new claim pod still starts; a whole reboot
+  (``dralab cluster reboot``: everything on the node killed at once, /run and the CDI folder emptied)
+  with a pod and its claim deleted while the node is off: the other pods run again with the same
+  claims and quota, the deleted claim leaves no folder, CDI spec or checkpoint entry, and the time
+  from the power-off to all pods Running is recorded.
 - ``lab``: wall time of ``dralab lab run lab20-ascend-hami-dra`` on that cluster (target <= 60 s).
 """
 
@@ -145,6 +149,48 @@ class Bench:
         items = (self.kube.get(path, missing_ok=True) or {}).get("items") or []
         return {c["metadata"]["uid"] for c in items}
 
+    def claims_by_pod(self, ns: str) -> dict[str, str]:
+        """Pod name -> the uid of its claim (the bench names each claim after its pod)."""
+        path = f"/apis/resource.k8s.io/v1/namespaces/{ns}/resourceclaims"
+        items = (self.kube.get(path, missing_ok=True) or {}).get("items") or []
+        return {c["metadata"]["name"]: c["metadata"]["uid"] for c in items}
+
+    def claim_traces(self, uid: str) -> list[str]:
+        return claim_traces(self.handle.layout, self.node, uid)
+
+    def enforcement_view(self, ns: str, name: str) -> str:
+        """What the enforcement sees inside the pod: its NPU_*/ASCEND_* env and /etc/ld.so.preload
+        (through the kubelet, once exec answers)."""
+        from dralab.cluster import build
+
+        script = "env | grep -E '^(NPU_|ASCEND_)' | sort; cat /etc/ld.so.preload"
+        cmd = [str(build.binary_path("kubectl")), "--kubeconfig", str(self.handle.kubeconfig),
+               "exec", "-n", ns, name, "--", "sh", "-c", script]  # fmt: skip
+
+        def view() -> str | None:
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=60, check=False)
+            return proc.stdout if proc.returncode == 0 and proc.stdout else None
+
+        return str(self.wait(view, 60, f"exec in {ns}/{name}"))
+
+    def settles(self, check: Callable[[], Any], timeout: float, what: str) -> bool:
+        """Whether ``check`` holds within ``timeout`` (a wait whose timeout is a finding, not an error)."""
+        from dralab.util import WaitTimeout
+
+        try:
+            self.wait(check, timeout, what)
+        except WaitTimeout:
+            return False
+        return True
+
+    def restarted(self, ns: str, name: str, old_container: str) -> bool:
+        """Running and ready in a container other than ``old_container`` (the one before the reboot)."""
+        obj = self.kube.get(f"/api/v1/namespaces/{ns}/pods/{name}", missing_ok=True) or {}
+        status = obj.get("status") or {}
+        ctr = (status.get("containerStatuses") or [{}])[0]
+        return (status.get("phase") == "Running" and bool(ctr.get("ready"))
+                and ctr.get("containerID", old_container) != old_container)
+
     def missing_specs(self, uids: set[str]) -> list[str]:
         files = " ".join(self.spec_files())
         return sorted(u for u in uids if u not in files)
@@ -177,6 +223,20 @@ class Bench:
     def node_ready(self) -> bool:
         obj = self.kube.get(f"/api/v1/nodes/{self.node}", missing_ok=True) or {}
         return any(c["type"] == "Ready" and c["status"] == "True" for c in obj.get("status", {}).get("conditions", []))
+
+
+def claim_traces(layout: Any, node: str, uid: str) -> list[str]:
+    """Where the node keeps a prepared claim: its CDI spec, its claim folder, its checkpoint entry."""
+    from dralab.driver.checkpoint import newest_document
+
+    found = [str(f) for f in layout.cdi_dir(node).glob(f"*{uid}*")]
+    state = layout.driver_state_dir(node)
+    for driver_dir in sorted(state.iterdir()) if state.is_dir() else []:
+        found += [str(f) for f in (driver_dir / "claims").glob(f"{uid}*")]
+        newest = newest_document(driver_dir / "checkpoint.json")  # the other slot may be older
+        if newest is not None and uid in (newest.get("claims") or {}):
+            found.append(f"{driver_dir}/checkpoint.json: claims[{uid}]")
+    return found
 
 
 def _comm(pid: int) -> str:
@@ -298,6 +358,67 @@ def fault_cdi_wiped_kubelet_restart(b: Bench) -> dict[str, Any]:
             "new_claim_pod_running": True, "leaked_specs": leaked}  # fmt: skip
 
 
+def fault_reboot(b: Bench) -> dict[str, Any]:
+    """A reboot (``api.reboot``) with one pod and its claim deleted while the node is off.
+
+    Met when the other pods run again in new containers with the same claims, each prepared again by
+    the kubelet with its CDI spec back, the same NPU_* env and /etc/ld.so.preload inside, and nothing
+    (claim folder, CDI spec, checkpoint entry) is left of the deleted claim or, after cleanup, of any.
+    """
+    from dralab.cluster import api
+
+    ns = b.namespace("f-reboot")
+    names = [f"p{i}" for i in range(3)]
+    for n in [*names, "gone"]:
+        b.apply_pod(ns, n, True)
+    b.all_running(ns, [*names, "gone"])
+    claims, containers = b.claims_by_pod(ns), b.container_ids(ns)
+    seen = {n: b.enforcement_view(ns, n) for n in names}
+    had_traces = bool(b.claim_traces(claims["gone"]))
+    before = len(b.records())
+
+    powered_off = time.monotonic()
+    api.reboot(b.handle.name, b.node, start=False)
+    # deleted while the node is off: no kubelet confirms it, so by force, and its claim with it
+    b.kube.delete(f"/api/v1/namespaces/{ns}/pods/gone", grace_period_seconds=0)
+    claim_path = f"/apis/resource.k8s.io/v1/namespaces/{ns}/resourceclaims/gone"
+    b.kube.delete(claim_path, missing_ok=True)
+    b.wait(lambda: b.kube.get(claim_path, missing_ok=True) is None, 60, "the deleted pod's claim gone")
+    powered_on = time.monotonic()
+    api.ensure_cluster(b.handle.name, real_node=True)
+    node_up = time.monotonic()
+    b.wait(lambda: all(b.restarted(ns, n, containers[n]) for n in names), 300, "the pods Running again")
+    all_running = time.monotonic()
+
+    same_claims = {n: b.claims_by_pod(ns).get(n) == claims[n] for n in names}
+    views = {n: b.enforcement_view(ns, n) for n in names}
+    live = {claims[n] for n in names}
+    prepared = {c["uid"] for r in b.records()[before:] if r["call"] == "NodePrepareResources" and not r.get("error")
+                for c in r.get("claims") or []}  # fmt: skip
+    missing = b.missing_specs(live)
+    # the kubelet unprepares what no pod holds any more once it has synced: seconds, not at once
+    cleaned = b.settles(lambda: not b.claim_traces(claims["gone"]), 180, "no trace of the deleted claim")
+    cleaned_at = time.monotonic()
+    b.delete_namespace(ns)
+
+    def leftovers() -> list[str]:
+        return [t for uid in sorted(live | {claims["gone"]}) for t in b.claim_traces(uid)]
+
+    b.settles(lambda: not leftovers(), 60, "no trace of the fault's claims after cleanup")
+    leaked = leftovers()
+    ok = (had_traces and cleaned and all(same_claims.values()) and views == seen
+          and "NPU_MEM_QUOTA=1024" in views[names[0]] and live <= prepared and not missing and not leaked)
+    return {"ok": ok, "pods": len(names), "deleted_while_off": 1,
+            "power_off_to_all_pods_running_seconds": round(all_running - powered_off, 2),
+            "node_off_seconds": round(powered_on - powered_off, 2),
+            "power_on_to_node_healthy_seconds": round(node_up - powered_on, 2),
+            "power_on_to_all_pods_running_seconds": round(all_running - powered_on, 2),
+            "deleted_claim_traces_gone_seconds": round(cleaned_at - all_running, 2),
+            "same_claims": sum(same_claims.values()), "same_env_and_preload": views == seen,
+            "quota_inside": next((line for line in views[names[0]].splitlines() if "NPU_MEM_QUOTA" in line), None),
+            "prepared_again": len(live & prepared), "missing_specs": missing, "leaked": leaked}  # fmt: skip
+
+
 def measure_lab(handle: Any, work: Path) -> dict[str, Any]:
     data = yamlio.load(resources.files("harness").joinpath("profiles", "node.yaml").read_text(), "profile node")
     data["cluster"]["name"] = handle.name
@@ -377,6 +498,8 @@ def node(out: str, quick: bool, keep: bool) -> None:
             faults[f"{comp}_restart"] = fault_restart(b, comp)
         console.print("fault: CDI wiped, kubelet restarted")
         faults["cdi_wiped_kubelet_restart"] = fault_cdi_wiped_kubelet_restart(b)
+        console.print("fault: reboot")
+        faults["reboot"] = fault_reboot(b)
         result["faults"] = faults
         result["bench_did_kubelet_work"] = False  # no pod patched Ready, no Prepare sent by the bench
         if not quick:

@@ -857,6 +857,7 @@ def node_section(res: dict[str, Any]) -> list[str]:
         figures = {k: v for k, v in row.items() if k != "ok"}
         rows.append([name, verdict_text(row.get("ok")), ", ".join(f"{k} {json.dumps(v)}" for k, v in figures.items())])
     out += _table(["fault (real kubelet)", "verdict", "figures"], rows)
+    out += _reboot_lines((res.get("faults") or {}).get("reboot"), res.get("bring_up_seconds"))
     lab = res.get("lab20") or {}
     if lab:
         out += [
@@ -866,6 +867,24 @@ def node_section(res: dict[str, Any]) -> list[str]:
             "",
         ]
     return out
+
+
+def _reboot_lines(row: dict[str, Any] | None, bring_up: Any) -> list[str]:
+    """The reboot fault in words: how long the pods were gone, beside the cluster's cold bring-up."""
+    if not row:
+        return []
+    return [
+        f"Reboot (`dralab cluster reboot`, one more pod and its claim deleted while the node was off): "
+        f"power-off to all {row.get('pods')} pods Running again "
+        f"{_fmt(row.get('power_off_to_all_pods_running_seconds'), ' s')}, of which the node was off "
+        f"{_fmt(row.get('node_off_seconds'), ' s')}; power-on to the node's components healthy "
+        f"{_fmt(row.get('power_on_to_node_healthy_seconds'), ' s')} and to the pods Running "
+        f"{_fmt(row.get('power_on_to_all_pods_running_seconds'), ' s')} (baseline, same run: the cluster's "
+        f"cold bring-up {_fmt(bring_up, ' s')}). Same claims {row.get('same_claims')}/{row.get('pods')}, "
+        f"same env and preload: {_fmt(row.get('same_env_and_preload'))}, leaked traces: "
+        f"{len(row.get('leaked') or [])} ({verdict_text(row.get('ok'))}).",
+        "",
+    ]
 
 
 def fuzz_section(res: dict[str, Any]) -> list[str]:

@@ -482,7 +482,7 @@ def ensure_cluster(
         preflight.require(preflight.check_node_host(preflight.THIS_HOST), "run the real node")
     if pod_network:
         podnet.require_tools()
-        podnet.check_free(layout.name)  # refused before this cluster writes any state
+        podnet.check_free(podnet.owner_of(layout.name, layout.root))  # refused before this cluster writes any state
     with _locked(layout):
         return _up_locked(layout, devices, config, say, real_node, version, pod_network)
 
@@ -567,7 +567,7 @@ def _up_locked(
     _prepare_files(handle, text)
     _write_state(layout, state)
     if pod_network:
-        podnet.ensure_interface(layout.name)
+        podnet.ensure_interface(podnet.owner_of(layout.name, layout.root))
     specs = _specs(handle)
 
     if _ensure_running(handle, specs["etcd"], say):

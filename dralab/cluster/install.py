@@ -70,9 +70,9 @@ def image_values(image: str) -> dict[str, Any]:
 
 
 def helm_binary() -> Path:
-    from dralab.provision.tools import ensure_helm
+    from dralab.provision.tools import helm_or_build
 
-    return ensure_helm(progress=True)
+    return helm_or_build(progress=True)
 
 
 def helm(handle: Any, args: Sequence[str], timeout: float = 600.0) -> subprocess.CompletedProcess[str]:

@@ -5,7 +5,10 @@ come from each claim's ``status.allocation.devices.results`` with the ``consumed
 scheduler recorded, read by ``dralab.model.accounting`` (an exclusive result, without consumed capacity,
 takes the whole device; an admin-access result takes nothing). The sharers of an allocation are the
 pods in ``reservedFor``. What the node driver applied to an allocation (its quota and enforcement) is
-the ``data`` of the claim's ``status.devices`` entry for that device and shareID, written by the driver after Prepare.
+the ``data`` of the claim's ``status.devices`` entry for that device and shareID, written by the driver
+after Prepare. Whether a node's driver enforces the shares at all is the ``dralab.io/enforcement``
+label of its slices (``required`` or ``none``, the driver's ``--enforcement``): a node without it is
+``unknown``.
 """
 
 from __future__ import annotations
@@ -21,6 +24,9 @@ __all__ = ["Allocation", "Device", "Share", "compute", "current_slices"]
 MEMORY = "memory"
 CORES = "cores"
 CONTAINER_ANNOTATION = "dralab.io/container"  # what the webhook writes on a claim (dralab.model.convert.ANN_CONTAINER)
+ENFORCEMENT_LABEL = "dralab.io/enforcement"  # what the node driver writes on its slices (dralab.driver.slices)
+ENFORCEMENT_NONE = "none"  # the driver prepares claims without the enforcement library (an operator's choice)
+ENFORCEMENT_UNKNOWN = "unknown"  # slices without the label: a driver older than it, or not dralab's
 
 
 @dataclass
@@ -76,6 +82,11 @@ class Allocation:
     devices: dict[tuple[str, str, str], Device] = field(default_factory=dict)
     shares: list[Share] = field(default_factory=list)
     unknown_devices: int = 0  # results naming a device no slice publishes (a slice was removed)
+    enforcement: dict[tuple[str, str], str] = field(default_factory=dict)  # (node, driver) -> mode
+
+    def unenforced(self) -> list[tuple[str, str]]:
+        """(node, driver) of every driver that prepares claims without enforcing their quotas."""
+        return sorted(k for k, mode in self.enforcement.items() if mode == ENFORCEMENT_NONE)
 
     def per_pod(self) -> dict[tuple[str, str], tuple[int, int]]:
         """(namespace, pod) -> (memory bytes, cores) summed over the claims reserved for the pod."""
@@ -107,6 +118,12 @@ def _attribute(attributes: dict[str, Any], name: str) -> str:
     return "" if entry is None else str(entry)
 
 
+def slice_enforcement(slice_obj: dict[str, Any]) -> str:
+    """The enforcement mode a slice's driver published (its label), ``unknown`` without one."""
+    labels = (slice_obj.get("metadata") or {}).get("labels") or {}
+    return str(labels.get(ENFORCEMENT_LABEL) or ENFORCEMENT_UNKNOWN)
+
+
 def compute(
     slices: Iterable[dict[str, Any]], claims: Iterable[dict[str, Any]], namespace: str | None = None
 ) -> Allocation:
@@ -118,6 +135,9 @@ def compute(
         spec = s.get("spec") or {}
         node = spec.get("nodeName") or ""
         pool = (spec.get("pool") or {}).get("name", "")
+        where = (node, spec.get("driver", ""))
+        if node and out.enforcement.get(where) != ENFORCEMENT_NONE:  # disagreeing slices: the unenforced one wins
+            out.enforcement[where] = slice_enforcement(s)
         for dev in spec.get("devices") or []:
             attributes = dev.get("attributes") or {}
             device = Device(

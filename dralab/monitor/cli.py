@@ -86,7 +86,10 @@ def monitor(host: str, port: int, kubeconfig: str | None, once: bool, hami_metri
                    "status.devices), per-pod and per-namespace sums.")
 @click.option("--kubeconfig", default=None, type=click.Path(dir_okay=False), help="Default: in-cluster, then ~/.kube.")
 def top(namespace: str | None, once: bool, output: str, kubeconfig: str | None) -> None:
-    """A live table of device shares: device, node, memory used/total, cores used/total, sharers.
+    """A live table of device shares: device, node, enforcement, memory used/total, cores used/total, sharers.
+
+    A node whose driver runs with enforcement: none shows NONE and a warning line: quotas are not
+    enforced in its containers.
 
     \b
     Example:

@@ -65,8 +65,22 @@ def families(alloc: Allocation, hami: bool = True) -> list[GaugeMetricFamily]:
         ns_cores.add_metric([ns], cores)
     unknown = gauge("dralab_allocations_on_unpublished_devices", "Allocation results naming no published device", [])
     unknown.add_metric([], alloc.unknown_devices)
-    out = [*dev.values(), pod_mem, pod_cores, ns_mem, ns_cores, unknown]
+    out = [*dev.values(), pod_mem, pod_cores, ns_mem, ns_cores, unknown, enforcement_family(alloc)]
     return [*out, *hami_families(alloc)] if hami else out
+
+
+def enforcement_family(alloc: Allocation) -> GaugeMetricFamily:
+    """1 per node and driver, labelled with the mode its slices publish: an alert on ``mode="none"``
+    finds every node whose claims run without their quotas enforced."""
+    family = GaugeMetricFamily(
+        "dralab_node_enforcement",
+        "Enforcement mode of a node's driver, from its slices' dralab.io/enforcement label: required, "
+        "none (claims prepared without the enforcement library) or unknown (no label)",
+        labels=["node", "driver", "mode"],
+    )
+    for (node, driver), mode in sorted(alloc.enforcement.items()):
+        family.add_metric([node, driver, mode], 1)
+    return family
 
 
 class AllocationWatch:

@@ -6,6 +6,7 @@ Used by the chart and workflow tests and by anyone rendering the chart without a
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 from dralab.gobuild import build_go_tools, cache_root
@@ -58,6 +59,17 @@ def built_tool(name: str) -> Path | None:
 def ensure_helm(progress: bool = False) -> Path:
     """Path of a helm binary built from helm's Go module (built on first use, then cached)."""
     return ensure_tool("helm", progress)
+
+
+def find_helm() -> Path | None:
+    """The helm a user has on PATH, else the one dralab built (``make tools``), else None; builds nothing."""
+    found = shutil.which("helm")
+    return Path(found) if found else built_tool("helm")
+
+
+def helm_or_build(progress: bool = False) -> Path:
+    """``find_helm``, building helm from its Go module when there is none (the install path needs one)."""
+    return find_helm() or ensure_helm(progress)
 
 
 def ensure_actionlint(progress: bool = False) -> Path:

@@ -129,7 +129,8 @@ def bring_up(
         stale = [c for c in order(node, False)[1:] if (r := _record(handle.state, c)) is not None and is_alive(r)]
         for comp in stale:
             stop_process(_record(handle.state, comp), timeout=5)  # type: ignore[arg-type]
-        lifecycle.teardown_host(paths, lifecycle.read_ns(paths))
+        with lifecycle.pinned_namespace(paths) as stale_ns:
+            lifecycle.teardown_host(paths, stale_ns)
         paths.ns_ready.unlink(missing_ok=True)
         lifecycle.prepare(
             paths,
@@ -210,17 +211,17 @@ def power_off(handle: Any, node: str) -> list[str]:
     """
     paths = node_paths(handle, node)
     state = handle.state
-    mntns = lifecycle.read_ns(paths)
     records = [_record(state, c) for c in (f"driver/{node}", components.tap_component(node),
                                            components.kubelet_component(node), components.containerd_component(node))]
-    for rec in records:
-        if rec is not None:
-            signal_process(rec, signal.SIGKILL)
-    if mntns:
-        lifecycle.kill_namespace(mntns)
-    holder = _record(state, components.ns_component(node))
-    if holder is not None:
-        stop_process(holder, timeout=5)
+    with lifecycle.pinned_namespace(paths) as mntns:
+        for rec in records:
+            if rec is not None:
+                signal_process(rec, signal.SIGKILL)
+        if mntns:
+            lifecycle.kill_namespace(mntns)
+        holder = _record(state, components.ns_component(node))
+        if holder is not None:
+            stop_process(holder, timeout=5)
     for rec in records:
         if rec is not None:
             stop_process(rec, timeout=5)  # reaped; already dead
@@ -239,27 +240,29 @@ def teardown(handle: Any, node: str) -> list[str]:
     """Stop the real node's processes in the order that leaves nothing behind; returns leftovers."""
     paths = node_paths(handle, node)
     state = handle.state
-    mntns = lifecycle.read_ns(paths)
-    for comp in (f"driver/{node}", components.tap_component(node), components.kube_proxy_component(node)):
-        rec = _record(state, comp)
-        if rec is not None:
-            stop_process(rec, timeout=5)
-    kubelet = _record(state, components.kubelet_component(node))
-    if kubelet is not None:
-        stop_process(kubelet, timeout=10)
-    ctrd = _record(state, components.containerd_component(node))
-    if ctrd is not None and is_alive(ctrd):
-        lifecycle.remove_all_tasks(paths)
-        stop_process(ctrd, timeout=10)
-    holder = _record(state, components.ns_component(node))
-    if mntns:
-        lifecycle.kill_namespace(mntns)
-    if holder is not None:
-        stop_process(holder, timeout=5)
-    left = lifecycle.teardown_host(paths, None)
+    # pinned before anything stops, while the holder, containerd and the kubelet still name the node
+    with lifecycle.pinned_namespace(paths) as mntns:
+        for comp in (f"driver/{node}", components.tap_component(node), components.kube_proxy_component(node)):
+            rec = _record(state, comp)
+            if rec is not None:
+                stop_process(rec, timeout=5)
+        kubelet = _record(state, components.kubelet_component(node))
+        if kubelet is not None:
+            stop_process(kubelet, timeout=10)
+        ctrd = _record(state, components.containerd_component(node))
+        if ctrd is not None and is_alive(ctrd):
+            lifecycle.remove_all_tasks(paths)
+            stop_process(ctrd, timeout=10)
+        holder = _record(state, components.ns_component(node))
+        if mntns:
+            lifecycle.kill_namespace(mntns)
+        if holder is not None:
+            stop_process(holder, timeout=5)
+        left = lifecycle.teardown_host(paths, None) + lifecycle.leftovers(paths, mntns)
     if state.get("podNetwork"):
         version = str(state.get("version") or build.K8S_VERSION)
-        left += podnet.remove(handle.name, build.binary_path("kube-proxy", version))
+        kube_proxy = build.binary_path("kube-proxy", version)
+        left += podnet.remove(podnet.owner_of(handle.name, handle.layout.root), kube_proxy)
     if not paths.kubelet_root.is_relative_to(paths.root):
         shutil.rmtree(paths.kubelet_root, ignore_errors=True)
-    return left + lifecycle.leftovers(paths, mntns)
+    return left

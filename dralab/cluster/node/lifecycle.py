@@ -21,7 +21,7 @@ import os
 import signal
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -338,11 +338,23 @@ def _not_zombie(pid: int) -> bool:
     return stat[stat.rindex(")") + 2] not in "ZX"
 
 
+def describe_pid(pid: int) -> str:
+    """``pid (state S, parent 1): argv`` for a leftover message: which process it is, and who started it."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+    except OSError:
+        return f"{pid} (gone)"
+    fields = stat[stat.rindex(")") + 2:].split()
+    return f"{pid} (state {fields[0]}, parent {fields[1]}): {argv[:200] or stat[:stat.rindex(')') + 1]}"
+
+
 def leftovers(paths: NodePaths, mntns: str | None) -> list[str]:
     """What of the node is still on the host (empty after a clean ``down``)."""
     out = []
-    if mntns and namespace_pids(mntns):
-        out.append(f"processes in {mntns}: {namespace_pids(mntns)}")
+    pids = namespace_pids(mntns) if mntns else []
+    if pids:
+        out.append(f"processes in {mntns}: " + "; ".join(describe_pid(pid) for pid in pids))
     for mount in cgroup_hierarchies():
         if (mount / paths.cgroup_root.strip("/")).exists():
             out.append(f"cgroup {mount / paths.cgroup_root.strip('/')}")
@@ -362,8 +374,69 @@ def read_ns(paths: NodePaths) -> str | None:
         return None
 
 
+def _names_node(pid: int, paths: NodePaths) -> bool:
+    """Whether process ``pid`` is provably this node's: its command line names the node folder."""
+    try:
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return False
+    root = str(paths.root).encode()
+    return any(arg == root or arg.startswith(root + b"/") or root + b"/" in arg for arg in argv)
+
+
+def _open_ns_of(pid: int, mntns: str, paths: NodePaths) -> int | None:
+    """A descriptor on ``pid``'s mount namespace when that is ``mntns`` and ``pid`` is the node's own."""
+    if not _names_node(pid, paths):
+        return None
+    try:
+        fd = os.open(f"/proc/{pid}/ns/mnt", os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return None
+    # checked again once open: the pid may have exited and been reused between the two looks
+    if f"mnt:[{os.fstat(fd).st_ino}]" == mntns and _names_node(pid, paths):
+        return fd
+    os.close(fd)
+    return None
+
+
+@contextlib.contextmanager
+def pinned_namespace(paths: NodePaths, mntns: str | None = None) -> Iterator[str | None]:
+    """The node's mount namespace, held open by a descriptor for the time of a teardown.
+
+    Why: a namespace's number (``mnt:[inode]``) is free again the moment its last process exits,
+    and the kernel hands the lowest free number to the next namespace made, for instance by
+    another node starting in parallel. "Kill (or count) the processes of mnt:[N]" after the node's
+    namespace died would then reach that other node. While a descriptor is open the namespace
+    (and its number) lives on, so every process carrying the number is the node's.
+
+    Yields ``mntns`` when it could be pinned through a process that names the node folder (the
+    holder, containerd or the kubelet), else None: then nothing may be killed or counted by
+    namespace (the node's cgroups still are). The namespace goes when the block ends.
+    """
+    mntns = mntns or read_ns(paths)
+    fd = None
+    if mntns:
+        try:
+            holder = int(json.loads(paths.ns_ready.read_text())["pid"])
+        except (OSError, ValueError, KeyError, TypeError):
+            holder = None
+        candidates = ([holder] if holder else []) + namespace_pids(mntns)
+        for pid in candidates:
+            fd = _open_ns_of(pid, mntns, paths)
+            if fd is not None:
+                break
+    try:
+        yield mntns if fd is not None else None
+    finally:
+        if fd is not None:
+            os.close(fd)
+
+
 def teardown_host(paths: NodePaths, mntns: str | None) -> list[str]:
-    """After the processes are stopped: kill what is left in the namespace, cgroups, bridge. Returns leftovers."""
+    """After the processes are stopped: kill what is left in the namespace, cgroups, bridge. Returns leftovers.
+
+    ``mntns`` must come from ``pinned_namespace`` (or be None): a bare number may be another node's by now.
+    """
     if mntns:
         kill_namespace(mntns)
     left = remove_cgroups(paths.cgroup_root)

@@ -22,11 +22,14 @@ kube-proxy is told to leave the host's kernel settings alone (conntrack limits a
 ``remove`` runs ``kube-proxy --cleanup`` and deletes the interface, and ``leftovers`` proves both gone.
 
 kube-proxy owns the host's ``KUBE-*`` chains, so one cluster with a pod network may run on a host
-at a time: the interface's alias names its cluster, and another cluster's ``up`` is refused.
+at a time: the interface's alias names its cluster (name and state folder, ``owner_of``), and
+another cluster's ``up`` is refused. So is a pod network on a host that has ``KUBE-*`` chains and
+no dralab pod network: they would be another kube-proxy's, and ``down`` would take them off.
 """
 
 from __future__ import annotations
 
+import hashlib
 import shlex
 import subprocess
 from pathlib import Path
@@ -50,8 +53,24 @@ def _ip(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
     return proc
 
 
+def owner_of(cluster: str, root: Path) -> str:
+    """Who holds the pod network: the cluster's name and its state folder, hashed.
+
+    The name alone is not enough: two ``DRALAB_HOME``s (a developer's and CI's) may both have a
+    cluster of that name, and one must not take the other's network down.
+    """
+    return f"{cluster}@{hashlib.sha256(str(root.resolve()).encode()).hexdigest()[:12]}"
+
+
+def _same_owner(holder: str, owner: str) -> bool:
+    """``holder`` (the interface's alias) is ``owner``; an alias of a name only (written before the
+    folder was part of it) matches that name, so such a cluster can still be taken down."""
+    return holder == owner or ("@" not in holder and holder == owner.split("@", 1)[0])
+
+
 def interface_owner() -> str | None:
-    """The cluster that holds ``API_INTERFACE`` (its alias), or None when the interface does not exist."""
+    """The owner key (``owner_of``) of ``API_INTERFACE``'s cluster, "" for an interface no dralab
+    cluster made, None when the interface does not exist."""
     sysfs = Path(f"/sys/class/net/{API_INTERFACE}")
     if not sysfs.exists():
         return None
@@ -59,32 +78,52 @@ def interface_owner() -> str | None:
     return alias.removeprefix(_ALIAS_PREFIX) if alias.startswith(_ALIAS_PREFIX) else ""
 
 
-def check_free(cluster: str) -> None:
-    """UserError when another cluster holds the pod network (before ``cluster`` writes any state)."""
-    owner = interface_owner()
-    if owner is not None and owner != cluster:
-        raise UserError(
-            f"the pod network's interface {API_INTERFACE} belongs to cluster {owner or '(unknown)'}: one cluster "
-            f"with a pod network runs on a host at a time (kube-proxy owns the host's KUBE-* chains); run "
-            f"`dralab cluster down --name {owner}` first"
-            + ("" if owner else f", or `ip link delete {API_INTERFACE}` if no dralab cluster holds it")
-        )
+def check_free(owner: str) -> None:
+    """UserError when the host's network is not free for ``owner``'s pod network (before it writes any state).
+
+    Refused: another cluster's interface, a stray one, and ``KUBE-*`` iptables chains on a host where
+    no dralab pod network runs, since ``down`` takes every ``KUBE-*`` chain off: they would be another
+    Kubernetes' kube-proxy rules (or a crashed cluster's, which the message says how to remove).
+    """
+    holder = interface_owner()
+    if holder is None:
+        chains = kube_chains(_saved_rules())
+        if chains:
+            shown = ", ".join(sorted(set(chains))[:4]) + (", ..." if len(set(chains)) > 4 else "")
+            raise UserError(
+                f"this host has KUBE-* iptables chains ({shown}) and no dralab pod network: another Kubernetes' "
+                "kube-proxy may own them, and a pod network's `down` removes every KUBE-* chain, so --pod-network "
+                "is refused here. If they are left over from a dralab cluster that crashed, remove them "
+                "(`iptables-save | grep KUBE-` shows them) and run the command again"
+            )
+        return
+    if _same_owner(holder, owner):
+        return
+    name = holder.split("@", 1)[0]
+    elsewhere = " (in another DRALAB_HOME)" if name and name == owner.split("@", 1)[0] else ""
+    raise UserError(
+        f"the pod network's interface {API_INTERFACE} belongs to cluster {name or '(unknown)'}{elsewhere}: one "
+        f"cluster with a pod network runs on a host at a time (kube-proxy owns the host's KUBE-* chains); run "
+        f"`dralab cluster down --name {name}` first"
+        + ("" if name else f", or `ip link delete {API_INTERFACE}` if no dralab cluster holds it")
+    )
 
 
-def ensure_interface(cluster: str) -> None:
-    """Create ``API_INTERFACE`` with ``API_ADDRESS`` and the Service route, for ``cluster`` (idempotent)."""
-    check_free(cluster)
+def ensure_interface(owner: str) -> None:
+    """Create ``API_INTERFACE`` with ``API_ADDRESS`` and the Service route, for ``owner`` (idempotent)."""
+    check_free(owner)
     if interface_owner() is None:
         _ip("link", "add", API_INTERFACE, "type", "bridge")
-        _ip("link", "set", API_INTERFACE, "alias", _ALIAS_PREFIX + cluster)
+        _ip("link", "set", API_INTERFACE, "alias", _ALIAS_PREFIX + owner)
         _ip("address", "add", f"{API_ADDRESS}/32", "dev", API_INTERFACE)
         _ip("link", "set", API_INTERFACE, "up")
     _ip("route", "replace", SERVICE_CIDR, "dev", API_INTERFACE, "src", API_ADDRESS)
 
 
-def delete_interface(cluster: str) -> None:
-    """Delete ``API_INTERFACE`` (and so its route) when ``cluster`` holds it."""
-    if interface_owner() == cluster:
+def delete_interface(owner: str) -> None:
+    """Delete ``API_INTERFACE`` (and so its route) when ``owner`` holds it."""
+    holder = interface_owner()
+    if holder and _same_owner(holder, owner):
         _ip("link", "delete", API_INTERFACE, check=False)
 
 
@@ -174,19 +213,21 @@ def cleanup_rules(kube_proxy: Path) -> None:
             subprocess.run([family, *args], capture_output=True, text=True, check=False)
 
 
-def remove(cluster: str, kube_proxy: Path) -> list[str]:
-    """Take the pod network off the host (rules, interface); returns what is left."""
-    if interface_owner() not in (cluster, None):
+def remove(owner: str, kube_proxy: Path) -> list[str]:
+    """Take ``owner``'s pod network off the host (rules, interface); returns what is left."""
+    holder = interface_owner()
+    if holder is not None and not _same_owner(holder, owner):
         return []  # another cluster's network: not ours to remove
     cleanup_rules(kube_proxy)
-    delete_interface(cluster)
-    return leftovers(cluster)
+    delete_interface(owner)
+    return leftovers(owner)
 
 
-def leftovers(cluster: str) -> list[str]:
-    """What of ``cluster``'s pod network is on the host (empty after ``remove``)."""
+def leftovers(owner: str) -> list[str]:
+    """What of ``owner``'s pod network is on the host (empty after ``remove``)."""
     out = []
-    if interface_owner() == cluster:
+    holder = interface_owner()
+    if holder and _same_owner(holder, owner):
         out.append(f"interface {API_INTERFACE}")
     chains = kube_chains(_saved_rules())
     if chains:

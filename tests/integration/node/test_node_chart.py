@@ -216,10 +216,11 @@ def test_upgrade_and_downgrade_under_load(chart_cluster: ClusterHandle, kube: Ku
 
 def test_down_leaves_nothing_on_the_host(chart_cluster: ClusterHandle) -> None:
     paths = node_paths(chart_cluster, chart_cluster.state["realNode"])
-    mntns = lifecycle.read_ns(paths)
-    api.down(NAME)
-    assert podnet.leftovers(NAME) == []
-    assert lifecycle.leftovers(paths, mntns) == []
+    with lifecycle.pinned_namespace(paths) as mntns:  # its number stays the node's (see pinned_namespace)
+        assert mntns
+        api.down(NAME)
+        assert lifecycle.leftovers(paths, mntns) == []
+    assert podnet.leftovers(podnet.owner_of(NAME, chart_cluster.layout.root)) == []
     rules = subprocess.run(["iptables-save"], capture_output=True, text=True, check=True).stdout
     assert "KUBE-" not in rules
     assert not (chart_cluster.layout.root / "state.json").exists()

@@ -15,12 +15,12 @@ from pathlib import Path
 
 import pytest
 
+from dralab.bench.node import claim_traces
 from dralab.cluster import api
 from dralab.cluster.api import ClusterHandle
 from dralab.cluster.node import lifecycle
 from dralab.cluster.node.holder import SYSCTLS
 from dralab.cluster.node.integration import node_paths
-from dralab.driver.checkpoint import newest_document
 from dralab.kube import Kube
 from dralab.util import wait_for
 
@@ -168,17 +168,6 @@ def _claim_of(kube: Kube, ns: str, name: str) -> dict:
     return kube.get(f"/apis/resource.k8s.io/v1/namespaces/{ns}/resourceclaims/{claim}")
 
 
-def _driver_traces(ops: ClusterHandle, node: str, uid: str) -> list[str]:
-    """Where the driver keeps a prepared claim: its CDI spec, its folder, its checkpoint entry."""
-    found = [str(f) for f in ops.layout.cdi_dir(node).glob(f"*{uid}*")]
-    for driver_dir in ops.layout.driver_state_dir(node).iterdir():
-        found += [str(f) for f in (driver_dir / "claims").glob(f"{uid}*")]
-        newest = newest_document(driver_dir / "checkpoint.json")  # the other slot may be older
-        if newest is not None and uid in (newest.get("claims") or {}):
-            found.append(f"{driver_dir}/checkpoint.json: claims[{uid}]")
-    return found
-
-
 def test_reboot_brings_pods_back_with_their_quota_and_leaks_no_deleted_claim(ops: ClusterHandle) -> None:
     """Everything on the node stops at once and /run is emptied; a pod deleted while the node was
     down leaves nothing behind, the other one runs again with the same claim, env and quota."""
@@ -193,7 +182,7 @@ def test_reboot_brings_pods_back_with_their_quota_and_leaks_no_deleted_claim(ops
     keep_claim, gone_claim = _claim_of(kube, ns, "keep"), _claim_of(kube, ns, "gone")
     env_before = kubectl(ops, "exec", "-n", ns, "keep", "--", "sh", "-c", "env | grep ^NPU_MEM_QUOTA").stdout
     assert env_before.strip() == "NPU_MEM_QUOTA=2048"
-    assert _driver_traces(ops, node, gone_claim["metadata"]["uid"])  # prepared: it has traces to lose
+    assert claim_traces(ops.layout, node, gone_claim["metadata"]["uid"])  # prepared: it has traces to lose
 
     boot_before = ops.layout.boot_id_path(node).read_text() if ops.layout.boot_id_path(node).exists() else ""
     api.reboot(NAME, node, start=False)
@@ -219,9 +208,10 @@ def test_reboot_brings_pods_back_with_their_quota_and_leaks_no_deleted_claim(ops
     # the kubelet's reconcile unprepares the claim of the pod that vanished while it was down
     uid = gone_claim["metadata"]["uid"]
     try:
-        wait_for(lambda: not _driver_traces(ops, node, uid), 180, "no trace of the deleted pod's claim", interval=1.0)
+        wait_for(lambda: not claim_traces(ops.layout, node, uid), 180, "no trace of the deleted pod's claim",
+                 interval=1.0)
     except Exception:
-        pytest.fail(f"left for the deleted pod's claim: {_driver_traces(ops, node, uid)}")
+        pytest.fail(f"left for the deleted pod's claim: {claim_traces(ops.layout, node, uid)}")
     kube.delete(f"/api/v1/namespaces/{ns}/pods/keep", missing_ok=True)
     kube.close()
 
@@ -231,18 +221,20 @@ def test_down_leaves_nothing_on_the_host(
 ) -> None:
     node = ops.state["realNode"]
     paths = node_paths(ops, node)
-    ready = json.loads(paths.ns_ready.read_text())
-    mntns = ready["mntns"]
     # the kubelet did write its kernel settings, into the node's private files only
     sysctls = {k: v for k, v in before.items() if k in SYSCTLS}
     private = {k: (paths.sysctl_dir / k.replace("/", ".")).read_text() for k in sysctls}
     assert private["vm/overcommit_memory"].strip() == "1"
     assert _host_sysctls() == sysctls
-    assert lifecycle.namespace_pids(mntns), "no process in the node's namespace while it runs?"
 
-    assert api.down(NAME) > 0
-    assert lifecycle.leftovers(paths, mntns) == []
-    assert not lifecycle.namespace_pids(mntns)
+    # held open across `down`: once the namespace is gone, its number may be another node's
+    # (a parallel test's), and its processes would be counted here
+    with lifecycle.pinned_namespace(paths) as mntns:
+        assert mntns == json.loads(paths.ns_ready.read_text())["mntns"]
+        assert lifecycle.namespace_pids(mntns), "no process in the node's namespace while it runs?"
+        assert api.down(NAME) > 0
+        assert lifecycle.leftovers(paths, mntns) == []
+        assert not lifecycle.namespace_pids(mntns)
     assert _host_sysctls() == sysctls
     assert {p: str(v) for p, v in _host_paths().items()} == {p: before[p] for p in HOST_PATHS}
     assert not paths.kubelet_root.exists() and not paths.root.exists()

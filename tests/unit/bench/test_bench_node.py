@@ -40,3 +40,14 @@ def test_node_section_shows_latency_memory_faults_and_the_lab() -> None:
     assert "| kubelet_restart | met | containers_kept 3 |" in text
     assert "| driver_killed_mid_prepare | NOT met |" in text
     assert "Lab 20 on the node: passed" in text and "met" in text
+
+
+def test_node_section_says_how_long_a_reboot_kept_the_pods_away() -> None:
+    reboot = {"ok": True, "pods": 3, "power_off_to_all_pods_running_seconds": 31.5, "node_off_seconds": 2.5,
+              "power_on_to_node_healthy_seconds": 12.0, "power_on_to_all_pods_running_seconds": 29.0,
+              "same_claims": 3, "same_env_and_preload": True, "leaked": []}
+    text = "\n".join(node_section({"bring_up_seconds": 44.0, "faults": {"reboot": reboot}}))
+    assert "| reboot | met |" in text
+    assert "power-off to all 3 pods Running again 31.5 s, of which the node was off 2.5 s" in text
+    assert "cold bring-up 44 s" in text and "leaked traces: 0 (met)" in text
+    assert "Reboot" not in "\n".join(node_section({"faults": {"kubelet_restart": {"ok": True}}}))

@@ -150,12 +150,35 @@ def test_a_rollout_is_done_only_once_the_controller_saw_the_new_spec() -> None:
     assert install.rolled_out(deploy)
 
 
-def test_another_clusters_pod_network_is_refused_with_the_fix(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(podnet, "interface_owner", lambda: "other")
-    with pytest.raises(UserError, match=r"belongs to cluster other.*dralab cluster down --name other"):
-        podnet.check_free("mine")
-    monkeypatch.setattr(podnet, "interface_owner", lambda: "mine")
-    podnet.check_free("mine")  # its own: fine (a second up)
+def test_another_clusters_pod_network_is_refused_with_the_fix(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    mine = podnet.owner_of("mine", tmp_path / "home-a" / "mine")
+    monkeypatch.setattr(podnet, "interface_owner", lambda: podnet.owner_of("other", tmp_path / "other"))
+    with pytest.raises(UserError, match=r"belongs to cluster other:.*dralab cluster down --name other"):
+        podnet.check_free(mine)
+    monkeypatch.setattr(podnet, "interface_owner", lambda: mine)
+    podnet.check_free(mine)  # its own: fine (a second up)
+    # the same name in another DRALAB_HOME is another cluster
+    monkeypatch.setattr(podnet, "interface_owner", lambda: podnet.owner_of("mine", tmp_path / "home-b" / "mine"))
+    with pytest.raises(UserError, match=r"belongs to cluster mine \(in another DRALAB_HOME\)"):
+        podnet.check_free(mine)
+    monkeypatch.setattr(podnet, "interface_owner", lambda: "mine")  # an alias written before the folder was in it
+    podnet.check_free(mine)
     monkeypatch.setattr(podnet, "interface_owner", lambda: "")
     with pytest.raises(UserError, match="ip link delete dralab-api"):
-        podnet.check_free("mine")  # a stray interface without a cluster's alias
+        podnet.check_free(mine)  # a stray interface without a cluster's alias
+
+
+def test_foreign_kube_chains_refuse_a_pod_network(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """down removes every KUBE-* chain: on a host whose chains are another kube-proxy's, refuse first."""
+    mine = podnet.owner_of("mine", tmp_path)
+    monkeypatch.setattr(podnet, "interface_owner", lambda: None)
+    foreign = "*filter\n:KUBE-FIREWALL - [0:0]\n:KUBE-SERVICES - [0:0]\nCOMMIT\n"
+    monkeypatch.setattr(podnet, "_saved_rules", lambda: foreign)
+    with pytest.raises(UserError, match=r"KUBE-\* iptables chains \(KUBE-FIREWALL, KUBE-SERVICES\).*refused"):
+        podnet.check_free(mine)
+    monkeypatch.setattr(podnet, "_saved_rules", lambda: "*filter\n:INPUT ACCEPT [0:0]\nCOMMIT\n")
+    podnet.check_free(mine)  # a host without them is free
+    # the cluster's own chains (a second up of a running cluster) are its own to keep
+    monkeypatch.setattr(podnet, "interface_owner", lambda: mine)
+    monkeypatch.setattr(podnet, "_saved_rules", lambda: "*filter\n:KUBE-SERVICES - [0:0]\nCOMMIT\n")
+    podnet.check_free(mine)

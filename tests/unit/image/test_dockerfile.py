@@ -62,3 +62,34 @@ def test_pytest_is_the_lab_extra_not_a_core_dependency() -> None:
     assert extras["lab"] == ["pytest>=8,<9"]
     assert "dralab[provision,bench,lab]" in extras["test"]
     assert MODULE_EXTRAS["pytest"] == MODULE_EXTRAS["_pytest"] == MODULE_EXTRAS["harness"] == "lab"
+
+
+def test_every_base_is_pinned_by_digest_with_its_tag_beside() -> None:
+    from dralab.image.dockerfile import base_images, unpinned
+
+    bases = base_images(DOCKERFILE)
+    assert len(bases) == 3 and {b.split(":")[0] for b in bases} == {"python", "debian"}
+    assert unpinned(DOCKERFILE) == [], "pin each base as name:tag@sha256:<digest>"
+
+
+def test_the_pin_check_refuses_a_tag_a_bare_digest_and_a_short_one() -> None:
+    from dralab.image.dockerfile import unpinned
+
+    digest = "sha256:" + "ab" * 32
+    text = (f"ARG BASE=python:3.11-slim@{digest}\nFROM ${{BASE}} AS one\nFROM one AS two\n"
+            f"FROM --platform=$BUILDPLATFORM debian:bookworm-slim\nFROM python@{digest}\n"
+            f"FROM registry.local:5000/team/img:1.0@sha256:{'ab' * 31}\nFROM registry.local:5000/img:1@{digest}\n")
+    assert unpinned(text) == ["debian:bookworm-slim", f"python@{digest}",
+                              f"registry.local:5000/team/img:1.0@sha256:{'ab' * 31}"]
+
+
+def test_the_local_build_replaces_the_pinned_bases_with_its_own(tmp_path: Path) -> None:
+    """dralab image build reaches no registry: its --build-arg bases are what every stage starts from."""
+    from dralab.image.build import BuildSpec, bud_args
+    from dralab.image.dockerfile import base_images
+
+    spec = BuildSpec(tmp_path, "dev", "amd64", "dralab.local/base/python:bookworm-k", "dralab.local/base/python:"
+                     "bookworm-k", tmp_path / "out.tar")
+    args = bud_args(spec)
+    given = dict(args[i + 1].split("=", 1) for i, a in enumerate(args) if a == "--build-arg")
+    assert base_images(DOCKERFILE, given) == ["dralab.local/base/python:bookworm-k"] * 3

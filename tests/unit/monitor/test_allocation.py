@@ -8,7 +8,8 @@ from typing import Any
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from dralab.monitor.allocation import compute, current_slices
+from dralab.driver import slices as driver_slices
+from dralab.monitor.allocation import ENFORCEMENT_LABEL, compute, current_slices
 from dralab.monitor.collector import families
 from dralab.monitor.server import MonitorServer
 from dralab.monitor.top import plain, rows
@@ -17,8 +18,11 @@ GI = 2**30
 DRIVER = "ascend.project-hami.io"
 
 
-def slice_(node: str, generation: int = 1, devices: tuple[str, ...] = ("npu-0-0", "npu-1-0")) -> dict[str, Any]:
-    return {"spec": {
+def slice_(node: str, generation: int = 1, devices: tuple[str, ...] = ("npu-0-0", "npu-1-0"),
+           enforcement: str | None = None) -> dict[str, Any]:
+    """A slice as the driver publishes it; ``enforcement`` is its ``dralab.io/enforcement`` label."""
+    labels = {} if enforcement is None else {ENFORCEMENT_LABEL: enforcement}
+    return {"metadata": {"labels": labels}, "spec": {
         "driver": DRIVER, "nodeName": node, "pool": {"name": node, "generation": generation, "resourceSliceCount": 1},
         "devices": [{"name": d, "capacity": {"memory": {"value": "21525Mi"}, "cores": {"value": "100"}}}
                     for d in devices],
@@ -103,7 +107,7 @@ def test_gauges() -> None:
 
 
 def test_top_rows_and_text() -> None:
-    assert rows(_picture())[0] == ["npu-0-0", "n1", "12288Mi/21525Mi", "75/100", "2", "a/p1, a/p2"]
+    assert rows(_picture())[0] == ["npu-0-0", "n1", "unknown", "12288Mi/21525Mi", "75/100", "2", "a/p1, a/p2"]
     text = plain(_picture())
     assert text.splitlines()[0].split()[:2] == ["DEVICE", "NODE"]
 
@@ -149,3 +153,80 @@ def test_cli_options() -> None:
     assert "--namespace" in runner.invoke(cli, ["top", "--help"]).output
     assert "--once" in runner.invoke(cli, ["monitor", "--help"]).output
     assert "--feature-gates" in runner.invoke(cli, ["cluster", "up", "--help"]).output
+
+
+# -- the enforcement mode each node's driver publishes --------------------------------------------
+
+
+def _modes() -> list[dict[str, Any]]:
+    """Three nodes: enforced, opted out (enforcement: none), and a driver that labels nothing."""
+    return [slice_("n1", enforcement="required"), slice_("n2", enforcement="none", devices=("npu-0-0",)),
+            slice_("n3", devices=("npu-0-0",))]
+
+
+def test_the_monitor_reads_the_label_the_driver_writes(tmp_path) -> None:
+    from dralab.driver.devices import BackendOptions
+    from dralab.driver.devices.fake import FakeBackend
+    from dralab.model.vendors import load_vendor_table
+
+    node = "aio-node74-arm"  # Lab 20's host, the fake backend's default inventory
+    devices = FakeBackend.from_options(BackendOptions(node=node, state_dir=tmp_path, dry_run=True)).enumerate()
+    for mode in ("required", "none"):
+        published = driver_slices.build_slices(load_vendor_table().get("ascend"), node, devices, enforcement=mode)
+        assert compute(published, []).enforcement == {(node, DRIVER): mode}
+
+
+def test_enforcement_per_node_and_driver() -> None:
+    alloc = compute(_modes(), [])
+    assert alloc.enforcement == {("n1", DRIVER): "required", ("n2", DRIVER): "none", ("n3", DRIVER): "unknown"}
+    assert alloc.unenforced() == [("n2", DRIVER)]
+    # an older generation's label does not count, a newer slice's does
+    assert compute([slice_("n1", 1, enforcement="none"), slice_("n1", 2, enforcement="required")],
+                   []).enforcement == {("n1", DRIVER): "required"}
+
+
+def test_node_enforcement_gauge() -> None:
+    registry = CollectorRegistry()
+
+    class Fixed:
+        def collect(self):
+            return families(compute(_modes(), []), hami=False)
+
+    registry.register(Fixed())
+    got = {labels: v for (name, labels), v in _samples(generate_latest(registry).decode()).items()
+           if name == "dralab_node_enforcement"}
+    assert got == {
+        (("driver", DRIVER), ("mode", "required"), ("node", "n1")): 1,
+        (("driver", DRIVER), ("mode", "none"), ("node", "n2")): 1,
+        (("driver", DRIVER), ("mode", "unknown"), ("node", "n3")): 1,
+    }
+
+
+def test_top_shouts_an_unenforced_node() -> None:
+    alloc = compute(_modes(), [claim("a", "c1", "npu-0-0", ["p1"], node="n2")])
+    by_node = {r[1]: r[2] for r in rows(alloc)}
+    assert by_node == {"n1": "required", "n2": "NONE", "n3": "unknown"}
+    lines = plain(alloc).splitlines()
+    assert lines[0].split()[:3] == ["DEVICE", "NODE", "ENFORCEMENT"]
+    assert lines[-1].startswith(f"WARNING: node n2 ({DRIVER}) runs with enforcement: none")
+    assert "NOT enforced" in lines[-1]
+    assert not [line for line in plain(compute([slice_("n1", enforcement="required")], [])).splitlines()
+                if line.startswith("WARNING")]
+
+
+def test_live_table_and_json_show_the_mode() -> None:
+    import json
+
+    from rich.console import Console
+
+    from dralab.monitor.top import as_json, table
+
+    alloc = compute(_modes(), [])
+    console = Console(record=True, width=220)
+    console.print(table(alloc))
+    text = console.export_text()
+    assert "ENFORCEMENT" in text and "NONE" in text and "WARNING: node n2" in text
+    doc = json.loads(as_json(alloc))
+    assert {(n["node"], n["enforcement"]) for n in doc["nodes"]} == {("n1", "required"), ("n2", "none"),
+                                                                       ("n3", "unknown")}
+    assert {d["node"]: d["enforcement"] for d in doc["devices"]}["n2"] == "none"

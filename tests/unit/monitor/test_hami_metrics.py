@@ -23,7 +23,7 @@ DRALAB_NAMES = [
     "dralab_device_memory_allocated_bytes", "dralab_device_memory_free_bytes", "dralab_device_memory_total_bytes",
     "dralab_device_cores_allocated", "dralab_device_cores_free", "dralab_device_cores_total", "dralab_device_shares",
     "dralab_pod_memory_allocated_bytes", "dralab_pod_cores_allocated", "dralab_namespace_memory_allocated_bytes",
-    "dralab_namespace_cores_allocated", "dralab_allocations_on_unpublished_devices",
+    "dralab_namespace_cores_allocated", "dralab_allocations_on_unpublished_devices", "dralab_node_enforcement",
 ]
 
 
