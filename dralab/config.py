@@ -16,6 +16,7 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 from pydantic.alias_generators import to_camel
+from pydantic.config import JsonDict
 
 from dralab import yamlio
 from dralab.errors import UserError
@@ -60,9 +61,9 @@ migration:
 """
 
 
-def _section_config(name: str) -> dict[str, Any]:
+def _section_config(name: str) -> ConfigDict:
     """A section model's settings: camelCase keys in the file, snake_case attributes, no unknown keys."""
-    return {"extra": "forbid", "frozen": True, "alias_generator": to_camel, "populate_by_name": True, "title": name}
+    return ConfigDict(extra="forbid", frozen=True, alias_generator=to_camel, populate_by_name=True, title=name)
 
 
 def _mapping_or_empty(name: str, value: Any) -> Any:
@@ -75,7 +76,7 @@ def _mapping_or_empty(name: str, value: Any) -> Any:
 
 
 _SELECTOR_KEYS = ("matchLabels", "matchExpressions")
-_SELECTOR_SCHEMA = {"type": "object", "propertyNames": {"enum": list(_SELECTOR_KEYS)}}
+_SELECTOR_SCHEMA: JsonDict = {"type": "object", "propertyNames": {"enum": list(_SELECTOR_KEYS)}}
 
 
 # attribute -> (lowest, highest): the admission limits a config file may set (the deadline stays below
@@ -105,7 +106,7 @@ METRICS_AUTHORIZATION = (
 class WebhookConfig(BaseModel):
     """``webhook:``: how pods are converted and how much one admission may do."""
 
-    model_config = ConfigDict(**_section_config("webhook"))
+    model_config = _section_config("webhook")
 
     lifecycle: Literal["claim", "template"] = Field(
         "claim", description="claim: named ResourceClaims + janitor; template: shared ResourceClaimTemplates"
@@ -177,7 +178,7 @@ class WebhookConfig(BaseModel):
 class DriverConfig(BaseModel):
     """``driver:``: the kubelet plugin's backend and host paths."""
 
-    model_config = ConfigDict(**_section_config("driver"))
+    model_config = _section_config("driver")
 
     backend: Literal["fake", "ascend", "nvidia"] = Field("fake", description="fake | ascend | nvidia")
     cdi_dir: str = Field("/var/run/cdi", strict=True)
@@ -213,7 +214,7 @@ class DriverConfig(BaseModel):
 class MigrationConfig(BaseModel):
     """``migration:``: switching a cluster from HAMi / HAMi-DRA."""
 
-    model_config = ConfigDict(**_section_config("migration"))
+    model_config = _section_config("migration")
 
     enabled: bool = Field(False, strict=True, description="migration mode (on with --hami-config)")
     adopt_claims: bool | None = Field(
@@ -247,7 +248,7 @@ class MigrationConfig(BaseModel):
 class VendorsSection(BaseModel):
     """``vendors:``: which vendors are on, and entries merged over the shipped vendor table."""
 
-    model_config = ConfigDict(**_section_config("vendors"))
+    model_config = _section_config("vendors")
 
     enabled: list[str] | None = Field(
         None, description="vendors whose HAMi syntax is converted (default: all shipped vendors)"

@@ -95,17 +95,17 @@ def _pytest_args(lab_yaml: Path, run_dir: Path, options: dict[str, Any]) -> list
         str(lab_yaml),
         "-p", "harness.plugin", "-p", "no:cacheprovider",
         "-c", str(ini), "--rootdir", str(lab_yaml.parent), "--confcutdir", str(lab_yaml.parent),
-        "--profile", options["profile"],
-        "--reports-dir", str(run_dir.parent), "--run-id", run_dir.name,
+        "--dralab-profile", options["profile"],
+        "--dralab-reports-dir", str(run_dir.parent), "--dralab-run-id", run_dir.name,
     ]  # fmt: skip
     if options.get("kubeconfig"):
-        args += ["--kubeconfig", str(options["kubeconfig"])]
+        args += ["--dralab-kubeconfig", str(options["kubeconfig"])]
     if options.get("kubernetes"):
-        args += ["--kubernetes", str(options["kubernetes"])]
+        args += ["--dralab-kubernetes", str(options["kubernetes"])]
     if options.get("keep_namespace"):
-        args.append("--keep-namespace")
+        args.append("--dralab-keep-namespace")
     for var in options.get("var") or ():
-        args += ["--lab-var", var]
+        args += ["--dralab-lab-var", var]
     if options.get("steps"):
         args += ["-k", options["steps"]]
     if not options.get("verbose"):

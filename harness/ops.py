@@ -27,7 +27,7 @@ import yaml
 from dralab import yamlio
 from dralab.errors import UserError
 from dralab.kube import KubeError
-from dralab.model.quantity import quantity_value
+from dralab.model import accounting
 from dralab.util import WaitTimeout, wait_for
 from harness import cdi, jpath
 from harness import match as matching
@@ -496,43 +496,32 @@ def _qty_text(value: Fraction) -> str:
 def capacity_view(slices: list[dict[str, Any]], claims: list[dict[str, Any]], driver: str) -> dict[str, Any]:
     """Per device of ``driver``: its capacity, what the allocated claims consume, what is free, and which claims.
 
-    A result without ``consumedCapacity`` holds the whole device (exclusive allocation). Quantities
-    are plain numbers as text (bytes, cores), so ``$quantity`` matches ``8Gi`` against them.
+    Consumption is ``dralab.model.accounting``'s (an exclusive result holds the whole device, an
+    admin-access result nothing). Quantities are plain numbers as text (bytes, cores), so
+    ``$quantity`` matches ``8Gi`` against them.
     """
-    devices: dict[str, Any] = {}
-    for sl in slices:
-        spec = sl.get("spec") or {}
-        pool = (spec.get("pool") or {}).get("name")
+    mine = [s for s in slices if (s.get("spec") or {}).get("driver") == driver]
+    capacities = accounting.device_capacities(mine)
+    nodes: dict[accounting.DeviceKey, Any] = {}  # the node of each device's slice
+    for spec in (s.get("spec") or {} for s in mine):
+        pool = str((spec.get("pool") or {}).get("name", ""))
         for dev in spec.get("devices") or []:
-            caps = {k: quantity_value(str((v or {}).get("value", "0"))) for k, v in (dev.get("capacity") or {}).items()}
-            devices[str(dev.get("name"))] = {"pool": pool, "node": spec.get("nodeName"), "capacity": caps,
-                                             "consumed": dict.fromkeys(caps, Fraction(0)), "claims": []}  # fmt: skip
-    for claim in claims:
-        meta = claim.get("metadata") or {}
-        results = (((claim.get("status") or {}).get("allocation") or {}).get("devices") or {}).get("results") or []
-        for res in results:
-            dev = devices.get(str(res.get("device")))
-            if res.get("driver") != driver or dev is None or res.get("pool") != dev["pool"]:
-                continue
-            used = res.get("consumedCapacity")
-            for key, total in dev["capacity"].items():
-                if not used:  # exclusive: the whole device
-                    dev["consumed"][key] += total
-                elif key in used:
-                    dev["consumed"][key] += quantity_value(str(used[key]))
-            dev["claims"].append(f"{meta.get('namespace')}/{meta.get('name')}")
+            nodes[(driver, pool, str(dev.get("name", "")))] = spec.get("nodeName")
+    uses = [u for u in accounting.uses(claims, capacities) if u.known]
+    consumed = accounting.per_device(uses)
     view: dict[str, Any] = {"devices": {}, "overcommitted": []}
-    for name, dev in sorted(devices.items()):
-        free = {k: dev["capacity"][k] - dev["consumed"][k] for k in dev["capacity"]}
+    for key, caps in sorted(capacities.items(), key=lambda item: item[0][2]):
+        used = {k: consumed.get(key, {}).get(k, Fraction(0)) for k in caps}
+        free = {k: caps[k] - used[k] for k in caps}
         if any(v < 0 for v in free.values()):
-            view["overcommitted"].append(name)
-        view["devices"][name] = {
-            "pool": dev["pool"],
-            "node": dev["node"],
-            "capacity": {k: _qty_text(v) for k, v in dev["capacity"].items()},
-            "consumed": {k: _qty_text(v) for k, v in dev["consumed"].items()},
+            view["overcommitted"].append(key[2])
+        view["devices"][key[2]] = {
+            "pool": key[1],
+            "node": nodes.get(key),
+            "capacity": {k: _qty_text(v) for k, v in caps.items()},
+            "consumed": {k: _qty_text(v) for k, v in used.items()},
             "free": {k: _qty_text(v) for k, v in free.items()},
-            "claims": sorted(dev["claims"]),
+            "claims": sorted(f"{u.namespace}/{u.claim}" for u in uses if u.device == key),
         }
     return view
 

@@ -1,8 +1,13 @@
 """pytest plugin of the harness: cluster profiles, fixtures, and labs as ordered test items.
 
-Loaded by the root ``conftest.py`` (and by ``dralab lab run`` with ``-p harness.plugin``).
+Loaded only where asked: by the repository's root ``conftest.py`` (``pytest_plugins``), by
+``dralab lab run`` (``-p harness.plugin``), or by ``-p harness.plugin`` elsewhere; installing dralab
+does not load it into other pytest runs (no ``pytest11`` entry point).
 
-- ``--profile`` picks the cluster profile (``local`` by default), ``--kubeconfig`` an existing cluster.
+- Options carry the prefix ``--dralab-`` (``--dralab-profile``, ``--dralab-kubernetes``, ...); the
+  plain names (``--profile``, ...) stay as aliases while no other plugin defines them.
+- ``--dralab-profile`` picks the cluster profile (``local`` by default), ``--dralab-kubeconfig`` an
+  existing cluster.
 - A ``lab.yaml`` (or a suite file ``labs.yaml`` with ``kind: LabSuite``) collects into one item per
   step, in order, marked ``e2e``; under pytest-xdist all steps of a lab go to one worker
   (``pytest_xdist_make_scheduler``), every other test is spread as ``--dist load`` does.
@@ -28,20 +33,55 @@ import pytest
 RUN_ID_KEY = "dralab_run_id"
 
 
-def pytest_addoption(parser: pytest.Parser) -> None:
+# Every option is ``--dralab-<name>``, a name no other plugin takes, and ``--<name>`` is kept as an
+# alias while no other plugin takes it (pytest-profiling defines ``--profile``). Read them by dest.
+OPTIONS: dict[str, dict[str, Any]] = {
+    "profile": {"default": "local", "help": "cluster profile: local, kind, ascend-310p, nvidia, or a file"},
+    "kubeconfig": {"default": None, "help": "use an existing cluster instead of bringing one up"},
+    "kubernetes": {
+        "default": None, "metavar": "VERSION",
+        "help": "local profiles: the Kubernetes version of the cluster (default: the profile's, else v1.35.4)",
+    },
+    "reports-dir": {"default": None, "help": "where lab reports go (default: <rootdir>/reports)"},
+    "run-id": {"default": None, "help": "name of the report folder of this run (default: time stamp)"},
+    "keep-namespace": {"action": "store_true", "help": "keep each lab's namespace for inspection"},
+    "lab-var": {"action": "append", "default": [], "metavar": "NAME=VALUE",
+                "help": "override a lab variable (repeatable)"},
+}  # fmt: skip
+
+
+def _dest(name: str) -> str:
+    return "dralab_" + name.replace("-", "_")
+
+
+def _taken(parser: pytest.Parser) -> set[str]:
+    """Option names other plugins have registered so far."""
+    groups = [*parser._groups, parser._anonymous]
+    return {n for group in groups for opt in group.options for n in opt.names() if not opt.dest.startswith("dralab_")}
+
+
+def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginManager) -> None:
     group = parser.getgroup("dralab", "dralab lab harness")
-    group.addoption("--profile", default="local", help="cluster profile: local, kind, ascend-310p, nvidia, or a file")
-    group.addoption("--kubeconfig", default=None, help="use an existing cluster instead of bringing one up")
-    group.addoption(
-        "--kubernetes", default=None, metavar="VERSION",
-        help="local profiles: the Kubernetes version of the cluster (default: the profile's, else v1.35.4)",
-    )
-    group.addoption("--reports-dir", default=None, help="where lab reports go (default: <rootdir>/reports)")
-    group.addoption("--run-id", default=None, help="name of the report folder of this run (default: time stamp)")
-    group.addoption("--keep-namespace", action="store_true", help="keep each lab's namespace for inspection")
-    group.addoption(
-        "--lab-var", action="append", default=[], metavar="NAME=VALUE", help="override a lab variable (repeatable)"
-    )
+    taken = _taken(parser)
+    for name, attrs in OPTIONS.items():
+        alias = f"--{name}"
+        names = [f"--dralab-{name}"] + ([] if alias in taken else [alias])
+        group.addoption(*names, dest=_dest(name), **attrs)
+    pluginmanager.register(_AliasGuard(parser), "harness.plugin.aliases")
+
+
+class _AliasGuard:
+    """Drops an alias (``--profile``) that a plugin registered after this one also defines, before argparse clashes."""
+
+    def __init__(self, parser: pytest.Parser) -> None:
+        self.parser = parser
+
+    def pytest_plugin_registered(self) -> None:
+        taken = _taken(self.parser)
+        for group in [*self.parser._groups, self.parser._anonymous]:
+            for opt in group.options:
+                if opt.dest.startswith("dralab_") and any(n in taken for n in opt._long_opts):
+                    opt._long_opts = [n for n in opt._long_opts if n not in taken]
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -59,7 +99,7 @@ def pytest_configure(config: pytest.Config) -> None:
     else:
         from harness.report import new_run_id
 
-        run_id = config.getoption("--run-id") or new_run_id("labs")
+        run_id = config.getoption("dralab_run_id") or new_run_id("labs")
     config._dralab_run_id = run_id  # type: ignore[attr-defined]
     config._dralab_envs = {}  # type: ignore[attr-defined]
 
@@ -100,7 +140,7 @@ def run_id(config: pytest.Config) -> str:
 
 
 def reports_dir(config: pytest.Config) -> Path:
-    value = config.getoption("--reports-dir") or os.environ.get("DRALAB_REPORTS")
+    value = config.getoption("dralab_reports_dir") or os.environ.get("DRALAB_REPORTS")
     return Path(value).expanduser().resolve() if value else config.rootpath / "reports"
 
 
@@ -124,12 +164,12 @@ def environment(config: pytest.Config, inventory: str | None) -> Any:
     from harness.environment import open_environment
     from harness.profile import load_profile, with_kubernetes
 
-    profile_ref = str(config.getoption("--profile"))
-    kubeconfig = config.getoption("--kubeconfig")
+    profile_ref = str(config.getoption("dralab_profile"))
+    kubeconfig = config.getoption("dralab_kubeconfig")
     envs: dict[tuple[str, str | None, str | None], Any] = config._dralab_envs  # type: ignore[attr-defined]
     key = (profile_ref, inventory, kubeconfig)
     if key not in envs:
-        profile = with_kubernetes(load_profile(profile_ref), config.getoption("--kubernetes"))
+        profile = with_kubernetes(load_profile(profile_ref), config.getoption("dralab_kubernetes"))
         envs[key] = open_environment(profile, inventory=inventory, kubeconfig=kubeconfig, progress=_say(config))
     return envs[key]
 
@@ -138,10 +178,10 @@ def _lab_vars(config: pytest.Config) -> dict[str, str]:
     from dralab.errors import UserError
 
     out = {}
-    for item in config.getoption("--lab-var") or []:
+    for item in config.getoption("dralab_lab_var") or []:
         name, sep, value = item.partition("=")
         if not sep or not name:
-            raise UserError(f"--lab-var {item!r}: write NAME=VALUE")
+            raise UserError(f"--dralab-lab-var {item!r}: write NAME=VALUE")
         out[name] = value
     return out
 
@@ -212,7 +252,7 @@ class LabCollector(pytest.Collector):
         from harness.profile import load_profile
 
         try:
-            name = load_profile(str(config.getoption("--profile"))).name
+            name = load_profile(str(config.getoption("dralab_profile"))).name
             if self.lab.profiles and name not in self.lab.profiles:
                 # decided before any cluster is brought up: a lab for other profiles costs no bring-up
                 self.profile_skip = (
@@ -225,7 +265,7 @@ class LabCollector(pytest.Collector):
                 env,
                 run_id(config),
                 extra_vars=_lab_vars(config),
-                keep_namespace=bool(config.getoption("--keep-namespace")),
+                keep_namespace=bool(config.getoption("dralab_keep_namespace")),
                 say=_say(config),
             )
             self.runner.start()
@@ -241,7 +281,8 @@ class LabCollector(pytest.Collector):
         if self.runner is not None:
             result = self.runner.finish()
         else:
-            result = LabResult(lab=self.lab.name, title=self.lab.title, profile=str(self.config.getoption("--profile")),
+            profile = str(self.config.getoption("dralab_profile"))
+            result = LabResult(lab=self.lab.name, title=self.lab.title, profile=profile,
                                run_id=run_id(self.config), source=self.lab.source)  # fmt: skip
         if self.setup_error:
             result.error = self.setup_error
@@ -388,10 +429,10 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
 # fixtures for Python tests -------------------------------------------------------------------
 @pytest.fixture(scope="session")
 def dralab_profile(pytestconfig: pytest.Config) -> Any:
-    """The cluster profile chosen with --profile."""
+    """The cluster profile chosen with --dralab-profile."""
     from harness.profile import load_profile
 
-    return load_profile(str(pytestconfig.getoption("--profile")))
+    return load_profile(str(pytestconfig.getoption("dralab_profile")))
 
 
 @pytest.fixture(scope="session")

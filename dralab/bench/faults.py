@@ -7,8 +7,9 @@ from what the apiserver says:
 - leaked claims: ResourceClaims that no live pod references, once the webhook's grace period is
   over (the audit is polled until it is clean or the grace period plus a margin has passed);
 - leaked capacity: on every device, the capacity consumed by all allocated claims (their
-  ``status.allocation.devices.results[].consumedCapacity``) against what the claims of live pods
-  hold. Any difference is capacity no pod can use again.
+  ``status.allocation.devices.results[].consumedCapacity``; the whole device for an exclusive
+  result, as ``dralab.model.accounting`` counts it) against what the claims of live pods hold. Any
+  difference is capacity no pod can use again.
 
 The node side is audited too: CDI specs of claims no live pod holds (the driver was never told to
 unprepare), and live claims whose spec is missing (what a reboot does without an idempotent Prepare).
@@ -19,7 +20,6 @@ from __future__ import annotations
 import contextlib
 import http.server
 import json
-import math
 import signal
 import ssl
 import threading
@@ -36,7 +36,8 @@ from rich.console import Console
 from dralab.bench import DEFAULT_OUT
 from dralab.bench.common import write_result
 from dralab.bench.concurrency import NODE, own_cluster, sharing_pod
-from dralab.model.quantity import to_int
+from dralab.model import accounting
+from dralab.model.podclaims import claim_names
 
 console = Console(stderr=True)
 CLAIMS = "/apis/resource.k8s.io/v1/resourceclaims"
@@ -59,21 +60,13 @@ def is_live(pod: dict[str, Any]) -> bool:
     return (pod.get("status") or {}).get("phase") not in TERMINAL
 
 
-def pod_claim_names(pod: dict[str, Any]) -> set[str]:
-    """Names of the ResourceClaims a pod uses: by name, or generated from a template (status)."""
-    names = {r.get("resourceClaimName") for r in (pod.get("spec") or {}).get("resourceClaims") or []}
-    names |= {s.get("resourceClaimName") for s in (pod.get("status") or {}).get("resourceClaimStatuses") or []}
-    names.discard(None)
-    return {str(n) for n in names}
-
-
 def held_claims(pods: Iterable[dict[str, Any]]) -> set[tuple[str, str]]:
     """(namespace, claim name) of every claim a live pod uses."""
     out = set()
     for pod in pods:
         if is_live(pod):
             ns = _meta(pod).get("namespace", "")
-            out |= {(ns, name) for name in pod_claim_names(pod)}
+            out |= {(ns, name) for name in claim_names(pod)}
     return out
 
 
@@ -87,27 +80,12 @@ def leaked_claims(claims: Iterable[dict[str, Any]], pods: Iterable[dict[str, Any
     )
 
 
-Consumed = dict[tuple[str, str, str], dict[str, int]]
-
-
-def consumed_capacity(claims: Iterable[dict[str, Any]]) -> Consumed:
-    """(driver, pool, device) -> summed consumedCapacity (memory bytes, cores) of allocated claims."""
-    out: Consumed = {}
-    for claim in claims:
-        alloc = (claim.get("status") or {}).get("allocation") or {}
-        for res in (alloc.get("devices") or {}).get("results") or []:
-            key = (str(res.get("driver")), str(res.get("pool")), str(res.get("device")))
-            slot = out.setdefault(key, {})
-            for cap, value in (res.get("consumedCapacity") or {}).items():
-                slot[cap] = slot.get(cap, 0) + to_int(value, f"consumedCapacity.{cap}")
-    return out
-
-
-def capacity_leaks(claims: list[dict[str, Any]], pods: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def capacity_leaks(claims: list[dict[str, Any]], pods: list[dict[str, Any]],
+                   slices: list[dict[str, Any]]) -> list[dict[str, Any]]:  # fmt: skip
     """Devices where the consumed capacity differs from what the claims of live pods hold."""
     held = held_claims(pods)
-    consumed = consumed_capacity(claims)
-    holding = consumed_capacity(c for c in claims if (_meta(c).get("namespace"), _meta(c).get("name")) in held)
+    live = [c for c in claims if (_meta(c).get("namespace"), _meta(c).get("name")) in held]
+    consumed, holding = accounting.consumed(claims, slices), accounting.consumed(live, slices)
     leaks = []
     for key in sorted(consumed):
         have, want = consumed[key], holding.get(key, {})
@@ -115,28 +93,17 @@ def capacity_leaks(claims: list[dict[str, Any]], pods: list[dict[str, Any]]) -> 
         if any(have.get(c, 0) != want.get(c, 0) for c in caps):
             leaks.append({
                 "device": "/".join(key),
-                "consumed": have,
-                "held_by_live_pods": want,
-                "leaked": {c: have.get(c, 0) - want.get(c, 0) for c in sorted(caps)},
+                "consumed": {c: accounting.plain(v) for c, v in have.items()},
+                "held_by_live_pods": {c: accounting.plain(v) for c, v in want.items()},
+                "leaked": {c: accounting.plain(have.get(c, 0) - want.get(c, 0)) for c in sorted(caps)},
             })
     return leaks
 
 
 def overcommitted(slices: list[dict[str, Any]], claims: list[dict[str, Any]]) -> list[str]:
     """Devices whose consumed capacity exceeds what the slice publishes (must never happen)."""
-    total: dict[tuple[str, str, str], dict[str, int]] = {}
-    for s in slices:
-        spec = s.get("spec") or {}
-        pool = (spec.get("pool") or {}).get("name", "")
-        for dev in spec.get("devices") or []:
-            caps = {k: to_int(v.get("value"), k) for k, v in (dev.get("capacity") or {}).items()}
-            total[(str(spec.get("driver")), str(pool), str(dev.get("name")))] = caps
-    out = []
-    for key, used in consumed_capacity(claims).items():
-        limit = total.get(key)
-        if limit is not None and any(used[c] > limit.get(c, math.inf) for c in used):
-            out.append("/".join(key))
-    return sorted(out)
+    keys = accounting.overcommitted(accounting.device_capacities(slices), accounting.consumed(claims, slices))
+    return ["/".join(key) for key in keys]
 
 
 def spec_uids(file_names: Iterable[str]) -> set[str]:
@@ -263,7 +230,7 @@ class Ctx:
         slices = (self.kube.get(SLICES, missing_ok=True) or {}).get("items") or []
         return Audit(
             leaked_claims=leaked_claims(claims, pods),
-            leaked_capacity=capacity_leaks(claims, pods),
+            leaked_capacity=capacity_leaks(claims, pods, slices),
             overcommitted=overcommitted(slices, claims),
             node=node_audit(self.spec_files(), claims, pods),
         )
@@ -605,7 +572,7 @@ def statefulset_same_names(ctx: Ctx) -> tuple[bool, dict[str, Any]]:
         pods = wait_for(lambda seen=seen: renewed(seen), 300, "the StatefulSet's pods to come back", interval=0.2)
         uids |= {_meta(p)["uid"] for p in pods}
         for pod in pods:
-            claim = next(iter(pod_claim_names(pod)), "")
+            claim = next(iter(claim_names(pod)), "")
             variants += int(not claim.startswith(f"{ns}-{_meta(pod)['name']}-app"))
     steady = ctx.settle()
     ctx.kube.delete(f"{base}/db", missing_ok=True)
@@ -841,7 +808,6 @@ __all__ = [
     "SCENARIOS",
     "Audit",
     "capacity_leaks",
-    "consumed_capacity",
     "leaked_claims",
     "node_audit",
     "overcommitted",

@@ -2,16 +2,20 @@
 
 Modules, one job each:
 
-- ``proto/``: the kubelet's plugin-registration and DRA v1/v1beta1 protocols (own ``.proto`` files,
+- :mod:`.proto`: the kubelet's plugin-registration and DRA v1/v1beta1 protocols (own ``.proto`` files,
   generated modules committed; ``python -m dralab.driver.proto.generate``).
-- ``devices/``: device backends (``fake``, ``ascend`` via npu-smi, ``nvidia`` via NVML) behind one
-  small protocol: enumerate devices, vendor container edits for allocated devices.
-- ``slices``: ResourceSlice objects (pure); ``publisher``: keeps them on the apiserver.
-- ``library``: whether the enforcement library is loadable here, and the fail-closed decision (pure).
-- ``cdi``: CDI spec rendering (pure); ``checkpoint``: crash-safe record of prepared claims;
-  ``state``: owns prepare/unprepare; ``claims``: where claims are read from; ``kube``: JSON API client.
-- ``server``: gRPC servers on unix sockets; ``runner``: one driver process; ``metrics``: /metrics,
-  /healthz, /readyz; ``cli``: ``dralab driver run|slices|cdi``.
+- :mod:`.devices`: device backends (``fake``, ``ascend`` via npu-smi, ``nvidia`` via NVML) behind one
+  small protocol: enumerate devices, vendor container edits for allocated devices, health.
+- :mod:`.slices`: ResourceSlice objects (pure); :mod:`.publisher`: keeps them on the apiserver;
+  :mod:`.health`: device health as device taints.
+- :mod:`.library`: whether the enforcement library is loadable here, and the fail-closed decision (pure).
+- :mod:`.cdi`: CDI spec rendering (pure); :mod:`.checkpoint`: crash-safe record of prepared claims;
+  :mod:`.state`: owns prepare/unprepare; :mod:`.claims`: where claims are read from; :mod:`.informer`:
+  a watch-fed cache of the node's claims; :mod:`.status`: the claim's ``status.devices`` after Prepare;
+  :mod:`.limits`: size-limited claim folders.
+- :mod:`.server`: gRPC servers on unix sockets; :mod:`.runner`: one driver process; :mod:`.metrics`:
+  /metrics, /healthz, /readyz; :mod:`.cli`: ``dralab driver run|slices|cdi``.
+- :mod:`.samples`: Lab 20's claims as data (for tests and benches).
 
 Host layout under ``--state-dir``: ``<driver>/checkpoint.json``, ``<driver>/claims/<claimUID>/``
 (mounted per claim), ``<driver>/shared/`` (mounted into every claim), ``<driver>/ld.so.preload``,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import signal
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 import yaml
@@ -11,6 +12,10 @@ import yaml
 from dralab.driver.devices import BACKENDS
 from dralab.driver.health import TAINT_MODES
 from dralab.driver.library import MODES
+
+if TYPE_CHECKING:
+    from dralab.config import Config
+    from dralab.driver.devices import Backend
 
 
 @click.group()
@@ -141,7 +146,9 @@ def run(**kw: object) -> None:
         proc.stop()
 
 
-def _backend(backend: str | None, node: str, devices_file: str | None, config_file: str | None, state_dir: str | None):
+def _backend(
+    backend: str | None, node: str, devices_file: str | None, config_file: str | None, state_dir: str | None
+) -> tuple[Config, Backend]:
     from dralab.config import load_config
     from dralab.driver.devices import BackendOptions, load_backend
 

@@ -8,6 +8,7 @@ with an in-memory claim source and no apiserver.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -31,6 +32,7 @@ from dralab.model.vendors import Vendor
 from dralab.util import get_logger
 
 log = get_logger("dralab.driver.run")
+Loop = Callable[[threading.Event], None]  # a background loop: runs until its stop event is set
 
 
 @dataclass
@@ -253,12 +255,12 @@ class DriverProcess:
     def _health_metric(self, device: str, report: Health) -> None:
         self.metrics.device_unhealthy.labels(device).set(0 if report.healthy else 1)
 
-    def _spawn(self, name: str, target) -> None:
+    def _spawn(self, name: str, target: Loop) -> None:
         thread = threading.Thread(target=target, args=(self._stop,), name=name, daemon=True)
         thread.start()
         self._threads.append(thread)
 
-    def _reconcile_loop(self, state: DriverState):
+    def _reconcile_loop(self, state: DriverState) -> Loop:
         def loop(stop: threading.Event) -> None:
             while not stop.wait(self.options.reconcile_seconds):
                 try:
@@ -268,7 +270,7 @@ class DriverProcess:
 
         return loop
 
-    def _restore_loop(self, state: DriverState):
+    def _restore_loop(self, state: DriverState) -> Loop:
         def loop(stop: threading.Event) -> None:
             while not stop.wait(self.options.spec_check_seconds):
                 try:

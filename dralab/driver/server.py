@@ -15,10 +15,11 @@ import contextlib
 import os
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from concurrent import futures
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
@@ -102,12 +103,12 @@ class RegistrationService(pluginregistration_pb2_grpc.RegistrationServicer):
         self.registered = threading.Event()
         self.error = ""
 
-    def GetInfo(self, request, context):
+    def GetInfo(self, request: Any, context: Any) -> Any:
         return pluginregistration_pb2.PluginInfo(
             type=PLUGIN_TYPE, name=self.driver, endpoint=str(self.endpoint), supported_versions=list(SUPPORTED_VERSIONS)
         )
 
-    def NotifyRegistrationStatus(self, request, context):
+    def NotifyRegistrationStatus(self, request: Any, context: Any) -> Any:
         if request.plugin_registered:
             self.error = ""
             self.registered.set()
@@ -119,7 +120,7 @@ class RegistrationService(pluginregistration_pb2_grpc.RegistrationServicer):
         return pluginregistration_pb2.RegistrationStatusResponse()
 
 
-def _split(claims) -> tuple[list[ClaimRef], dict[str, str]]:
+def _split(claims: Iterable[Any]) -> tuple[list[ClaimRef], dict[str, str]]:
     """The claims whose uid can name files, and an error per uid that cannot (that claim fails alone)."""
     refs: list[ClaimRef] = []
     refused: dict[str, str] = {}
@@ -133,7 +134,11 @@ def _split(claims) -> tuple[list[ClaimRef], dict[str, str]]:
 
 
 class _DRAService:
-    """NodePrepare/NodeUnprepare for one API version (``pb`` is that version's message module)."""
+    """NodePrepare/NodeUnprepare for one API version (``pb`` is that version's message module).
+
+    Requests, responses and contexts are typed Any: the generated message classes are made at import
+    time, so no checker sees them.
+    """
 
     pb = dra_v1_pb2
     with_share_id = True
@@ -142,15 +147,15 @@ class _DRAService:
         self.state = state
         self.inflight = inflight or InFlight()
 
-    def NodePrepareResources(self, request, context):
+    def NodePrepareResources(self, request: Any, context: Any) -> Any:
         with self.inflight.call():
             return self._prepare(request)
 
-    def NodeUnprepareResources(self, request, context):
+    def NodeUnprepareResources(self, request: Any, context: Any) -> Any:
         with self.inflight.call():
             return self._unprepare(request)
 
-    def _prepare(self, request):
+    def _prepare(self, request: Any) -> Any:
         start = time.perf_counter()
         resp = self.pb.NodePrepareResourcesResponse()
         refs, refused = _split(request.claims)
@@ -176,7 +181,7 @@ class _DRAService:
         self.state.metrics.duration.labels(self.state.driver, "prepare").observe(time.perf_counter() - start)
         return resp
 
-    def _unprepare(self, request):
+    def _unprepare(self, request: Any) -> Any:
         start = time.perf_counter()
         resp = self.pb.NodeUnprepareResourcesResponse()
         refs, refused = _split(request.claims)
@@ -224,7 +229,7 @@ class HealthService(health_pb2_grpc.HealthServicer):
         self.paths = paths
         self.inflight = inflight
 
-    def Check(self, request, context):
+    def Check(self, request: Any, context: Any) -> Any:
         ok, detail = probe_sockets(self.paths, inflight=self.inflight)
         if not ok:
             log.warning("health check failed", extra={"fields": {"detail": detail}})

@@ -14,6 +14,7 @@ uses the same loaded credentials over a small bounded pool of kept-alive HTTP/1.
 - :mod:`.watch`: :class:`ListWatch`, the one list-and-watch loop (resourceVersion, 410 relist, backoff).
 - :mod:`.paths`: URL paths with escaped segments; :mod:`.discovery`: kind to resource.
 - :mod:`.errors`: :class:`KubeError`, the one error type (``status`` 0: no answer).
+- :mod:`.authz`: callers of ``/metrics`` checked with TokenReview and SubjectAccessReview.
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ import inspect
 import ssl
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, overload
 
 import anyio
 
@@ -113,6 +113,16 @@ class AsyncKube:
             if missing_ok and exc.status == 404:
                 return None
             raise
+
+    @overload
+    async def create(
+        self, path: str, body: dict[str, Any], *, dry_run: bool = False, exist_ok: Literal[False] = False
+    ) -> dict[str, Any]: ...
+
+    @overload
+    async def create(
+        self, path: str, body: dict[str, Any], *, dry_run: bool = False, exist_ok: bool
+    ) -> dict[str, Any] | None: ...
 
     async def create(
         self, path: str, body: dict[str, Any], *, dry_run: bool = False, exist_ok: bool = False

@@ -14,7 +14,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, overload
 from urllib.parse import urlencode
 
 from dralab.jsonio import dumps, loads
@@ -24,6 +24,7 @@ from dralab.kube.errors import KubeError
 Params = Mapping[str, Any] | Sequence[tuple[str, Any]] | None
 
 JSON = "application/json"
+Objects = list[dict[str, Any]]  # a list answer's items (``list`` itself is a method name inside Kube)
 # A watch read longer than this waited for the apiserver; a read from buffers takes tens of microseconds
 WAITED_SECONDS = 0.0005
 clock = time.perf_counter  # the watch reader's (tests replace it)
@@ -285,7 +286,7 @@ class Kube:
         field_selector: str | None = None,
         page: int = 500,
         accept: str = JSON,
-    ) -> tuple[list[dict[str, Any]], str]:
+    ) -> tuple[Objects, str]:
         """Every item, ``page`` at a time, and the list's resourceVersion (where a watch starts)."""
         items: list[dict[str, Any]] = []
         token: str | None = None
@@ -297,6 +298,16 @@ class Kube:
             token = meta.get("continue") or None
             if not token:
                 return items, str(meta.get("resourceVersion") or "")
+
+    @overload
+    def create(
+        self, path: str, body: dict[str, Any], *, dry_run: bool = False, exist_ok: Literal[False] = False
+    ) -> dict[str, Any]: ...
+
+    @overload
+    def create(
+        self, path: str, body: dict[str, Any], *, dry_run: bool = False, exist_ok: bool
+    ) -> dict[str, Any] | None: ...
 
     def create(
         self, path: str, body: dict[str, Any], *, dry_run: bool = False, exist_ok: bool = False

@@ -232,7 +232,7 @@ def load_kubeconfig(path: str | os.PathLike[str], context: str | None = None) ->
     if user.get("tokenFile") and not (user.get("exec") or user.get("auth-provider")):
         hook = TokenFile(user["tokenFile"])
         hook(cfg)
-        cfg.refresh_api_key_hook = hook
+        cfg.refresh_api_key_hook = hook  # type: ignore[assignment]  # the generated client declares None, calls it when set
     return KubeConfig(cfg, str(p), files)
 
 
@@ -246,7 +246,7 @@ def load_incluster() -> KubeConfig:
     kconfig.load_incluster_config(client_configuration=cfg)  # ConfigException when not in a pod
     hook = TokenFile(incluster_config.SERVICE_TOKEN_FILENAME)
     hook(cfg)
-    cfg.refresh_api_key_hook = hook
+    cfg.refresh_api_key_hook = hook  # type: ignore[assignment]  # as above: declared None, called when set
     return KubeConfig(cfg, "in-cluster")
 
 

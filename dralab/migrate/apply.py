@@ -7,6 +7,7 @@ from typing import Any
 from dralab.kube import Kube, KubeError
 from dralab.kube.paths import CLAIMS_PATH, claims_path, pods_path, segment
 from dralab.migrate.plan import MigrationPlan, Snapshot
+from dralab.model.podclaims import claim_names
 from dralab.webhook.adoption import adoption_patch
 
 ADMISSION = "/apis/admissionregistration.k8s.io/v1"
@@ -47,8 +48,7 @@ def apply_plan(api: Kube, plan: MigrationPlan, snap: Snapshot, remove_webhooks: 
             elif kind == "delete-claim":
                 ns, name = action["claim"].split("/", 1)
                 live = api.list(pods_path(ns)).get("items") or []
-                if any(r.get("resourceClaimName") == name for p in live
-                       for r in (p.get("spec") or {}).get("resourceClaims") or []):
+                if any(name in claim_names(p, generated=False) for p in live):
                     done.append(f"kept {action['claim']}: a pod references it now")
                     continue
                 api.delete(claims_path(ns, name), uid=action.get("uid"))

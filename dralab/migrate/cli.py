@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 import yaml
@@ -11,8 +13,16 @@ import yaml
 from dralab.config import load_config
 from dralab.errors import UserError
 
+if TYPE_CHECKING:
+    from dralab.config import Config
+    from dralab.kube import Kube
+    from dralab.migrate.plan import MigrationPlan, Snapshot
+    from dralab.webhook.adoption import AdoptionSettings
 
-def _settings(cfg, grace_seconds: int | None):
+Command = TypeVar("Command", bound=Callable[..., Any])
+
+
+def _settings(cfg: Config, grace_seconds: int | None) -> AdoptionSettings:
     from dralab.webhook.adoption import AdoptionSettings
 
     m = cfg.migration
@@ -20,7 +30,7 @@ def _settings(cfg, grace_seconds: int | None):
     return AdoptionSettings(dict(m.claim_labels), dict(m.claim_annotations), float(grace))
 
 
-def _options(fn):
+def _options(fn: Command) -> Command:
     fn = click.option("--kubeconfig", default=None, type=click.Path(dir_okay=False),
                       help="Default: in-cluster, then ~/.kube.")(fn)
     fn = click.option("--config", "config_path", default=None, type=click.Path(dir_okay=False),
@@ -35,7 +45,7 @@ def _options(fn):
 
 
 def _plan(kubeconfig: str | None, config_path: str | None, hami_config: str | None, namespace: str | None,
-          grace_seconds: int | None):
+          grace_seconds: int | None) -> tuple[Kube, Snapshot, MigrationPlan]:
     from dralab.kube import Kube
     from dralab.migrate.apply import snapshot
     from dralab.migrate.plan import build_plan

@@ -9,12 +9,14 @@ conflicts between them (two mutating webhooks converting the same resources; a D
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from dralab.model.convert import DRA_LABEL, Converter
 from dralab.model.denials import Denied
 from dralab.model.objects import MANAGED_BY
+from dralab.model.podclaims import claim_names
 from dralab.model.vendors import VendorTable
 from dralab.webhook.adoption import AdoptionSettings, fingerprint
 from dralab.webhook.adoption import plan as adoption_plan
@@ -115,9 +117,7 @@ def _pods(snapshot: Snapshot, converter: Converter, out: MigrationPlan) -> None:
             })
         labels = _meta(pod).get("labels") or {}
         if labels.get(DRA_LABEL) == "true":
-            claims = [r.get("resourceClaimName") for r in (pod.get("spec") or {}).get("resourceClaims") or []
-                      if r.get("resourceClaimName")]
-            out.hami_dra_pods.append({"pod": _ref(pod), "claims": claims})
+            out.hami_dra_pods.append({"pod": _ref(pod), "claims": claim_names(pod, generated=False)})
 
 
 def _claims(snapshot: Snapshot, table: VendorTable, settings: AdoptionSettings, now: float, out: MigrationPlan) -> None:
@@ -129,9 +129,8 @@ def _claims(snapshot: Snapshot, table: VendorTable, settings: AdoptionSettings, 
     refs: dict[str, list[str]] = {}
     for pod in snapshot.pods:
         ns = _meta(pod).get("namespace", "")
-        for r in (pod.get("spec") or {}).get("resourceClaims") or []:
-            if r.get("resourceClaimName"):
-                refs.setdefault(f"{ns}/{r['resourceClaimName']}", []).append(_meta(pod).get("name", ""))
+        for name in claim_names(pod, generated=False):
+            refs.setdefault(f"{ns}/{name}", []).append(_meta(pod).get("name", ""))
     for claim in snapshot.claims:
         requests = ((claim.get("spec") or {}).get("devices") or {}).get("requests") or []
         claim_classes = {(r.get("exactly") or {}).get("deviceClassName") for r in requests}
@@ -247,7 +246,7 @@ def render_text(plan: MigrationPlan) -> str:
     """A short human summary of the plan (the YAML form carries every detail)."""
     d = plan.as_dict()
     lines = [f"{k}: {v}" for k, v in d["summary"].items()]
-    for title, key, fmt in (
+    sections: tuple[tuple[str, str, Callable[[dict[str, Any]], str]], ...] = (
         ("pods still asking for HAMi resources", "podsWithHamiResources", lambda r: f"{r['pod']} {r['fields'][0]}"),
         ("claims", "claims", lambda r: f"{r['claim']} [{r['origin']}] owners={r['owners'] or '-'} -> {r['fate']}"),
         ("device classes", "deviceClasses", lambda r: f"{r['name']} " + ", ".join(
@@ -255,7 +254,8 @@ def render_text(plan: MigrationPlan) -> str:
             f" extendedResourceName={r['extendedResourceName']}" if r.get("extendedResourceName") else "")),
         ("webhooks", "webhooks", lambda r: f"{r['kind']}/{r['name']} {r['webhook']} owner={r['owner']} "
                                            f"podCreate={r['podCreate']}"),
-    ):
+    )
+    for title, key, fmt in sections:
         if d[key]:
             lines.append(f"\n{title}:")
             lines += [f"  {fmt(r)}" for r in d[key]]

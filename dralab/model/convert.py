@@ -15,6 +15,7 @@ names it as ``<request>/<subrequest>``.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -646,7 +647,7 @@ def _label_path(meta: dict[str, Any]) -> tuple[str, ...]:
     return ("metadata", "labels", DRA_LABEL) if isinstance(meta.get("labels"), dict) else ("metadata", "labels")
 
 
-def _containers(pod: dict[str, Any]):
+def _containers(pod: dict[str, Any]) -> Iterator[tuple[str, int, dict[str, Any]]]:
     """(kind, index, container) of every container of a pod that passed :func:`check_pod`."""
     spec = pod.get("spec") or {}
     for kind in CONTAINER_KINDS:

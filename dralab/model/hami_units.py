@@ -63,7 +63,7 @@ def memory_bytes(text: object, field: str) -> int:
     if q.is_binary:
         if not q.is_integer:
             raise Denied(field, f"{q.text!r} is not a whole number of bytes; use a whole MiB count such as 8192")
-        value = int(q.value)
+        value: Fraction | int = int(q.value)
     elif not q.is_integer:
         raise Denied(field, f"{q.text!r} is not a whole number of MiB; memory is a whole number of MiB such as 8192")
     else:

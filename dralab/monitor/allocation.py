@@ -2,12 +2,13 @@
 
 Devices and their capacity come from the slices (the highest pool generation only); allocations
 come from each claim's ``status.allocation.devices.results`` with the ``consumedCapacity`` the
-scheduler recorded (already rounded to the device's request policy). A result without consumed
-capacity took the whole device. The sharers of an allocation are the pods in ``reservedFor``. What the
-node driver applied to an allocation (its quota and enforcement) is the ``data`` of the claim's
-``status.devices`` entry for that device and shareID, written by the driver after Prepare. Whether
-a node's driver enforces the shares at all is the ``dralab.io/enforcement`` label of its slices
-(``required`` or ``none``, the driver's ``--enforcement``): a node without it is ``unknown``.
+scheduler recorded, read by ``dralab.model.accounting`` (an exclusive result, without consumed capacity,
+takes the whole device; an admin-access result takes nothing). The sharers of an allocation are the
+pods in ``reservedFor``. What the node driver applied to an allocation (its quota and enforcement) is
+the ``data`` of the claim's ``status.devices`` entry for that device and shareID, written by the driver
+after Prepare. Whether a node's driver enforces the shares at all is the ``dralab.io/enforcement``
+label of its slices (``required`` or ``none``, the driver's ``--enforcement``): a node without it is
+``unknown``.
 """
 
 from __future__ import annotations
@@ -16,8 +17,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from dralab.errors import UserError
-from dralab.model.quantity import to_int
+from dralab.model.accounting import claim_uses, current_slices, device_capacities
+
+__all__ = ["Allocation", "Device", "Share", "compute", "current_slices"]
 
 MEMORY = "memory"
 CORES = "cores"
@@ -104,13 +106,6 @@ class Allocation:
         return out
 
 
-def _int(value: Any, what: str) -> int:
-    try:
-        return to_int(str(value), what)
-    except (UserError, ValueError):
-        return 0
-
-
 def _attribute(attributes: dict[str, Any], name: str) -> str:
     """An attribute's value as text, whichever one-of field (string, int, bool, version) holds it."""
     entry = attributes.get(name)
@@ -121,30 +116,6 @@ def _attribute(attributes: dict[str, Any], name: str) -> str:
                 return str(value).lower() if isinstance(value, bool) else str(value)
         return ""
     return "" if entry is None else str(entry)
-
-
-def _capacity(entry: Any) -> int:
-    if isinstance(entry, dict):
-        return _int(entry.get("value", 0), "capacity")
-    return _int(entry, "capacity")
-
-
-def current_slices(slices: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Only the slices of each pool's highest generation (older ones are being replaced)."""
-    slices = list(slices)
-    newest: dict[tuple[str, str], int] = {}
-    for s in slices:
-        spec = s.get("spec") or {}
-        pool = spec.get("pool") or {}
-        key = (spec.get("driver", ""), pool.get("name", ""))
-        newest[key] = max(newest.get(key, 0), int(pool.get("generation") or 0))
-    out = []
-    for s in slices:
-        spec = s.get("spec") or {}
-        pool = spec.get("pool") or {}
-        if int(pool.get("generation") or 0) == newest[(spec.get("driver", ""), pool.get("name", ""))]:
-            out.append(s)
-    return out
 
 
 def slice_enforcement(slice_obj: dict[str, Any]) -> str:
@@ -158,7 +129,9 @@ def compute(
 ) -> Allocation:
     """The allocation picture; ``namespace`` keeps only that namespace's claims."""
     out = Allocation()
-    for s in current_slices(slices):
+    current = current_slices(slices)
+    capacities = device_capacities(current)
+    for s in current:
         spec = s.get("spec") or {}
         node = spec.get("nodeName") or ""
         pool = (spec.get("pool") or {}).get("name", "")
@@ -166,19 +139,19 @@ def compute(
         if node and out.enforcement.get(where) != ENFORCEMENT_NONE:  # disagreeing slices: the unenforced one wins
             out.enforcement[where] = slice_enforcement(s)
         for dev in spec.get("devices") or []:
-            capacity = dev.get("capacity") or {}
             attributes = dev.get("attributes") or {}
             device = Device(
                 driver=spec.get("driver", ""),
                 pool=pool,
                 name=dev.get("name", ""),
                 node=node,
-                memory_total=_capacity(capacity.get(MEMORY, 0)),
-                cores_total=_capacity(capacity.get(CORES, 0)),
                 uuid=_attribute(attributes, "uuid"),
                 index=_attribute(attributes, "index"),
                 product=_attribute(attributes, "productName") or _attribute(attributes, "type"),
             )
+            capacity = capacities.get(device.key) or {}
+            device.memory_total = int(capacity.get(MEMORY, 0))
+            device.cores_total = int(capacity.get(CORES, 0))
             out.devices[device.key] = device
     for claim in claims:
         meta = claim.get("metadata") or {}
@@ -186,32 +159,25 @@ def compute(
         if namespace is not None and ns != namespace:
             continue
         status = claim.get("status") or {}
-        results = ((status.get("allocation") or {}).get("devices") or {}).get("results") or []
         pods = [r.get("name", "") for r in status.get("reservedFor") or [] if r.get("resource", "pods") == "pods"]
         reported = {
             (e.get("driver", ""), e.get("pool", ""), e.get("device", ""), e.get("shareID") or ""): e
             for e in status.get("devices") or []
             if isinstance(e, dict)
         }
-        for result in results:
-            key = (result.get("driver", ""), result.get("pool", ""), result.get("device", ""))
-            device = out.devices.get(key)
-            if device is None:
+        container = str((meta.get("annotations") or {}).get(CONTAINER_ANNOTATION) or "")
+        for use in claim_uses(claim, capacities):
+            held = out.devices.get(use.device)
+            if held is None:
                 out.unknown_devices += 1
                 continue
-            consumed = result.get("consumedCapacity")
-            if consumed is None:  # an exclusive allocation takes the whole device
-                memory, cores = device.memory_total, device.cores_total
-            else:
-                memory, cores = _int(consumed.get(MEMORY, 0), "memory"), _int(consumed.get(CORES, 0), "cores")
-            container = str((meta.get("annotations") or {}).get(CONTAINER_ANNOTATION) or "")
-            share_id = str(result.get("shareID") or "")
-            entry = reported.get((*key, share_id)) or {}
+            memory, cores = int(use.consumed.get(MEMORY, 0)), int(use.consumed.get(CORES, 0))
+            entry = reported.get((*use.device, use.share_id)) or {}
             applied = entry.get("data") if isinstance(entry.get("data"), dict) else None
-            share = Share(ns, meta.get("name", ""), key, memory, cores, pods, container, share_id, applied)
+            share = Share(ns, use.claim, use.device, memory, cores, pods, container, use.share_id, applied)
             out.shares.append(share)
-            device.memory_used += memory
-            device.cores_used += cores
-            device.shares += 1
-            device.sharers.extend([f"{ns}/{p}" for p in pods] or [f"{ns}/claim:{share.claim}"])
+            held.memory_used += memory
+            held.cores_used += cores
+            held.shares += 1
+            held.sharers.extend([f"{ns}/{p}" for p in pods] or [f"{ns}/claim:{share.claim}"])
     return out

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
+
+if TYPE_CHECKING:
+    from prometheus_client.core import GaugeMetricFamily
 
 
 @click.command("monitor")
@@ -48,7 +53,7 @@ def monitor(host: str, port: int, kubeconfig: str | None, once: bool, hami_metri
         alloc = compute(api.list_all(SLICES)[0], api.list_all(CLAIMS)[0])
 
         class _Once:
-            def collect(self):
+            def collect(self) -> list[GaugeMetricFamily]:
                 return families(alloc, hami_metrics)
 
         registry = CollectorRegistry()

@@ -46,7 +46,7 @@ class _Server(ThreadingHTTPServer):
         except (OSError, ssl.SSLError):
             return  # not TLS, or gone: the socket is closed by shutdown_request
         try:
-            self.RequestHandlerClass(conn, client_address, self)
+            self.RequestHandlerClass(conn, client_address, self)  # type: ignore[arg-type]  # typeshed: Self, unbound here
         finally:
             with contextlib.suppress(OSError):
                 conn.shutdown(socket.SHUT_RDWR)

@@ -182,8 +182,8 @@ class BudgetGate:
         try:
             every = await self._budget_objects(namespace)
             # the cache keeps every budgeted class of the namespace, not only those this pod asks for
-            classes = frozenset(b.device_class for b, _ in every)
-            self._classes[namespace] = (classes, self.clock() + BUDGET_CACHE_SECONDS)
+            budgeted = frozenset(b.device_class for b, _ in every)
+            self._classes[namespace] = (budgeted, self.clock() + BUDGET_CACHE_SECONDS)
             found = [(b, o) for b, o in every if b.device_class in demand]
             budgets = [b for b, _ in found]
             if budgets:

@@ -82,7 +82,8 @@ def preview_documents(text: str, namespace: str | None, cfg: Config, source: str
     claims_made = False
     for obj in _documents(text, source):
         ns = _namespace(obj, namespace)
-        meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+        raw_meta = obj.get("metadata")
+        meta: dict[str, Any] = raw_meta if isinstance(raw_meta, dict) else {}
         name = meta.get("name") or meta.get("generateName", "")
         job = is_volcano_job(obj)
         what = "Volcano Job" if job else "pod"

@@ -29,6 +29,7 @@ from dralab.kube.paths import CLAIMS_PATH, claims_path, pods_path
 from dralab.model.convert import ANN_POD_NAME, DRA_LABEL, LIFECYCLE_LABEL, POD_LABEL
 from dralab.model.naming import label_value
 from dralab.model.objects import MANAGED_BY
+from dralab.model.podclaims import claim_names
 from dralab.util import get_logger
 from dralab.webhook.metrics import Metrics
 
@@ -80,10 +81,8 @@ def claim_refs(pods: Iterable[dict[str, Any]]) -> dict[tuple[str, str], list[dic
     refs: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for pod in pods:
         ns = _meta(pod).get("namespace", "")
-        for ref in (pod.get("spec") or {}).get("resourceClaims") or []:
-            name = ref.get("resourceClaimName")
-            if name:
-                refs.setdefault((ns, name), []).append(pod)
+        for name in claim_names(pod, generated=False):
+            refs.setdefault((ns, name), []).append(pod)
     return refs
 
 

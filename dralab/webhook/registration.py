@@ -114,7 +114,7 @@ def webhook_configurations(
         "matchConditions": match_conditions(cfg),
     }
     labels = dict(MANAGED_BY)
-    mutating = {
+    mutating: dict[str, Any] = {
         "apiVersion": "admissionregistration.k8s.io/v1",
         "kind": "MutatingWebhookConfiguration",
         "metadata": {"name": NAME, "labels": labels},

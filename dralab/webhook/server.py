@@ -11,7 +11,7 @@ import contextlib
 import gc
 import importlib.util
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -42,6 +42,7 @@ from dralab.webhook.transport import MAX_HEAD_BYTES, TLSServer, guarded_protocol
 from dralab.webhook.volcano import VolcanoMutator
 
 log = get_logger("dralab.webhook.server")
+AsgiApp = Callable[[dict[str, Any], Callable[..., Any], Callable[..., Any]], Awaitable[None]]  # scope, receive, send
 # Bodies above this are converted in a worker thread, so a large pod never holds up the event loop.
 OFFLOAD_BYTES = 64 * 1024
 WARM_SECONDS = 5.0  # at most this long for the admission client's first connection before serving (warm)
@@ -107,9 +108,10 @@ def build(
     wh = config.webhook
     converters = build_converters(config)  # the same converters as `dralab convert`
     budget_metrics = BudgetMetrics(metrics.registry)
-    gate = BudgetGate(admission_api or api, budget_metrics) if (admission_api or api) is not None else None
+    budget_api = admission_api or api
+    gate = BudgetGate(budget_api, budget_metrics) if budget_api is not None else None
     lifecycle = ClaimLifecycle(
-        converters.pod, admission_api or api, metrics, budgets=gate,
+        converters.pod, budget_api, metrics, budgets=gate,
         rate=NamespaceRate(*worker_rate(wh.claim_create_rate_per_second, wh.claim_create_burst, workers,
                                          wh.max_claims_per_pod)),
     )
@@ -117,7 +119,7 @@ def build(
     if own_namespace:
         excluded.add(own_namespace)
     handler = AdmissionHandler(lifecycle, metrics, excluded, deadline_seconds=float(wh.admission_deadline_seconds))
-    handler.volcano = VolcanoMutator(converters.volcano, admission_api or api, metrics, excluded)
+    handler.volcano = VolcanoMutator(converters.volcano, budget_api, metrics, excluded)
     watch = janitor if watch_classes is None else watch_classes
     handler.extended = DeviceClassWatch(api) if api is not None and watch else None
     webhook = Webhook(config, handler, metrics, api, None, admission_api, budget_metrics=budget_metrics)
@@ -248,7 +250,7 @@ def create_app(
     limits = limits or ServerLimits()
     inflight = Inflight(limits.max_inflight, limits.max_inflight_bytes, metrics.inflight.set)
 
-    def admission(endpoint: str, call: Callable[..., Any]):
+    def admission(endpoint: str, call: Callable[..., Any]) -> AsgiApp:
         # bound once: looking a labelled child up per request costs more than counting
         requests, latency = metrics.requests.labels(endpoint), metrics.latency.labels(endpoint)
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import socket
 import ssl
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import uvicorn
 from uvicorn.protocols.http.h11_impl import H11Protocol
@@ -69,7 +69,22 @@ class Coalescing:
         return getattr(self._transport, name)
 
 
-class _Guards:
+if TYPE_CHECKING:
+
+    class _UvicornProtocol(asyncio.Protocol):
+        """What the guards use of the uvicorn protocol they are mixed into (both of its HTTP/1.1 protocols)."""
+
+        loop: asyncio.AbstractEventLoop
+        cycle: Any  # the request-response cycle in progress, or None
+        transport: asyncio.Transport
+
+        def on_response_complete(self) -> None: ...
+
+else:
+    _UvicornProtocol = object
+
+
+class _Guards(_UvicornProtocol):
     """A per-request read deadline over either of uvicorn's HTTP/1.1 protocols.
 
     Mixed in before the protocol class; class attributes are set by :func:`guarded_protocol` (uvicorn
@@ -112,12 +127,12 @@ class _Guards:
         super().connection_lost(exc)
 
 
-class GuardedH11(_Guards, H11Protocol):  # type: ignore[misc]
+class GuardedH11(_Guards, H11Protocol):
     """uvicorn's h11 protocol under the guards; h11 bounds the request line and headers itself
     (``h11_max_incomplete_event_size``, which the server sets to :data:`MAX_HEAD_BYTES`)."""
 
 
-class GuardedHttpTools(_Guards, HttpToolsProtocol):  # type: ignore[misc]
+class GuardedHttpTools(_Guards, HttpToolsProtocol):
     """uvicorn's httptools (llhttp) protocol under the guards: the same HTTP/1.1 at a fraction of h11's CPU.
 
     llhttp hands the request line and headers over in pieces and keeps no limit of its own, so the bytes
@@ -126,7 +141,7 @@ class GuardedHttpTools(_Guards, HttpToolsProtocol):  # type: ignore[misc]
     """
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-        self._head = 0  # bytes of the current request's head so far; None once its headers are complete
+        self._head: int | None = 0  # bytes of the current request's head so far; None once its headers are complete
         super().connection_made(transport)
 
     def on_headers_complete(self) -> None:

@@ -32,12 +32,18 @@ def claim(ns: str, name: str, uid: str, device: str = "npu-0-0", memory: str = "
     return obj
 
 
+NPU = {"memory": {"value": "21525Mi"}, "cores": {"value": "100"}}
+SLICES = [{"spec": {"driver": DRIVER, "pool": {"name": "bench-node"},
+                    "devices": [{"name": f"npu-{i}-0", "capacity": NPU} for i in range(2)]}}]
+
+
 def pod(ns: str, name: str, claims: list[str], phase: str = "Running", templated: list[str] | None = None) -> dict:
     return {
         "metadata": {"namespace": ns, "name": name, "uid": f"uid-{name}"},
-        "spec": {"resourceClaims": [{"name": c, "resourceClaimName": c} for c in claims]},
-        "status": {"phase": phase,
-                   "resourceClaimStatuses": [{"name": "t", "resourceClaimName": t} for t in templated or []]},
+        "spec": {"resourceClaims": [{"name": c, "resourceClaimName": c} for c in claims]
+                 + [{"name": f"t{i}", "resourceClaimTemplateName": "tmpl"} for i, _ in enumerate(templated or [])]},
+        "status": {"phase": phase, "resourceClaimStatuses": [{"name": f"t{i}", "resourceClaimName": t}
+                                                             for i, t in enumerate(templated or [])]},
     }
 
 
@@ -45,7 +51,7 @@ def test_a_claim_without_a_live_pod_is_leaked_and_so_is_its_capacity() -> None:
     claims = [claim("a", "held", "u1"), claim("a", "orphan", "u2", memory="1Gi", cores="5")]
     pods = [pod("a", "p1", ["held"])]
     assert faults.leaked_claims(claims, pods) == ["a/orphan"]
-    leaks = faults.capacity_leaks(claims, pods)
+    leaks = faults.capacity_leaks(claims, pods, SLICES)
     assert len(leaks) == 1
     assert leaks[0]["device"] == f"{DRIVER}/bench-node/npu-0-0"
     assert leaks[0]["leaked"] == {"cores": 5, "memory": 2**30}
@@ -70,14 +76,16 @@ def test_same_name_in_another_namespace_does_not_hold_the_claim() -> None:
 
 def test_an_unallocated_claim_consumes_nothing() -> None:
     claims = [claim("a", "pending", "u1", allocated=False)]
-    assert faults.capacity_leaks(claims, []) == []
+    assert faults.capacity_leaks(claims, [], SLICES) == []
     assert faults.leaked_claims(claims, []) == ["a/pending"]
 
 
-def test_consumed_capacity_sums_every_share_of_a_device() -> None:
-    claims = [claim("a", f"c{i}", f"u{i}", memory="8Gi", cores="50") for i in range(2)]
-    assert faults.consumed_capacity(claims) == {(DRIVER, "bench-node", "npu-0-0"): {"memory": 16 * 2**30,
-                                                                                   "cores": 100}}
+def test_a_leaked_exclusive_claim_leaks_the_whole_device() -> None:
+    orphan = claim("a", "orphan", "u1", device="npu-1-0")
+    del orphan["status"]["allocation"]["devices"]["results"][0]["consumedCapacity"]
+    leaks = faults.capacity_leaks([orphan], [], SLICES)
+    assert [leak["device"] for leak in leaks] == [f"{DRIVER}/bench-node/npu-1-0"]
+    assert leaks[0]["leaked"] == {"cores": 100, "memory": 21525 * 2**20}
 
 
 def test_overcommit_is_flagged_against_the_slice() -> None:

@@ -442,8 +442,3 @@ def teardown_host(paths: NodePaths, mntns: str | None) -> list[str]:
     left = remove_cgroups(paths.cgroup_root)
     delete_bridge(paths.bridge)
     return left
-
-
-def safe_delete(kube: Kube, path: str) -> None:
-    with contextlib.suppress(KubeError):
-        kube.delete(path)

@@ -10,6 +10,8 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from dralab.model import podclaims
+
 TERMINAL_PHASES = ("Succeeded", "Failed")
 BACKOFF_START = 1.0
 BACKOFF_MAX = 30.0
@@ -37,19 +39,12 @@ def pod_claims(pod: dict[str, Any]) -> list[ClaimRef]:
     Raises NotReady while a template claim has not been created yet; a status entry without a
     claim name means no claim is needed for that entry (as the kubelet reads it).
     """
-    statuses = {s.get("name"): s for s in (pod.get("status") or {}).get("resourceClaimStatuses") or []}
     out = []
-    for entry in (pod.get("spec") or {}).get("resourceClaims") or []:
-        name = entry.get("name")
-        if entry.get("resourceClaimName"):
-            out.append(ClaimRef(name, entry["resourceClaimName"]))
-            continue
-        if entry.get("resourceClaimTemplateName"):
-            if name not in statuses:
-                raise NotReady(f"waiting for the ResourceClaim of pod claim {name!r} to be created")
-            generated = statuses[name].get("resourceClaimName")
-            if generated:
-                out.append(ClaimRef(name, generated))
+    for entry in podclaims.pod_claims(pod):
+        if entry.pending:
+            raise NotReady(f"waiting for the ResourceClaim of pod claim {entry.entry!r} to be created")
+        if entry.claim:
+            out.append(ClaimRef(entry.entry, entry.claim))
     return out
 
 

@@ -6,6 +6,9 @@ files, ids of CDI specs written by someone else), and how healthy are they now (
 fake backend's fault file, npu-smi's health query, NVML's XID events). Everything vendor-neutral
 (enforcement env, per-claim directories, CDI files, checkpoint, device taints) lives in the driver
 core, so ``fake``, ``ascend`` and ``nvidia`` are interchangeable.
+
+Modules: :mod:`.fake` (devices from an inventory file, faults injected through files), :mod:`.ascend`
+(npu-smi), :mod:`.nvidia` (NVML).
 """
 
 from __future__ import annotations
@@ -134,7 +137,7 @@ def load_backend(name: str, options: BackendOptions) -> Backend:
     raise UserError(f"unknown device backend {name!r}: choose one of {', '.join(BACKENDS)}")
 
 
-class _Missing(dict):
+class _Missing(dict[str, Any]):
     """format_map helper: unknown placeholders make the pattern inapplicable."""
 
     def __missing__(self, key: str) -> str:

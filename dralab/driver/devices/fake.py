@@ -145,7 +145,7 @@ class FakeBackend:
             return {}
         return {d.name: injected.get(d.name, HEALTHY) for d in self.devices}
 
-    def prepare_fault(self, claim: dict) -> str | None:
+    def prepare_fault(self, claim: dict[str, Any]) -> str | None:
         """The injected failure for ``claim`` (its ``FAULT_ANNOTATION``), None when it may be prepared."""
         value = ((claim.get("metadata") or {}).get("annotations") or {}).get(FAULT_ANNOTATION)
         if not value:

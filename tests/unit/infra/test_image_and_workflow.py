@@ -83,7 +83,7 @@ def test_workflow_uses_the_generated_kind_config_and_the_pins() -> None:
     assert "KIND_NODE_IMAGE" in by_name["Generate the kind config"]["run"]
     assert "kind load docker-image" in by_name["Load the image into kind"]["run"]
     assert "crds.enabled=true" in by_name["Install cert-manager"]["run"]
-    assert by_name["Replay the labs on kind"]["run"].endswith("pytest -m e2e --profile kind")
+    assert by_name["Replay the labs on kind"]["run"].endswith("pytest -m e2e --dralab-profile kind")
     upload = by_name["Upload the lab report"]
     assert upload["if"] == "always()" and upload["with"]["path"] == "reports/"
     assert KIND_NODE_IMAGE.startswith("kindest/node:v1.35.") and "@sha256:" in KIND_NODE_IMAGE

@@ -1,7 +1,8 @@
-"""Packaging: extras split by job, the harness as a pytest11 plugin, bounds on generated internals."""
+"""Packaging: extras split by job, the harness plugin loaded only where asked, bounds on generated internals."""
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -44,22 +45,45 @@ def test_kubernetes_is_bounded_above_because_its_generated_internals_are_used() 
     assert metadata.version("kubernetes").split(".")[0] == re.search(r">=(\d+)", kube)[1]  # type: ignore[index]
 
 
-def test_harness_is_a_pytest11_plugin_named_like_its_module() -> None:
-    assert PROJECT["entry-points"]["pytest11"] == {"harness.plugin": "harness.plugin"}
-    installed = {ep.name: ep.value for ep in metadata.entry_points(group="pytest11")}
-    if "harness.plugin" not in installed:
-        pytest.skip("this environment has an older install of dralab: pip install -e . registers the entry point")
-    assert installed["harness.plugin"] == "harness.plugin"
+def test_the_harness_is_no_pytest11_plugin() -> None:
+    # an entry point would load the harness (and its options) into every pytest run where dralab is installed
+    assert "pytest11" not in PROJECT.get("entry-points", {})
+    installed = {ep.value for ep in metadata.entry_points(group="pytest11")}
+    assert "harness.plugin" not in installed, "an older install of dralab registered it: pip install -e ."
 
 
-def test_pytest_outside_the_checkout_offers_profile(tmp_path: Path) -> None:
-    if "harness.plugin" not in {ep.name for ep in metadata.entry_points(group="pytest11")}:
-        pytest.skip("the pytest11 entry point is not installed here: pip install -e .")
+def _pytest_help(cwd: Path, *args: str, autoload: bool = False) -> str:
+    """``pytest --help`` in ``cwd``; only the plugins named in ``args`` unless ``autoload`` (every installed one)."""
+    env = {**os.environ, "PYTHONPATH": str(cwd), "COLUMNS": "200"}
+    env.pop("PYTEST_DISABLE_PLUGIN_AUTOLOAD", None)
+    if not autoload:
+        env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
     out = subprocess.run(
-        [sys.executable, "-m", "pytest", "--help"], cwd=tmp_path, capture_output=True, text=True, timeout=120
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args, "--help"],
+        cwd=cwd, capture_output=True, text=True, timeout=120, env=env,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stdout + out.stderr
+    return out.stdout
+
+
+def test_pytest_outside_the_checkout_loads_the_plugin_only_when_asked(tmp_path: Path) -> None:
+    assert "--dralab-profile" not in _pytest_help(tmp_path, autoload=True)
+    asked = _pytest_help(tmp_path, "-p", "harness.plugin")
+    assert "--dralab-profile=DRALAB_PROFILE, --profile=DRALAB_PROFILE" in asked
+    assert "--dralab-kubernetes=VERSION, --kubernetes=VERSION" in asked
+
+
+@pytest.mark.parametrize("order", ["harness first", "other first"])
+def test_an_alias_another_plugin_defines_is_left_to_it(tmp_path: Path, order: str) -> None:
+    (tmp_path / "other_profiler.py").write_text(
+        "def pytest_addoption(parser):\n"
+        "    parser.getgroup('other').addoption('--profile', action='store_true', help='the other plugin')\n"
     )
-    assert out.returncode == 0, out.stderr
-    assert "--profile=PROFILE" in out.stdout
+    plugins = ["-p", "harness.plugin", "-p", "other_profiler"]
+    text = _pytest_help(tmp_path, *(plugins if order == "harness first" else plugins[2:] + plugins[:2]))
+    assert "--dralab-profile=DRALAB_PROFILE" in text and "--profile=DRALAB_PROFILE" not in text
+    assert re.search(r"--profile\s+the other plugin", text)
+    assert "--dralab-kubernetes=VERSION, --kubernetes=VERSION" in text
 
 
 def test_the_checkouts_conftest_does_not_register_the_plugin_twice() -> None:
