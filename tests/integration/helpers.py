@@ -37,6 +37,46 @@ def node_slice(driver: str, node: str, devices: list[dict[str, Any]]) -> dict[st
     }
 
 
+def shareable_slice(driver: str, node: str) -> dict[str, Any]:
+    """A slice of ``driver`` with one multi-allocatable device of Lab 20's capacities (21525Mi, 100 cores)
+    on ``node``, chosen by a node selector so the node's kubelet stand-in leaves it alone."""
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceSlice",
+        "metadata": {"name": f"{driver}-slice"},
+        "spec": {
+            "driver": driver,
+            # a node selector instead of nodeName: the node's kubelet stand-in leaves it alone
+            "nodeSelector": {
+                "nodeSelectorTerms": [
+                    {"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "In", "values": [node]}]}
+                ]
+            },
+            "pool": {"name": f"{driver}-pool", "generation": 1, "resourceSliceCount": 1},
+            "devices": [
+                {
+                    "name": "npu-0-0",
+                    "allowMultipleAllocations": True,
+                    "attributes": {"type": {"string": "HAMivNPUCore"}, "uuid": {"string": "TEST-UUID-0"}},
+                    "capacity": {
+                        "cores": {
+                            "value": "100",
+                            "requestPolicy": {"default": "100", "validRange": {"min": "0", "max": "100", "step": "1"}},
+                        },
+                        "memory": {
+                            "value": "21525Mi",
+                            "requestPolicy": {
+                                "default": "21525Mi",
+                                "validRange": {"min": "1Mi", "max": "21525Mi", "step": "1Mi"},
+                            },
+                        },
+                    },
+                }
+            ],
+        },
+    }
+
+
 def claim_spec(
     device_class_name: str,
     request: str = "npu",

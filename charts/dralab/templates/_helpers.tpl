@@ -236,3 +236,75 @@ service:
 caBundle: {{ .ctx.Values.webhook.tls.caBundle }}
 {{- end }}
 {{- end -}}
+
+{{/*
+The DeviceClass of an admin-access claim: (dict "ctx" $ "device" <monitor.adminAccess.device or
+diagnostics.device>). device.deviceClassName, else the class of device.vendor (default: the first
+of vendors.enabled), with vendors.overrides applied. Empty when neither resolves (validate.yaml
+fails then, naming the value).
+*/}}
+{{- define "dralab.adminDeviceClass" -}}
+{{- $d := .device | default dict -}}
+{{- if $d.deviceClassName -}}
+{{- $d.deviceClassName -}}
+{{- else -}}
+{{- $v := .ctx.Values.vendors -}}
+{{- $key := toString ($d.vendor | default (first ($v.enabled | default list)) | default "") -}}
+{{- if has $key ($v.enabled | default list) -}}
+{{- $table := (.ctx.Files.Get "files/vendors.yaml" | fromYaml).vendors -}}
+{{- $entry := mergeOverwrite (deepCopy (get $table $key | default dict)) (pick (get ($v.overrides | default dict) $key | default dict) "deviceClass") -}}
+{{- $entry.deviceClass | default "" -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+A ResourceClaimTemplate whose one request "devices" has adminAccess: (dict "ctx" $ "name" <name>
+"component" <component> "device" <device values>). Its claims are allocated devices tenants use
+and take none of their capacity; the apiserver admits it only in a namespace labelled
+resource.kubernetes.io/admin-access: "true" (validate.yaml checks that at install). The request
+asks for device.capacityRequests (zero memory and cores by default): Kubernetes 1.35 to 1.37 still
+check an admin request's capacity on a device with allowMultipleAllocations, and a request without
+capacity would get the request policy's default, the whole device.
+*/}}
+{{- define "dralab.adminClaimTemplate" -}}
+{{- $d := .device | default dict -}}
+{{- $mode := $d.allocationMode | default "All" -}}
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaimTemplate
+metadata:
+  name: {{ .name }}
+  namespace: {{ .ctx.Release.Namespace }}
+  labels:
+    {{- include "dralab.labels" .ctx | nindent 4 }}
+    app.kubernetes.io/component: {{ .component }}
+spec:
+  metadata:
+    labels:
+      {{- include "dralab.selectorLabels" (dict "ctx" .ctx "component" .component) | nindent 6 }}
+  spec:
+    devices:
+      requests:
+        - name: devices
+          exactly:
+            deviceClassName: {{ include "dralab.adminDeviceClass" (dict "ctx" .ctx "device" $d) | quote }}
+            allocationMode: {{ $mode }}
+            {{- if eq $mode "ExactCount" }}
+            count: {{ int ($d.count | default 1) }}
+            {{- end }}
+            adminAccess: true
+            {{- with $d.capacityRequests }}
+            capacity:
+              requests:
+                {{- range $name, $value := . }}
+                {{ $name }}: {{ toString $value | quote }}
+                {{- end }}
+            {{- end }}
+            {{- with $d.selectors }}
+            selectors:
+              {{- range . }}
+              - cel:
+                  expression: {{ . | quote }}
+              {{- end }}
+            {{- end }}
+{{- end -}}

@@ -14,47 +14,9 @@ from kubernetes import client
 
 from dralab.util import wait_for
 
-from ..helpers import GROUP, VERSION, allocation, claim_pod, device_class, resource_claim
+from ..helpers import GROUP, VERSION, allocation, claim_pod, device_class, resource_claim, shareable_slice
 
 pytestmark = pytest.mark.integration
-
-
-def _slice(driver: str, node: str) -> dict:
-    return {
-        "apiVersion": "resource.k8s.io/v1",
-        "kind": "ResourceSlice",
-        "metadata": {"name": f"{driver}-slice"},
-        "spec": {
-            "driver": driver,
-            # a node selector instead of nodeName: the node's kubelet stand-in leaves it alone
-            "nodeSelector": {
-                "nodeSelectorTerms": [
-                    {"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "In", "values": [node]}]}
-                ]
-            },
-            "pool": {"name": f"{driver}-pool", "generation": 1, "resourceSliceCount": 1},
-            "devices": [
-                {
-                    "name": "npu-0-0",
-                    "allowMultipleAllocations": True,
-                    "attributes": {"type": {"string": "HAMivNPUCore"}, "uuid": {"string": "TEST-UUID-0"}},
-                    "capacity": {
-                        "cores": {
-                            "value": "100",
-                            "requestPolicy": {"default": "100", "validRange": {"min": "0", "max": "100", "step": "1"}},
-                        },
-                        "memory": {
-                            "value": "21525Mi",
-                            "requestPolicy": {
-                                "default": "21525Mi",
-                                "validRange": {"min": "1Mi", "max": "21525Mi", "step": "1Mi"},
-                            },
-                        },
-                    },
-                }
-            ],
-        },
-    }
 
 
 def _claim(name: str, device_class_name: str) -> dict:
@@ -71,7 +33,7 @@ def shared_device(cluster, k8s_client):
     custom = client.CustomObjectsApi(k8s_client)
     driver = f"share-{uuid.uuid4().hex[:6]}.test.dralab.io"
     custom.create_cluster_custom_object(GROUP, VERSION, "deviceclasses", device_class(driver))
-    custom.create_cluster_custom_object(GROUP, VERSION, "resourceslices", _slice(driver, cluster.nodes[0]))
+    custom.create_cluster_custom_object(GROUP, VERSION, "resourceslices", shareable_slice(driver, cluster.nodes[0]))
     yield driver
     custom.delete_cluster_custom_object(GROUP, VERSION, "resourceslices", f"{driver}-slice")
     custom.delete_cluster_custom_object(GROUP, VERSION, "deviceclasses", driver)
