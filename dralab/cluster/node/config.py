@@ -34,7 +34,7 @@ from dralab.cluster.node import podnet
 from dralab.cluster.node.images import PAUSE_IMAGE
 from dralab.cluster.node.paths import NodePaths
 from dralab.errors import UserError
-from dralab.provision.versions import KUBERNETES_VERSION, feature_gates_for
+from dralab.provision.versions import KUBERNETES_VERSION
 from dralab.util import atomic_write
 
 POD_SUBNET = "10.213.0.0/16"
@@ -192,7 +192,8 @@ def write_base(
 def role_vars(paths: NodePaths, cdi_dir: Path, runc: Path, version: str = KUBERNETES_VERSION) -> dict[str, Any]:
     """Extra variables that point the roles at the node's private files (never /etc or /var/lib).
 
-    The kubelet's gates are the ones ``version`` needs (none from 1.36 on: consumable capacity is on).
+    The kubelet's gates are the ones ``version`` needs (none from 1.36 on: consumable capacity is
+    on), chosen by the role from its table generated from GATE_STAGES (dralab.provision.gate_table).
     """
     return {
         "dralab_become": False,
@@ -204,7 +205,7 @@ def role_vars(paths: NodePaths, cdi_dir: Path, runc: Path, version: str = KUBERN
         # The `ascend` handler is plain runc here: device nodes come from CDI (no Ascend Docker Runtime).
         "ascend_runtime_binary": str(runc),
         "ascend_runtime_systemd_cgroup": False,
-        "kubelet_feature_gates_kubelet": feature_gates_for(version),
+        "kubelet_feature_gates_kubernetes_version": version,
         "kubelet_feature_gates_config_path": str(paths.kubelet_config),
         "kubelet_feature_gates_manage_service": False,
         "kubelet_feature_gates_manifests_dir": str(paths.manifests_dir),

@@ -57,6 +57,42 @@ def test_kubelet_and_control_plane_get_the_gate(prepared, local) -> None:
     assert not local.file(f"{host.manifests}/kube-controller-manager.yaml").exists
 
 
+def test_a_136_host_gets_no_gate_at_all(host: Host, tmp_path) -> None:
+    # consumable capacity is beta and on from 1.36: passing it would only pin a default
+    before = host.snapshot()
+    run = run_site(host, tmp_path, tags="kubelet", kubelet_feature_gates_kubernetes_version="v1.36.3")
+    assert run.rc == 0, run.stdout[-3000:]
+    assert run.changed == 0
+    assert host.snapshot() == before
+
+
+def test_wanted_gates_follow_the_version(host: Host, tmp_path) -> None:
+    wanted = ["DRAConsumableCapacity", "DRADeviceTaints", "DRAAdminAccess"]
+    run = run_site(host, tmp_path, tags="kubelet", kubelet_feature_gates_wanted=wanted)  # 1.35 from `kubelet`
+    assert run.rc == 0, run.stdout[-3000:]
+    kubelet = yaml.safe_load(host.kubelet_config.read_text())
+    # DRAAdminAccess is beta and on in 1.35: left out
+    assert kubelet["featureGates"] == {"ImageVolume": True, "DRAConsumableCapacity": True, "DRADeviceTaints": True}
+    sched = yaml.safe_load((host.manifests / "kube-scheduler.yaml").read_text())
+    flag = "--feature-gates=DRAConsumableCapacity=true,DRADeviceTaints=true"
+    assert sched["spec"]["containers"][0]["command"][-1] == flag
+
+
+def test_a_host_without_a_known_version_fails_with_the_fix(host: Host, tmp_path) -> None:
+    before = host.snapshot()
+    run = run_site(host, tmp_path, tags="kubelet", kubelet_feature_gates_kubelet_binary="/nonexistent/kubelet")
+    assert run.rc != 0
+    assert "No Kubernetes version to choose the feature gates for" in run.stdout, run.stdout[-3000:]
+    assert "Set kubelet_feature_gates_kubernetes_version" in run.stdout
+    assert host.snapshot() == before
+
+
+def test_a_version_too_old_for_dralab_fails_the_role(host: Host, tmp_path) -> None:
+    run = run_site(host, tmp_path, tags="kubelet", kubelet_feature_gates_kubernetes_version="v1.33.0")
+    assert run.rc != 0
+    assert "Kubernetes v1.33.0 is too old for dralab" in run.stdout, run.stdout[-3000:]
+
+
 def test_device_share_is_enabled_only_where_it_was_off_and_persisted(prepared, local) -> None:
     host = prepared[0]
     npus = host.npu()["npus"]

@@ -234,3 +234,9 @@ def test_node_patch_sends_an_empty_taint_list_not_null_and_nothing_when_done() -
     only_uninitialized = {"metadata": {}, "spec": {"taints": [{"key": lifecycle.UNINITIALIZED_TAINT}]}}
     assert lifecycle.node_patch(only_uninitialized, {}) == {"spec": {"taints": []}}
     assert lifecycle.node_patch({"metadata": {"labels": {"a": "b"}}, "spec": {}}, {"a": "b"}) is None
+
+
+def test_role_vars_name_the_version_the_role_chooses_gates_for(tmp_path: Path) -> None:
+    values = config.role_vars(_paths(tmp_path), tmp_path / "cdi", Path("/x/runc"), version="v1.37.2")
+    assert values["kubelet_feature_gates_kubernetes_version"] == "v1.37.2"
+    assert "kubelet_feature_gates_kubelet" not in values  # the role's generated table decides

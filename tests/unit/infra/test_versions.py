@@ -86,3 +86,68 @@ def test_each_supported_version_has_its_wrapper_modules() -> None:
             if toolset.wrapper in build.VERSIONED_WRAPPERS:
                 assert f"k8s.io/kubernetes {version}" in gomod, (ts.wrapper, version)
                 assert build.binary_path(next(iter(ts.packages)), version).parent.name in (version, "cni")
+
+
+# --- the copies of GATE_STAGES outside the package: the Ansible role's table and the README's ---------
+
+COLLECTION = ROOT / "playbooks" / "collections" / "ansible_collections" / "dralab" / "node"
+
+
+def _role_filters():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("dralab_node_filters", COLLECTION / "plugins/filter/node_filters.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_roles_gate_table_and_the_readmes_are_generated_from_gate_stages() -> None:
+    from dralab.provision import gate_table
+
+    fix = "run python -m dralab.provision.gate_table sync"
+    assert gate_table.ROLE_VARS.read_text() == gate_table.role_vars_text(), fix
+    readme = gate_table.README.read_text()
+    assert readme == gate_table.readme_with_table(readme), fix
+    stages = yaml.safe_load(gate_table.ROLE_VARS.read_text())["kubelet_feature_gates_stages"]
+    assert stages[35]["DRAConsumableCapacity"] == "pass" and stages[36]["DRAConsumableCapacity"] == "default"
+    assert stages[37]["DRAAdminAccess"] == "locked"
+    assert min(stages) == versions.MIN_MINOR and max(stages) >= 37
+
+
+def test_the_readme_rows_say_each_gates_stage_per_version() -> None:
+    from dralab.provision import gate_table
+
+    rows = {line.split(" (")[0].strip("| "): [c.strip() for c in line.strip("|").split("|")[1:]]
+            for line in gate_table.README.read_text().splitlines() if line.startswith("| DRA")}  # fmt: skip
+    assert set(rows) == set(versions.GATE_STAGES)
+    for gate, cells in rows.items():
+        for version, cell in zip(SUPPORTED_KUBERNETES_VERSIONS, cells, strict=False):
+            stage, on, locked = gate_stage(gate, version)
+            words = [w.strip() for w in cell.split(",")]
+            assert words[0].lower() == stage, (gate, version, cell)
+            assert words[1] == ("locked" if locked else "on" if on else "off"), (gate, version, cell)
+
+
+@pytest.mark.parametrize("version", [*SUPPORTED_KUBERNETES_VERSIONS, "v1.34.2", "v1.38.0"])
+def test_the_roles_filter_chooses_the_gates_feature_gates_for_chooses(version: str) -> None:
+    from dralab.provision import gate_table
+
+    stages = yaml.safe_load(gate_table.role_vars_text())["kubelet_feature_gates_stages"]
+    choose = _role_filters().feature_gates_for
+    for wanted in [("DRAConsumableCapacity",), tuple(versions.GATE_STAGES), ("DRADeviceTaints", "NotADRAGate")]:
+        assert choose(stages, version, list(wanted)) == feature_gates_for(version, wanted), (version, wanted)
+
+
+def test_the_roles_filter_refuses_what_versions_refuses(monkeypatch: pytest.MonkeyPatch) -> None:
+    filters = _role_filters()
+    stages = {35: {"DRAConsumableCapacity": "pass"}, 36: {"DRAConsumableCapacity": "default", "DRANew": "pass"}}
+    with pytest.raises(ValueError, match=r"v1\.35\.4 has no feature gate DRANew: use a newer version"):
+        filters.feature_gates_for(stages, "v1.35.4", ["DRANew"])
+    assert filters.feature_gates_for(stages, "v1.36.3", ["DRANew"]) == {"DRANew": True}
+    with pytest.raises(ValueError, match=r"v1\.33\.1 is too old for dralab: it needs v1\.35 or newer"):
+        filters.feature_gates_for(stages, "v1.33.1", [])
+    with pytest.raises(ValueError, match="set kubelet_feature_gates_kubernetes_version"):
+        filters.feature_gates_for(stages, "", [])
+    assert filters.kubernetes_version("Kubernetes v1.36.3\n") == "v1.36.3"
+    assert filters.kubernetes_version("kubelet: command not found") == ""

@@ -1,4 +1,4 @@
-"""Jinja filters for dralab's roles: read npu-smi output, compare versions, merge feature gates.
+"""Jinja filters for dralab's roles: read npu-smi output, compare versions, choose and merge feature gates.
 
 Pure functions (no I/O) so they are unit-tested directly; Ansible finds them in the
 ``dralab.node`` collection, so roles and playbooks call them as ``dralab.node.<name>`` from anywhere.
@@ -140,6 +140,43 @@ def merge_gate_flag(command, wanted):
     return [*command, "--feature-gates=" + _gates_text(wanted)]
 
 
+def kubernetes_version(text):
+    """The first ``vX.Y.Z`` in ``text`` (``Kubernetes v1.36.3``, what ``kubelet --version`` prints); "" when none."""
+    match = re.search(r"\bv\d+\.\d+\.\d+\b", text or "")
+    return match.group(0) if match else ""
+
+
+def feature_gates_for(stages, version, wanted):
+    """The ``--feature-gates`` a component of ``version`` needs so that every ``wanted`` gate is on.
+
+    ``stages`` is the role's generated ``kubelet_feature_gates_stages`` (minor -> gate -> pass,
+    default or locked). The rule is dralab.provision.versions.feature_gates_for's, and a unit test
+    runs both: a gate is passed (true) only where the version has it off by default; one that is on
+    by default or locked is left out; one the version does not know is an error; a name the table
+    never mentions is passed as asked. A minor newer than the table's last row behaves like that row.
+    """
+    match = re.match(r"^v?1\.(\d+)\.\d+$", str(version or "").strip())
+    if not match:
+        raise ValueError(
+            f"no Kubernetes version to choose feature gates for ({version!r}): "
+            "set kubelet_feature_gates_kubernetes_version (e.g. v1.36.3)"
+        )
+    minor = int(match.group(1))
+    rows = {int(k): dict(v) for k, v in stages.items()}
+    if minor < min(rows):
+        raise ValueError(f"Kubernetes {version} is too old for dralab: it needs v1.{min(rows)} or newer")
+    row = rows[max(m for m in rows if m <= minor)]
+    known = {gate for gates in rows.values() for gate in gates}
+    gates = {}
+    for gate in wanted or ():
+        how = row.get(gate)
+        if how is None and gate in known:
+            raise ValueError(f"Kubernetes {version} has no feature gate {gate}: use a newer version")
+        if how in (None, "pass"):
+            gates[gate] = True
+    return gates
+
+
 class FilterModule:
     """Registers the filters; their FQCN is ``dralab.node.<name>``."""
 
@@ -153,4 +190,6 @@ class FilterModule:
             "gates_missing": gates_missing,
             "containerd_layout": containerd_layout,
             "merge_gate_flag": merge_gate_flag,
+            "kubernetes_version": kubernetes_version,
+            "feature_gates_for": feature_gates_for,
         }
