@@ -1,7 +1,8 @@
-"""The kind cluster config: DRA consumable capacity on every component, CDI, the ``ascend`` handler.
+"""The kind cluster config: the version's feature gates on every component, CDI, the ``ascend`` handler.
 
 Used by the Pulumi ``kind`` profile and by the e2e workflow (``python -m dralab.provision.kind``),
-so both create the same cluster. kind nodes (v0.31) run containerd 2.2 but kind still ships a
+so both create the same cluster. The Kubernetes version picks the gates (``feature_gates_for``: none
+from 1.36 on) and the pinned node image (``kind_release``). kind nodes (v0.31) run containerd 2.2 but kind still ships a
 ``version = 2`` containerd config, so the patch uses the version 2 plugin names; containerd
 migrates them on load.
 """
@@ -14,7 +15,8 @@ from typing import Any
 
 import yaml
 
-from dralab.provision.versions import FEATURE_GATES, KIND_NODE_IMAGE
+from dralab.errors import UserError
+from dralab.provision.versions import KUBERNETES_VERSION, check_supported, feature_gates_for, kind_release
 
 CDI_SPEC_DIRS = ("/etc/cdi", "/var/run/cdi")
 
@@ -41,29 +43,32 @@ def containerd_patch(runtime_handler: str = "ascend") -> str:
 def kind_config(
     *,
     workers: int = 1,
+    kubernetes_version: str = KUBERNETES_VERSION,
     feature_gates: dict[str, bool] | None = None,
     runtime_handler: str = "ascend",
-    node_image: str | None = KIND_NODE_IMAGE,
+    pin_image: bool = True,
 ) -> dict[str, Any]:
-    """A kind ``Cluster`` (v1alpha4): one control plane plus ``workers`` workers.
+    """A kind ``Cluster`` (v1alpha4) of ``kubernetes_version``: one control plane plus ``workers`` workers.
 
-    Top-level ``featureGates`` reach kube-apiserver, kube-controller-manager, kube-scheduler and
-    every kubelet; ``runtimeConfig`` is not needed because resource.k8s.io/v1 is on by default.
+    Top-level ``featureGates`` (the version's, unless ``feature_gates`` is given) reach
+    kube-apiserver, kube-controller-manager, kube-scheduler and every kubelet; without any the key
+    is left out. ``runtimeConfig`` is not needed because resource.k8s.io/v1 is on by default.
+    ``pin_image=False`` leaves the node image to whoever creates the cluster (CI's kind-action).
     """
     if workers < 0:
         raise ValueError("workers must be >= 0")
-    gates = dict(FEATURE_GATES if feature_gates is None else feature_gates)
+    version = check_supported(kubernetes_version)
+    gates = dict(feature_gates_for(version) if feature_gates is None else feature_gates)
     node: dict[str, Any] = {}
-    if node_image:
-        node["image"] = node_image
+    if pin_image:
+        node["image"] = kind_release(version)[1]
     nodes = [{"role": "control-plane", **node}] + [{"role": "worker", **node} for _ in range(workers)]
-    return {
-        "kind": "Cluster",
-        "apiVersion": "kind.x-k8s.io/v1alpha4",
-        "featureGates": gates,
-        "containerdConfigPatches": [containerd_patch(runtime_handler)],
-        "nodes": nodes,
-    }
+    config: dict[str, Any] = {"kind": "Cluster", "apiVersion": "kind.x-k8s.io/v1alpha4"}
+    if gates:
+        config["featureGates"] = gates
+    config["containerdConfigPatches"] = [containerd_patch(runtime_handler)]
+    config["nodes"] = nodes
+    return config
 
 
 class _BlockDumper(yaml.SafeDumper):
@@ -84,11 +89,12 @@ def render(config: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m dralab.provision.kind [--workers N] [--out FILE]``: print or write the kind config."""
+    """``python -m dralab.provision.kind [--kubernetes V] [--workers N] [--out FILE]``: print or write the config."""
     parser = argparse.ArgumentParser(
         prog="python -m dralab.provision.kind",
         description="Write dralab's kind cluster config. Example: python -m dralab.provision.kind --out kind.yaml",
     )
+    parser.add_argument("--kubernetes", default=KUBERNETES_VERSION, help=f"the version (default {KUBERNETES_VERSION})")
     parser.add_argument("--workers", type=int, default=1, help="number of worker nodes (default 1)")
     parser.add_argument("--runtime-handler", default="ascend", help="containerd handler backed by runc ('' for none)")
     parser.add_argument("--no-image", action="store_true", help="leave the node image to kind (CI passes node_image)")
@@ -96,13 +102,16 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.workers < 0:
         parser.error("--workers must be >= 0")
-    text = render(
-        kind_config(
+    try:
+        config = kind_config(
             workers=args.workers,
+            kubernetes_version=args.kubernetes,
             runtime_handler=args.runtime_handler,
-            node_image=None if args.no_image else KIND_NODE_IMAGE,
+            pin_image=not args.no_image,
         )
-    )
+    except UserError as exc:
+        parser.error(str(exc))
+    text = render(config)
     if args.out:
         from dralab.util import atomic_write
 

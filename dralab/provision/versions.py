@@ -66,9 +66,16 @@ def feature_gates_for(version: str = KUBERNETES_VERSION, wanted: tuple[str, ...]
 # The four components that must carry the gates (FACTS: a missing one silently breaks accounting).
 GATED_COMPONENTS = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet")
 
-KIND_VERSION = "v0.31.0"
-# kind publishes one node image per Kubernetes minor with each release; pinned by digest.
-KIND_NODE_IMAGE = "kindest/node:v1.35.0@sha256:452d707d4862f52530247495d180205e029056831160e22870e37e3f6c1ac31f"
+# kind's node image per Kubernetes minor, pinned by digest, with the kind release that made it the
+# default (kind supports a node image with the release it shipped with, others on a best effort).
+# kind publishes only some patches, so the image's patch can trail the version above (1.35.0 for
+# 1.35.4). The 1.36 and 1.37 digests were not pulled here (no registry is reachable): they are the
+# defaults of kind v0.32.0 and v0.33.0 as many public repositories pin them, all agreeing.
+KIND_RELEASES: dict[int, tuple[str, str]] = {
+    35: ("v0.31.0", "kindest/node:v1.35.0@sha256:452d707d4862f52530247495d180205e029056831160e22870e37e3f6c1ac31f"),
+    36: ("v0.32.0", "kindest/node:v1.36.1@sha256:3489c7674813ba5d8b1a9977baea8a6e553784dab7b84759d1014dbd78f7ebd5"),
+    37: ("v0.33.0", "kindest/node:v1.37.0@sha256:a1ed56cfb0e7b93589bdf97c8cd566405a265939e3620fc4f5de89adff580ae5"),
+}
 CERT_MANAGER_VERSION = "v1.21.1"  # what Lab 20 ran against
 CERT_MANAGER_REPO = "https://charts.jetstack.io"
 
@@ -120,5 +127,16 @@ def check_supported(version: str) -> str:
     return normal
 
 
+def kind_release(version: str = KUBERNETES_VERSION) -> tuple[str, str]:
+    """(kind release, pinned node image) for ``version``'s minor; a minor kind has no image pinned for
+    is a user error naming the ones there are."""
+    minor = kubernetes_minor(version)
+    if minor not in KIND_RELEASES:
+        known = ", ".join(f"1.{m}" for m in sorted(KIND_RELEASES))
+        raise UserError(f"no kind node image is pinned for Kubernetes {version}: use one of {known}")
+    return KIND_RELEASES[minor]
+
+
 # The gates of the default version (kept for the callers that write Lab 20's clusters).
 FEATURE_GATES: dict[str, bool] = feature_gates_for(KUBERNETES_VERSION)
+KIND_VERSION, KIND_NODE_IMAGE = kind_release(KUBERNETES_VERSION)

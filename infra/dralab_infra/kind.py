@@ -21,7 +21,7 @@ class KindProfile(Profile):
 
     def __init__(self, name: str, settings: Settings, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__(name, settings, opts)
-        config_text = render(kind_config(workers=settings.workers))
+        config_text = render(kind_config(workers=settings.workers, kubernetes_version=settings.kubernetes_version))
         cluster_name = shlex.quote(settings.cluster_name)
         # `kind create cluster --config -` reads the config from stdin; the triggers recreate the
         # cluster when the config changes (kind cannot reconfigure a running cluster).

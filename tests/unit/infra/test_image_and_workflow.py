@@ -17,7 +17,13 @@ import pytest
 import yaml
 
 from dralab.image.dockerfile import instructions
-from dralab.provision.versions import CERT_MANAGER_VERSION, KIND_NODE_IMAGE, KIND_VERSION
+from dralab.provision.versions import (
+    CERT_MANAGER_VERSION,
+    KIND_NODE_IMAGE,
+    KIND_VERSION,
+    KUBERNETES_VERSION,
+    SUPPORTED_KUBERNETES_VERSIONS,
+)
 
 REPO = Path(__file__).resolve().parents[3]
 DOCKERFILE = (REPO / "Dockerfile").read_text()
@@ -80,7 +86,8 @@ def test_workflow_uses_the_generated_kind_config_and_the_pins() -> None:
     assert kind["uses"].startswith("helm/kind-action@")
     assert kind["with"]["config"] == "kind-config.yaml"
     assert "steps.kind.outputs.node_image" in kind["with"]["node_image"]
-    assert "KIND_NODE_IMAGE" in by_name["Generate the kind config"]["run"]
+    generate = by_name["Generate the kind config"]["run"]
+    assert '--kubernetes "$KUBERNETES"' in generate and "kind_release(version)" in generate
     assert "kind load docker-image" in by_name["Load the image into kind"]["run"]
     assert "crds.enabled=true" in by_name["Install cert-manager"]["run"]
     assert by_name["Replay the labs on kind"]["run"].endswith("pytest -m e2e --dralab-profile kind")
@@ -88,6 +95,18 @@ def test_workflow_uses_the_generated_kind_config_and_the_pins() -> None:
     assert upload["if"] == "always()" and upload["with"]["path"] == "reports/"
     assert KIND_NODE_IMAGE.startswith("kindest/node:v1.35.") and "@sha256:" in KIND_NODE_IMAGE
     assert KIND_VERSION.startswith("v0.") and CERT_MANAGER_VERSION.startswith("v1.")
+    # the gates checked on the nodes are the version's (none from 1.36 on), not a fixed name
+    check = by_name["Check the gates and CDI on the nodes"]
+    assert check["env"]["GATES"] == "${{ steps.kind.outputs.gates }}" and "DRAConsumable" not in check["run"]
+
+
+def test_a_manual_kind_run_picks_any_supported_version_and_others_run_the_default() -> None:
+    wf = yaml.safe_load(WORKFLOW_PATH.read_text())
+    on = wf.get("on", wf.get(True))  # YAML 1.1 reads the key `on` as true
+    choice = on["workflow_dispatch"]["inputs"]["kubernetes"]
+    assert choice["options"] == list(SUPPORTED_KUBERNETES_VERSIONS)
+    assert choice["default"] == KUBERNETES_VERSION
+    assert wf["env"]["KUBERNETES"] == f"${{{{ inputs.kubernetes || '{KUBERNETES_VERSION}' }}}}"
 
 
 def test_workflows_pass_actionlint() -> None:

@@ -59,6 +59,13 @@ def test_local_profile_vendors_and_namespaces_come_from_config(kubeconfig: str) 
     assert names == ["dralab-system", "lab"]
 
 
+def test_kind_profile_follows_the_stacks_kubernetes_version() -> None:
+    rec = run_program({"profile": "kind", "kubernetesVersion": "v1.37.2"})
+    config = yaml.safe_load(rec.named("kind-cluster").inputs["stdin"])
+    assert "featureGates" not in config  # 1.37 needs no gate passed
+    assert all(n["image"].startswith("kindest/node:v1.37.") and "@sha256:" in n["image"] for n in config["nodes"])
+
+
 def test_kind_profile_creates_the_cluster_cert_manager_and_the_chart() -> None:
     rec = run_program({"profile": "kind", "workers": 2, "image": "dralab:e2e", "loadImage": True})
     cluster = rec.named("kind-cluster").inputs

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import tomllib
 
 import pytest
@@ -12,8 +13,13 @@ from dralab.provision import kind, kubeadm
 from dralab.provision.ansible import inventory, playbooks_digest
 from dralab.provision.versions import (
     GATED_COMPONENTS,
+    KIND_NODE_IMAGE,
+    KIND_RELEASES,
+    SUPPORTED_KUBERNETES_VERSIONS,
     check_kubernetes_version,
     feature_gates_arg,
+    feature_gates_for,
+    kind_release,
     parse_feature_gates,
 )
 
@@ -31,7 +37,7 @@ def test_kind_config_gates_all_components_and_enables_cdi() -> None:
 
 def test_kind_config_renders_round_trip_and_the_cli_writes_it(tmp_path) -> None:
     text = kind.render(kind.kind_config(workers=0, runtime_handler=""))
-    assert yaml.safe_load(text)["nodes"] == [{"role": "control-plane", "image": kind.KIND_NODE_IMAGE}]
+    assert yaml.safe_load(text)["nodes"] == [{"role": "control-plane", "image": KIND_NODE_IMAGE}]
     assert "runtimes" not in text
     assert "containerdConfigPatches:\n- |\n" in kind.render(kind.kind_config())  # readable literal block
     out = tmp_path / "kind.yaml"
@@ -40,6 +46,37 @@ def test_kind_config_renders_round_trip_and_the_cli_writes_it(tmp_path) -> None:
     assert nodes == [{"role": "control-plane"}, {"role": "worker"}]
     with pytest.raises(ValueError):
         kind.kind_config(workers=-1)
+
+
+@pytest.mark.parametrize("version", SUPPORTED_KUBERNETES_VERSIONS)
+def test_kind_config_takes_gates_and_node_image_from_the_version(version: str) -> None:
+    cfg = kind.kind_config(workers=1, kubernetes_version=version)
+    gates = feature_gates_for(version)
+    assert cfg.get("featureGates") == (gates or None)  # none to pass from 1.36 on: the key is left out
+    minor = version.rsplit(".", 1)[0]
+    for node in cfg["nodes"]:
+        assert node["image"] == kind_release(version)[1]
+        assert re.fullmatch(rf"kindest/node:{re.escape(minor)}\.\d+@sha256:[0-9a-f]{{64}}", node["image"]), node
+
+
+def test_kind_releases_pin_one_image_per_supported_minor_and_refuse_others() -> None:
+    assert sorted(KIND_RELEASES) == sorted(int(v.split(".")[1]) for v in SUPPORTED_KUBERNETES_VERSIONS)
+    assert len({image for _, image in KIND_RELEASES.values()}) == len(KIND_RELEASES)
+    assert all(re.fullmatch(r"v0\.\d+\.\d+", release) for release, _ in KIND_RELEASES.values())
+    with pytest.raises(UserError, match=r"no kind node image is pinned for Kubernetes v1\.34\.2: use one of 1\.35"):
+        kind_release("v1.34.2")
+    with pytest.raises(UserError, match="not one dralab builds"):
+        kind.kind_config(kubernetes_version="v1.36.0")
+
+
+def test_kind_cli_writes_the_config_of_a_version(tmp_path, capsys) -> None:
+    out = tmp_path / "kind.yaml"
+    assert kind.main(["--kubernetes", "v1.37.2", "--workers", "0", "--out", str(out)]) == 0
+    cfg = yaml.safe_load(out.read_text())
+    assert "featureGates" not in cfg and cfg["nodes"][0]["image"].startswith("kindest/node:v1.37.")
+    with pytest.raises(SystemExit):
+        kind.main(["--kubernetes", "v1.33.0"])
+    assert "too old" in capsys.readouterr().err
 
 
 def test_kubeadm_v1beta4_uses_lists_of_extra_args_and_gates_everything() -> None:
