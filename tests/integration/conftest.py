@@ -71,3 +71,22 @@ def namespace(request: pytest.FixtureRequest, k8s_client) -> Iterator[str]:
     except client.ApiException as exc:
         if exc.status != 404:
             raise
+
+
+@pytest.fixture
+def shared_device(cluster: ClusterHandle, k8s_client) -> Iterator[str]:
+    """A test driver's DeviceClass and slice: one shareable device (21525Mi, 100 cores) on the first node.
+
+    The driver name is the test's own, so no node driver is involved; yields that name.
+    """
+    from kubernetes import client
+
+    from .helpers import GROUP, VERSION, device_class, shareable_slice
+
+    custom = client.CustomObjectsApi(k8s_client)
+    driver = f"share-{uuid.uuid4().hex[:6]}.test.dralab.io"
+    custom.create_cluster_custom_object(GROUP, VERSION, "deviceclasses", device_class(driver))
+    custom.create_cluster_custom_object(GROUP, VERSION, "resourceslices", shareable_slice(driver, cluster.nodes[0]))
+    yield driver
+    custom.delete_cluster_custom_object(GROUP, VERSION, "resourceslices", f"{driver}-slice")
+    custom.delete_cluster_custom_object(GROUP, VERSION, "deviceclasses", driver)

@@ -11,7 +11,6 @@ apiserver (a template in an unlabelled namespace is refused) and by the chart at
 from __future__ import annotations
 
 import subprocess
-import uuid
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +22,7 @@ from dralab.cluster.api import ClusterHandle
 from dralab.provision.chart import chart_dir
 from dralab.util import wait_for
 
-from ..helpers import GROUP, VERSION, allocation, claim_pod, device_class, resource_claim, shareable_slice
+from ..helpers import GROUP, VERSION, allocation, claim_pod, resource_claim
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -35,18 +34,6 @@ def helm() -> Path:
     from dralab.provision.tools import ensure_helm
 
     return ensure_helm()
-
-
-@pytest.fixture
-def test_device(cluster: ClusterHandle, k8s_client) -> Any:
-    """A test driver's DeviceClass and one shareable device (21525Mi, 100 cores) on the first node."""
-    custom = client.CustomObjectsApi(k8s_client)
-    driver = f"admin-{uuid.uuid4().hex[:6]}.test.dralab.io"
-    custom.create_cluster_custom_object(GROUP, VERSION, "deviceclasses", device_class(driver))
-    custom.create_cluster_custom_object(GROUP, VERSION, "resourceslices", shareable_slice(driver, cluster.nodes[0]))
-    yield driver
-    custom.delete_cluster_custom_object(GROUP, VERSION, "resourceslices", f"{driver}-slice")
-    custom.delete_cluster_custom_object(GROUP, VERSION, "deviceclasses", driver)
 
 
 def diagnostics_values(device_class_name: str, node: str) -> dict[str, Any]:
@@ -110,14 +97,14 @@ def claims_of(custom, namespace: str, component: str) -> list[dict[str, Any]]:
 
 
 def test_the_diagnostics_pod_gets_a_busy_device_and_takes_none_of_it(
-    helm: Path, cluster: ClusterHandle, k8s_client, namespace: str, test_device: str
+    helm: Path, cluster: ClusterHandle, k8s_client, namespace: str, shared_device: str
 ) -> None:
     core, apps = client.CoreV1Api(k8s_client), client.AppsV1Api(k8s_client)
     custom = client.CustomObjectsApi(k8s_client)
     label_for_admin_access(k8s_client, namespace)
 
     def tenant(name: str, memory: str) -> dict[str, Any]:
-        claim = resource_claim(name, test_device, count=1, capacity={"memory": memory, "cores": "50"})
+        claim = resource_claim(name, shared_device, count=1, capacity={"memory": memory, "cores": "50"})
         custom.create_namespaced_custom_object(GROUP, VERSION, namespace, "resourceclaims", claim)
         core.create_namespaced_pod(namespace, claim_pod(name, {"resourceClaimName": name}))
         return wait_for(lambda: allocation(custom.get_namespaced_custom_object(
@@ -126,7 +113,7 @@ def test_the_diagnostics_pod_gets_a_busy_device_and_takes_none_of_it(
     first = tenant("tenant-a", "16000Mi")
     assert first["devices"]["results"][0]["device"] == "npu-0-0"
 
-    objs = rendered(helm, diagnostics_values(test_device, cluster.nodes[0]), namespace,
+    objs = rendered(helm, diagnostics_values(shared_device, cluster.nodes[0]), namespace,
                     {"ResourceClaimTemplate", "DaemonSet"})  # fmt: skip
     for obj in objs:
         if obj["kind"] == "ResourceClaimTemplate":
@@ -138,7 +125,7 @@ def test_the_diagnostics_pod_gets_a_busy_device_and_takes_none_of_it(
         90, "the diagnostics pod's claim allocated",
     )  # fmt: skip
     (result,) = admin[0]["devices"]["results"]
-    assert (result["device"], result["driver"], result.get("adminAccess")) == ("npu-0-0", test_device, True)
+    assert (result["device"], result["driver"], result.get("adminAccess")) == ("npu-0-0", shared_device, True)
     pods = core.list_namespaced_pod(namespace, label_selector="app.kubernetes.io/component=diagnostics").items
     assert [p.spec.node_name for p in pods] == [cluster.nodes[0]]
 

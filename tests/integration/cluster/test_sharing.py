@@ -7,14 +7,12 @@ until the cores run out.
 
 from __future__ import annotations
 
-import uuid
-
 import pytest
 from kubernetes import client
 
 from dralab.util import wait_for
 
-from ..helpers import GROUP, VERSION, allocation, claim_pod, device_class, resource_claim, shareable_slice
+from ..helpers import GROUP, VERSION, allocation, claim_pod, resource_claim
 
 pytestmark = pytest.mark.integration
 
@@ -25,18 +23,6 @@ def _claim(name: str, device_class_name: str) -> dict:
 
 def _pod(name: str, claim_name: str) -> dict:
     return claim_pod(name, {"resourceClaimName": claim_name})
-
-
-@pytest.fixture
-def shared_device(cluster, k8s_client):
-    """A test driver's slice with one shareable device on the cluster's first node, and its DeviceClass."""
-    custom = client.CustomObjectsApi(k8s_client)
-    driver = f"share-{uuid.uuid4().hex[:6]}.test.dralab.io"
-    custom.create_cluster_custom_object(GROUP, VERSION, "deviceclasses", device_class(driver))
-    custom.create_cluster_custom_object(GROUP, VERSION, "resourceslices", shareable_slice(driver, cluster.nodes[0]))
-    yield driver
-    custom.delete_cluster_custom_object(GROUP, VERSION, "resourceslices", f"{driver}-slice")
-    custom.delete_cluster_custom_object(GROUP, VERSION, "deviceclasses", driver)
 
 
 def _allocation(custom, namespace: str, claim_name: str) -> dict | None:
