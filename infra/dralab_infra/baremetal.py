@@ -108,7 +108,11 @@ class BaremetalProfile(Profile):
             create=f"{shlex.quote(sys.executable)} -m dralab.provision.ansible",
             environment={
                 "DRALAB_ANSIBLE_INVENTORY": json.dumps(inv),
-                "DRALAB_ANSIBLE_EXTRAVARS": json.dumps({"dralab_backend": settings.backend}),
+                # the gates the role sets follow the stack's version (the hosts may have no kubelet yet)
+                "DRALAB_ANSIBLE_EXTRAVARS": json.dumps({
+                    "dralab_backend": settings.backend,
+                    "kubelet_feature_gates_kubernetes_version": settings.kubernetes_version,
+                }),
                 "DRALAB_SSH_PRIVATE_KEY": private_key,
                 "DRALAB_ANSIBLE_KNOWN_HOSTS": known_hosts(settings),
             },

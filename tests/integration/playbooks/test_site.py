@@ -87,6 +87,17 @@ def test_a_host_without_a_known_version_fails_with_the_fix(host: Host, tmp_path)
     assert host.snapshot() == before
 
 
+def test_a_host_before_kubeadm_needs_no_version(host: Host, tmp_path) -> None:
+    # no kubelet config and no static pod yet: nothing takes gates, so no kubelet is asked
+    host.kubelet_config.unlink()
+    for manifest in host.manifests.iterdir():
+        manifest.unlink()
+    run = run_site(host, tmp_path, tags="kubelet", kubelet_feature_gates_kubelet_binary="/nonexistent/kubelet")
+    assert run.rc == 0, run.stdout[-3000:]
+    assert run.changed == 0
+    assert "does not exist yet" in run.stdout
+
+
 def test_a_version_too_old_for_dralab_fails_the_role(host: Host, tmp_path) -> None:
     run = run_site(host, tmp_path, tags="kubelet", kubelet_feature_gates_kubernetes_version="v1.33.0")
     assert run.rc != 0

@@ -117,6 +117,8 @@ def test_baremetal_prepares_hosts_then_runs_kubeadm_with_the_gate_everywhere() -
     assert "environment" in rec.named("prepare-hosts").secret_inputs  # it carries the SSH key
     assert set(inv["all"]["children"]["dralab"]["hosts"]) == {"cp", "w1"}
     assert inv["all"]["vars"]["dralab_backend"] == "nvidia"
+    extravars = json.loads(prepare["environment"]["DRALAB_ANSIBLE_EXTRAVARS"])
+    assert extravars["kubelet_feature_gates_kubernetes_version"] == "v1.35.4"  # the role's gates follow it
     init = rec.named("kubeadm-init").inputs
     assert "connection" in rec.named("kubeadm-init").secret_inputs
     assert init["connection"]["host"] == "192.0.2.1" and init["connection"]["user"] == "ubuntu"
