@@ -241,3 +241,49 @@ def prefer(out: str, quick: bool, size: int | None, repeats: int | None, keep: b
     click.echo(f"N={n}: prefer {j['prefer']['pods_per_s']['median']} pods/s, single "
                f"{j['single']['pods_per_s']['median']} pods/s, ratio {ratio['median']} "
                f"({ratio['min']}-{ratio['max']}) -> {path}")
+
+
+# ---------------------------------------------------------------- the report's section
+
+
+def _md_table(header: list[str], rows: list[list[Any]]) -> list[str]:
+    out = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    return out + ["| " + " | ".join(str(c).replace("|", "/") for c in row) + " |" for row in rows] + [""]
+
+
+def _mid(s: dict[str, Any] | None) -> str:
+    """``median (min-max)`` of a spread, or ``-``."""
+    if not s or s.get("median") is None:
+        return "-"
+    return f"{s['median']}" + ("" if s["min"] == s["max"] else f" ({s['min']}-{s['max']})")
+
+
+def prefer_section(res: dict[str, Any]) -> list[str]:
+    """The bench report's section for prefer.json (registered in :mod:`dralab.bench.report`)."""
+    j = res.get("judged") or {}
+    node = res.get("node") or {}
+    cards = ", ".join(f"{c['devices']} {c['type']} ({c['pods']} pods)" for c in node.get("cards") or [])
+    rows = []
+    for kind, what in (("prefer", f"prefer-types {res.get('prefer_types')}"),
+                       ("single", f"use-gputype {res.get('single_type')} (baseline)")):
+        k = j.get(kind) or {}
+        cold = (res.get("cold") or {}).get(kind) or {}
+        last = ((res.get("rounds") or [{}])[-1].get(kind) or {})
+        sched = last.get("scheduler") or {}
+        attempt = sched.get("scheduler: scheduling attempt") or {}
+        rows.append([kind, what, _mid(k.get("pods_per_s")), _mid(k.get("p50_s")), _mid(k.get("p99_s")),
+                     cold.get("pods_per_s", "-"), attempt.get("calls_per_pod", "-"), attempt.get("ms_per_pod", "-"),
+                     (last.get("cpu_ms_per_pod") or {}).get("scheduler", "-"),
+                     ", ".join(f"{r} {c}" for r, c in (last.get("allocated_as") or {}).items()) or "-"])
+    ratio = j.get("prefer_to_single_pods_per_s") or {}
+    return [
+        f"Bursts of {res.get('n')} pods created at once on one KWOK node ({cards}), real apiserver and scheduler; "
+        f"rounds: {res.get('repeats')}, each a burst of each kind taking turns in a fresh namespace. Times are create "
+        "to scheduled (bound); the scheduler's attempts, their time (its own histogram) and its CPU per pod are from "
+        "the last round.",
+        "",
+        *_md_table(["kind", "pods", "pods/s", "p50 s", "p99 s", "cold pods/s", "scheduler attempts/pod",
+                    "attempt ms/pod", "scheduler CPU ms/pod", "allocated as (last round)"], rows),
+        f"firstAvailable pods/s ÷ single-type pods/s, inside each round: {_mid(ratio)} (no target set by the issue).",
+        "",
+    ]

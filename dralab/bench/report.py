@@ -21,15 +21,17 @@ import click
 
 from dralab.bench import DEFAULT_OUT
 from dralab.bench.pains import pains_section
+from dralab.bench.prefer import prefer_section
 from dralab.bench.results import load_results
+from dralab.bench.taints import taints_section
 from dralab.util import atomic_write
 
 DEFAULT_REPORT = "bench/REPORT.md"
 PLOT = "concurrency.png"
 # the order of the sections; results of other benchmarks follow, listed with their context
 ORDER = (
-    "setup", "admission", "driver", "vcore", "cluster", "lab", "concurrency", "faults", "fuzz", "pains", "pains-node",
-    "node", "install",
+    "setup", "admission", "driver", "vcore", "cluster", "lab", "concurrency", "prefer", "taints", "faults", "fuzz",
+    "pains", "pains-node", "node", "install",
 )  # fmt: skip
 
 Section = Callable[[dict[str, Any]], list[str]]
@@ -950,6 +952,8 @@ SECTIONS: dict[str, tuple[str, Section]] = {
     "cluster": ("Local cluster: bring-up, tear-down, memory, builds", cluster_section),
     "lab": ("Lab 20 replay on the local profile", lab_section),
     "concurrency": ("Concurrency: bursts of sharing pods on one node", concurrency_section),
+    "prefer": ("Ordered fallbacks: 3-way firstAvailable claims against single-type claims", prefer_section),
+    "taints": ("Device health: from an unhealthy device to its taint and to pods avoiding it", taints_section),
     "faults": ("Faults: outages and churn, then a leak audit", faults_section),
     "fuzz": ("Bad input: fuzzing the admission endpoints and the driver's gRPC", fuzz_section),
     "pains": ("What DRA fixes: budgets, preemption of sharers, a failing claim", pains_section),

@@ -95,6 +95,7 @@ def test_taints_summary_keeps_the_cold_repeat_apart() -> None:
     assert s["warm"]["fault_to_avoided_s"] == {"p50": 1.4, "max": 2.6, "n": 2}
     assert s["all"]["fault_to_taint_s"]["max"] == 9.0
     assert (s["avoided"], s["repeats"], s["sick_allocations_after_fault"]) == (3, 4, 4)
+    assert s["sick_allocations_after_taint"] == 0
     assert taints.stats([]) == {"p50": None, "max": None, "n": 0}
 
 
@@ -104,3 +105,24 @@ def test_the_probe_pod_fits_either_device_of_the_taint_node() -> None:
     assert {d["productName"] for d in node["devices"]} == {"NVIDIA L4"}
     request = _request(taints.probe_pod("probe-0"))
     assert "L4" in request["exactly"]["selectors"][-1]["cel"]["expression"]
+
+
+def test_the_report_renders_both_sections_with_their_figures_and_says_when_not_measured() -> None:
+    from dralab.bench.report import render
+
+    spread = {"median": 40.0, "min": 38.0, "max": 41.0}
+    kind = {"pods_per_s": spread, "p50_s": spread, "p99_s": spread}
+    res_prefer = {"n": 200, "repeats": 3, "prefer_types": "l4,h100,a100", "single_type": "a100",
+                  "node": {"cards": [{"type": "l4", "devices": 1, "pods": 8}]},
+                  "judged": {"prefer": kind, "single": kind,
+                             "prefer_to_single_pods_per_s": {"median": 0.913, "min": 0.9, "max": 0.95}},
+                  "rounds": [{"prefer": {"allocated_as": {"gpu/a100": 184, "gpu/l4": 8}}}], "cold": {}}
+    text = render({"prefer": res_prefer})
+    assert "0.913 (0.9-0.95)" in text and "gpu/a100 184, gpu/l4 8" in text
+    assert "Not measured: run `dralab bench taints`" in text
+    res_taints = {"kubernetes": "v1.37.2", "interval_s": 0.5, "poll_s": 0.05, "driver_health_seconds": 5.0,
+                  "summary": taints.summarize([{"fault_to_taint_s": 4.25, "fault_to_avoided_s": 4.5},
+                                               {"fault_to_taint_s": 2.5, "fault_to_avoided_s": 3.125}])}
+    text = render({"taints": res_taints})
+    assert "| fault to taint in the ResourceSlice | 4.25 | 2.5 | 2.5 |" in text
+    assert "| fault to the next pod allocated another device | 4.5 | 3.125 | 3.125 |" in text
