@@ -126,3 +126,12 @@ def test_the_report_renders_both_sections_with_their_figures_and_says_when_not_m
     text = render({"taints": res_taints})
     assert "| fault to taint in the ResourceSlice | 4.25 | 2.5 | 2.5 |" in text
     assert "| fault to the next pod allocated another device | 4.5 | 3.125 | 3.125 |" in text
+
+
+def test_a_burst_with_failures_is_left_out_of_the_figures_and_counted() -> None:
+    ok = {"pods_per_s": 40.0, "p50_s": 1.0, "p99_s": 2.0, "failures": 0}
+    bad = {"pods_per_s": 4.0, "p50_s": 9.0, "p99_s": 20.0, "failures": 68}
+    j = prefer.judge([{"prefer": ok, "single": ok}, {"prefer": bad, "single": ok}])
+    assert j["prefer"]["pods_per_s"]["runs"] == [40.0, None]
+    assert j["prefer"]["bursts_with_failures"] == 1 and j["single"]["bursts_with_failures"] == 0
+    assert j["prefer_to_single_pods_per_s"]["runs"] == [1.0, None]
