@@ -713,6 +713,9 @@ def summarize(rounds: list[dict[str, Any]], rates: tuple[int, ...]) -> dict[str,
     if all(n in every for n in TYPED):
         summary["prefer_vs_single_cpu"] = prefer_vs_single(closed("prefer", "server_cpu_ms_per_request"),
                                                            closed("single", "server_cpu_ms_per_request"))
+        if any(closed("prefer", "apiserver_cpu_ms_per_request")):  # the create path: the apiserver's share too
+            summary["prefer_vs_single_apiserver_cpu"] = prefer_vs_single(
+                closed("prefer", "apiserver_cpu_ms_per_request"), closed("single", "apiserver_cpu_ms_per_request"))
     return summary
 
 
@@ -944,9 +947,10 @@ def admission(out_dir: str, quick: bool, kubeconfig: str | None, cluster_name: s
                         for rate, v in summary["p99_ms"][name].items())
         console.print(f"{name}: {p99}; max {mx['median']} req/s [{mx['min']}-{mx['max']}], "
                       f"server CPU {cpu['median']} ms/request")
-    if "prefer_vs_single_cpu" in summary:
-        console.print(f"prefer-types (3 types) vs one type, webhook CPU per admission: "
-                      f"{json.dumps(summary['prefer_vs_single_cpu'])}")
+    for key in ("prefer_vs_single_cpu", "prefer_vs_single_apiserver_cpu"):
+        if key in summary:
+            console.print(f"{key} (prefer-types with 3 types against one type, per admission): "
+                          f"{json.dumps(summary[key])}")
     console.print(f"apiserver claim create, direct and sequential: {result['apiserver_create_sequential']}")
     console.print(f"load average before/after: {result['load_average']}")
     console.print(f"targets: {json.dumps(result['targets'])}")
