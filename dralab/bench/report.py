@@ -352,6 +352,7 @@ def admission_section(res: dict[str, Any]) -> list[str]:
     rows = [r + [""] * (len(header) - len(r)) for r in rows]
     out += _table(header, rows)
     out += _admission_repeats(res)
+    out += _prefer_vs_single(res)
     api = res.get("apiserver_create_sequential") or {}
     if api.get("p50_ms") is not None:
         out += [
@@ -397,6 +398,26 @@ def _admission_repeats(res: dict[str, Any]) -> list[str]:
     out += _machine_share(summary.get("cpu_during_open_loop") or {}, rates)
     out += _closed_loop_cpu(summary.get("closed_loop_cpu") or {})
     return out
+
+
+def _prefer_vs_single(res: dict[str, Any]) -> list[str]:
+    """CPU per admission of `prefer-types` pods (3 types, firstAvailable) against one-type pods (older results:
+    nothing)."""
+    summary = res.get("summary") or {}
+    rows = []
+    for key, who in (("prefer_vs_single_cpu", "webhook"), ("prefer_vs_single_apiserver_cpu", "apiserver")):
+        fig = summary.get(key)
+        if fig:
+            ratio, extra = fig.get("ratio") or {}, fig.get("extra_ms") or {}
+            rows.append([who, f"{_fmt(ratio.get('median'))}{_spread_text([ratio.get('min'), ratio.get('max')])}",
+                         f"{_fmt(extra.get('median'))}{_spread_text([extra.get('min'), extra.get('max')])}"])
+    if not rows:
+        return []
+    typed = res.get("typed_pods") or {}
+    return [f"`prefer` ({typed.get('prefer')}) against `single` ({typed.get('single')}), both on "
+            f"`{typed.get('path')}`, closed loops taking turns: CPU per admission, ratio and extra ms taken inside "
+            "each round.", "",
+            *_table(["process", "prefer ÷ single", "extra ms per admission"], rows)]
 
 
 MACHINE_COLUMNS = ("apiserver", "etcd", "bench webhook", "generator")

@@ -251,3 +251,14 @@ def test_typed_bodies_carry_the_prefer_or_the_single_type_annotation() -> None:
     assert prefer["metadata"]["annotations"] == {ANN_PREFER_TYPES: "l4,h100,a100"}
     assert single["metadata"]["annotations"] == {"nvidia.com/use-gputype": "a100"}
     assert prefer["spec"] == single["spec"]
+
+
+def test_the_report_shows_prefer_against_single_per_process_when_measured() -> None:
+    from dralab.bench.report import admission_section
+
+    fig = {"ratio": {"median": 1.13, "min": 1.1, "max": 1.2}, "extra_ms": {"median": 0.2, "min": 0.2, "max": 0.2}}
+    res = {"summary": {"prefer_vs_single_cpu": fig, "prefer_vs_single_apiserver_cpu": fig},
+           "typed_pods": {"path": "/mutate", "prefer": "3 types", "single": "one type"}}
+    text = "\n".join(admission_section(res))
+    assert "| webhook | 1.13 (1.1-1.2) | 0.2 |" in text and "| apiserver | 1.13 (1.1-1.2) | 0.2 |" in text
+    assert "prefer ÷ single" not in "\n".join(admission_section({"summary": {}}))
