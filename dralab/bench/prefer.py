@@ -258,11 +258,18 @@ def _md_table(header: list[str], rows: list[list[Any]]) -> list[str]:
     return out + ["| " + " | ".join(str(c).replace("|", "/") for c in row) + " |" for row in rows] + [""]
 
 
+def _g(value: Any) -> str:
+    """A figure to 3 significant digits (``-`` for none)."""
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        return "-"
+    return f"{value:.0f}" if abs(value) >= 100 else f"{value:.3g}"
+
+
 def _mid(s: dict[str, Any] | None) -> str:
     """``median (min-max)`` of a spread, or ``-``."""
     if not s or s.get("median") is None:
         return "-"
-    return f"{s['median']}" + ("" if s["min"] == s["max"] else f" ({s['min']}-{s['max']})")
+    return _g(s["median"]) + ("" if s["min"] == s["max"] else f" ({_g(s['min'])}-{_g(s['max'])})")
 
 
 def prefer_section(res: dict[str, Any]) -> list[str]:
@@ -280,9 +287,9 @@ def prefer_section(res: dict[str, Any]) -> list[str]:
         attempt = phases.get("scheduler: scheduling attempt") or {}
         webhook = phases.get("webhook: mutate (incl. claim create)") or {}
         rows.append([kind, what, _mid(k.get("pods_per_s")), _mid(k.get("p50_s")), _mid(k.get("p99_s")),
-                     k.get("bursts_with_failures", "-"), cold.get("pods_per_s", "-"),
-                     attempt.get("calls_per_pod", "-"), attempt.get("ms_per_pod", "-"), webhook.get("ms_per_call", "-"),
-                     (last.get("cpu_ms_per_pod") or {}).get("scheduler", "-"),
+                     k.get("bursts_with_failures", "-"), _g(cold.get("pods_per_s")),
+                     _g(attempt.get("calls_per_pod")), _g(attempt.get("ms_per_pod")), _g(webhook.get("ms_per_call")),
+                     _g((last.get("cpu_ms_per_pod") or {}).get("scheduler")),
                      ", ".join(f"{r} {c}" for r, c in (last.get("allocated_as") or {}).items()) or "-"])
     ratio = j.get("prefer_to_single_pods_per_s") or {}
     return [

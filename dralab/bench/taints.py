@@ -291,7 +291,7 @@ def taints_section(res: dict[str, Any]) -> list[str]:
         *out,
         "",
         f"{s.get('avoided')}/{s.get('repeats')} faults avoided within the limit; "
-        f"Probes still allocated the sick device after the fault: {s.get('sick_allocations_after_fault')}; of those "
+        f"probes still allocated the sick device after the fault: {s.get('sick_allocations_after_fault')}; of those "
         f"created after its taint was seen: {s.get('sick_allocations_after_taint')}.",
         "",
     ]

@@ -118,7 +118,7 @@ def test_the_report_renders_both_sections_with_their_figures_and_says_when_not_m
                              "prefer_to_single_pods_per_s": {"median": 0.913, "min": 0.9, "max": 0.95}},
                   "rounds": [{"prefer": {"allocated_as": {"gpu/a100": 184, "gpu/l4": 8}}}], "cold": {}}
     text = render({"prefer": res_prefer})
-    assert "0.913 (0.9-0.95)" in text and "gpu/a100 184, gpu/l4 8" in text
+    assert "0.913 (0.9-0.95)" in text and "| 40 (38-41) |" in text and "gpu/a100 184, gpu/l4 8" in text
     assert "Not measured: run `dralab bench taints`" in text
     res_taints = {"kubernetes": "v1.37.2", "interval_s": 0.5, "poll_s": 0.05, "driver_health_seconds": 5.0,
                   "summary": taints.summarize([{"fault_to_taint_s": 4.25, "fault_to_avoided_s": 4.5},
