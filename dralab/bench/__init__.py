@@ -17,6 +17,8 @@ BENCHMARKS: dict[str, str] = {
     "vcore": "dralab.bench.vcore:vcore",
     "lab": "dralab.bench.lab:lab",
     "concurrency": "dralab.bench.concurrency:concurrency",
+    "prefer": "dralab.bench.prefer:prefer",
+    "taints": "dralab.bench.taints:taints",
     "faults": "dralab.bench.faults:faults",
     "fuzz": "dralab.bench.fuzz:fuzz",
     "pains": "dralab.bench.pains:pains",

@@ -47,8 +47,12 @@ CPU_TARGET_MS = 1.5  # server CPU (every process, janitor included) per admitted
 REPEATS_FULL = 3
 CLOSED_WORKERS = 16
 SLICE_SECONDS = 1.0  # the handlers of a pair take turns this long in their closed loop
-# Handlers whose ratio is a target: their closed loops take turns (closed_loop_turns)
-PAIRS = (("noop", "convert"), ("direct", "create"))
+# Pods of one NVIDIA shape, admitted on the create handler's path (conversion's where no cluster is up):
+# "prefer" lists 3 types (dralab.io/prefer-types: a firstAvailable request), "single" one (use-gputype).
+# Their closed loops take turns; the figure is the webhook's CPU per admission of each (no open loops).
+TYPED = ("single", "prefer")
+# Handlers whose ratio is a target or a figure: their closed loops take turns (closed_loop_turns)
+PAIRS = (("noop", "convert"), ("direct", "create"), TYPED)
 # The bench sends thousands of pods from one namespace: the namespace claim rate (a limit against
 # forged reviews, tested in tests/security) is lifted so it measures the server, not the limiter.
 # the benchmark reads its own webhook's /metrics on loopback, without a token
@@ -72,16 +76,23 @@ def _pod(name: str) -> dict[str, Any]:
     }
 
 
+def typed_pod(kind: str) -> Callable[[str], dict[str, Any]]:
+    """The pod of a :data:`TYPED` handler: 3 GPU types in order of preference, or one."""
+    from dralab.bench.prefer import kind_pod
+
+    return lambda name: kind_pod(kind, name)
+
+
 class Bodies:
     """Pre-rendered AdmissionReview bodies with unique pod names and UIDs (claims must not collide)."""
 
-    def __init__(self, namespace: str) -> None:
+    def __init__(self, namespace: str, pod: Callable[[str], dict[str, Any]] = _pod) -> None:
         self.namespace = namespace
         self.template = json.dumps({
             "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
             "request": {"uid": "@UID@", "kind": {"group": "", "version": "v1", "kind": "Pod"},
                         "resource": {"group": "", "version": "v1", "resource": "pods"},
-                        "namespace": namespace, "operation": "CREATE", "object": _pod("@NAME@")},
+                        "namespace": namespace, "operation": "CREATE", "object": pod("@NAME@")},
         })
         self.n = 0
 
@@ -613,6 +624,8 @@ def _one_round(targets: dict[str, tuple[Target, str, Any]], rates: tuple[int, ..
         progress.advance(task)
     for rate in rates:
         for name, (target, path, bodies) in targets.items():
+            if name in TYPED:
+                continue
             quiet = wait()
             progress.update(task, description=f"{name}: open loop at {rate} req/s")
             seen = claim_creates(api) if api is not None and name in ("create", "direct") else None
@@ -653,7 +666,8 @@ def _ratio(a: float | None, b: float | None) -> float | None:
 
 def summarize(rounds: list[dict[str, Any]], rates: tuple[int, ...]) -> dict[str, Any]:
     """Each figure per run, as median and spread; ratios are taken inside each run, then summarized."""
-    names = list(rounds[0]["handlers"])
+    names = [n for n in rounds[0]["handlers"] if n not in TYPED]  # the handlers with open loops
+    every = list(rounds[0]["handlers"])
 
     def closed(name: str, key: str) -> list[float | None]:
         return [(r["handlers"][name].get("closed_loop") or {}).get(key) for r in rounds]
@@ -665,9 +679,9 @@ def summarize(rounds: list[dict[str, Any]], rates: tuple[int, ...]) -> dict[str,
             out.append(row.get(key) if not row.get("errors") else None)  # a run with errors has no valid p99
         return out
 
-    summary: dict[str, Any] = {"max_rps": {n: spread(closed(n, "throughput_rps")) for n in names},
+    summary: dict[str, Any] = {"max_rps": {n: spread(closed(n, "throughput_rps")) for n in every},
                                "server_cpu_ms_per_request": {n: spread(closed(n, "server_cpu_ms_per_request"))
-                                                             for n in names},
+                                                             for n in every},
                                "p99_ms": {n: {str(rate): spread(at(n, rate, "p99_ms")) for rate in rates}
                                           for n in names},
                                "errors": {n: {str(rate): [next(x for x in r["handlers"][n]["open_loop"]
@@ -696,7 +710,21 @@ def summarize(rounds: list[dict[str, Any]], rates: tuple[int, ...]) -> dict[str,
     for key, (a, b) in ratios.items():
         summary[key] = spread([_ratio(x, y) for x, y in zip(closed(a, "throughput_rps"), closed(b, "throughput_rps"),
                                                              strict=True)])
+    if all(n in every for n in TYPED):
+        summary["prefer_vs_single_cpu"] = prefer_vs_single(closed("prefer", "server_cpu_ms_per_request"),
+                                                           closed("single", "server_cpu_ms_per_request"))
+        if any(closed("prefer", "apiserver_cpu_ms_per_request")):  # the create path: the apiserver's share too
+            summary["prefer_vs_single_apiserver_cpu"] = prefer_vs_single(
+                closed("prefer", "apiserver_cpu_ms_per_request"), closed("single", "apiserver_cpu_ms_per_request"))
     return summary
+
+
+def prefer_vs_single(prefer: list[float | None], single: list[float | None]) -> dict[str, Any]:
+    """The webhook's CPU per admission of 3-type ``firstAvailable`` pods against one-type pods: the ratio and
+    the extra ms, each taken inside a round (their turns shared the load), then median and spread."""
+    pairs = list(zip(prefer, single, strict=True))
+    return {"ratio": spread([_ratio(p, s) for p, s in pairs]),
+            "extra_ms": spread([round(p - s, 3) if p is not None and s is not None else None for p, s in pairs])}
 
 
 def _medians(readings: list[dict[str, float]]) -> dict[str, float]:
@@ -763,6 +791,8 @@ def run(quick: bool, kubeconfig: str | None, cluster_name: str, duration: float 
         try:
             targets: dict[str, tuple[Target, str, Any]] = {
                 name: (hook, path, Bodies(namespace)) for name, path in HANDLERS.items()}
+            typed_path = HANDLERS["convert" if kube is None else "create"]
+            targets.update({kind: (hook, typed_path, Bodies(namespace, typed_pod(kind))) for kind in TYPED})
             if kube is None:
                 targets.pop("create")
             else:
@@ -793,8 +823,10 @@ def run(quick: bool, kubeconfig: str | None, cluster_name: str, duration: float 
                     api.close()
     summary = summarize(rounds, rates)
     only = handlers
+    typed_path = HANDLERS["convert" if kube is None else "create"]
     handlers: dict[str, Any] = {name: {"path": path, **_median_rows(rounds, name)}
-                                for name, path in {**HANDLERS, "direct": "apiserver"}.items()
+                                for name, path in {**HANDLERS, "direct": "apiserver",
+                                                   **dict.fromkeys(TYPED, typed_path)}.items()
                                 if name in rounds[0]["handlers"]}
     if "create" not in handlers and (not only or "create" in only):
         handlers["create"] = {"skipped": skip_reason}
@@ -803,10 +835,19 @@ def run(quick: bool, kubeconfig: str | None, cluster_name: str, duration: float 
             "closed_loop_workers": CLOSED_WORKERS, "baseline": "noop", "direct_baseline": "direct",
             "bench_config": BENCH_CONFIG, "apiserver_measured": api_pid is not None,
             "handlers": handlers, "rounds": rounds, "summary": summary,
+            "typed_pods": _typed_pods(typed_path),
             "apiserver_create_sequential": sequential or {"skipped": skip_reason},
             "load_average": {"before": [round(x, 2) for x in load_before],
                              "after": [round(x, 2) for x in os.getloadavg()]},
             "targets": _targets(summary, handlers)}
+
+
+def _typed_pods(path: str) -> dict[str, Any]:
+    """What the ``single`` and ``prefer`` handlers admit, for the reader of the result."""
+    from dralab.bench.prefer import PREFER_TYPES, SINGLE_TYPE
+
+    return {"path": path, "prefer": f"dralab.io/prefer-types: {','.join(PREFER_TYPES)} (firstAvailable, 3 subrequests)",
+            "single": f"nvidia.com/use-gputype: {SINGLE_TYPE} (one exactly request)", "baseline": "single"}
 
 
 def _apiserver_baseline(api: Any, namespace: str, n: int) -> dict[str, Any]:
@@ -872,7 +913,7 @@ def _targets(summary: dict[str, Any], handlers: dict[str, Any]) -> dict[str, Any
               help="Rounds of every measurement; figures are their median and spread (default 3, quick 1).")
 @click.option("--workers", type=click.IntRange(min=1), default=None,
               help="Webhook server processes (default: one per core).")
-@click.option("--handler", "handlers", multiple=True, type=click.Choice([*HANDLERS, "direct"]),
+@click.option("--handler", "handlers", multiple=True, type=click.Choice([*HANDLERS, "direct", *TYPED]),
               help="Measure only this handler (repeatable; default: all). For iterating, not for results.")
 @click.option("--rate", "rates", multiple=True, type=click.IntRange(min=1),
               help="Open-loop rate in req/s (repeatable; default 50, 100, 200; quick 100).")
@@ -897,12 +938,19 @@ def admission(out_dir: str, quick: bool, kubeconfig: str | None, cluster_name: s
         if "skipped" in entry:
             console.print(f"{name}: skipped ({entry['skipped']})")
             continue
-        p99 = ", ".join(f"{rate}/s p99 {v['median']} ms [{v['min']}-{v['max']}]"
-                        for rate, v in summary["p99_ms"][name].items())
         mx = summary["max_rps"][name]
         cpu = summary["server_cpu_ms_per_request"][name]
+        if name in TYPED:
+            console.print(f"{name}: max {mx['median']} req/s, server CPU {cpu['median']} ms/admission")
+            continue
+        p99 = ", ".join(f"{rate}/s p99 {v['median']} ms [{v['min']}-{v['max']}]"
+                        for rate, v in summary["p99_ms"][name].items())
         console.print(f"{name}: {p99}; max {mx['median']} req/s [{mx['min']}-{mx['max']}], "
                       f"server CPU {cpu['median']} ms/request")
+    for key in ("prefer_vs_single_cpu", "prefer_vs_single_apiserver_cpu"):
+        if key in summary:
+            console.print(f"{key} (prefer-types with 3 types against one type, per admission): "
+                          f"{json.dumps(summary[key])}")
     console.print(f"apiserver claim create, direct and sequential: {result['apiserver_create_sequential']}")
     console.print(f"load average before/after: {result['load_average']}")
     console.print(f"targets: {json.dumps(result['targets'])}")

@@ -264,8 +264,10 @@ def verdict(cols: dict[str, list[Any]], baseline: dict[str, list[Any]] | None = 
 
 
 @contextlib.contextmanager
-def own_cluster(prefix: str, config: dict[str, Any] | None = None, keep: bool = False) -> Iterator[Any]:
-    """A cluster named ``<prefix><pid>`` with one node of 8 fake devices; taken down afterwards.
+def own_cluster(prefix: str, config: dict[str, Any] | None = None, keep: bool = False,
+                inventory: dict[str, Any] | None = None, kubernetes: str | None = None) -> Iterator[Any]:
+    """A cluster named ``<prefix><pid>`` with one node of 8 fake devices (or ``inventory``'s), of Kubernetes
+    ``kubernetes`` (default: the cluster default); taken down afterwards.
 
     Never the developer's cluster: everything destructive in the benchmarks happens here.
     """
@@ -274,14 +276,16 @@ def own_cluster(prefix: str, config: dict[str, Any] | None = None, keep: bool = 
     name = f"{prefix}{os.getpid() % 100000}"
     folder = Path(tempfile.mkdtemp(prefix=f"dralab-{prefix}-"))
     inv = folder / "inventory.yaml"
-    inv.write_text(yaml.safe_dump(inventory_doc()))
+    doc = inventory if inventory is not None else inventory_doc()
+    inv.write_text(yaml.safe_dump(doc))
     cfg_path = None
     if config is not None:
         cfg_path = folder / "config.yaml"
         cfg_path.write_text(yaml.safe_dump(config))
     try:
-        handle = ensure_cluster(name, devices=str(inv), config=str(cfg_path) if cfg_path else None)
-        wait_slices(handle)
+        handle = ensure_cluster(name, devices=str(inv), config=str(cfg_path) if cfg_path else None,
+                                kubernetes=kubernetes)
+        wait_slices(handle, sum(len(node["devices"]) for node in doc["nodes"]))
         yield handle
     finally:
         if not keep:

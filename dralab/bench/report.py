@@ -21,15 +21,17 @@ import click
 
 from dralab.bench import DEFAULT_OUT
 from dralab.bench.pains import pains_section
+from dralab.bench.prefer import prefer_section
 from dralab.bench.results import load_results
+from dralab.bench.taints import taints_section
 from dralab.util import atomic_write
 
 DEFAULT_REPORT = "bench/REPORT.md"
 PLOT = "concurrency.png"
 # the order of the sections; results of other benchmarks follow, listed with their context
 ORDER = (
-    "setup", "admission", "driver", "vcore", "cluster", "lab", "concurrency", "faults", "fuzz", "pains", "pains-node",
-    "node", "install",
+    "setup", "admission", "driver", "vcore", "cluster", "lab", "concurrency", "prefer", "taints", "faults", "fuzz",
+    "pains", "pains-node", "node", "install",
 )  # fmt: skip
 
 Section = Callable[[dict[str, Any]], list[str]]
@@ -350,6 +352,7 @@ def admission_section(res: dict[str, Any]) -> list[str]:
     rows = [r + [""] * (len(header) - len(r)) for r in rows]
     out += _table(header, rows)
     out += _admission_repeats(res)
+    out += _prefer_vs_single(res)
     api = res.get("apiserver_create_sequential") or {}
     if api.get("p50_ms") is not None:
         out += [
@@ -395,6 +398,26 @@ def _admission_repeats(res: dict[str, Any]) -> list[str]:
     out += _machine_share(summary.get("cpu_during_open_loop") or {}, rates)
     out += _closed_loop_cpu(summary.get("closed_loop_cpu") or {})
     return out
+
+
+def _prefer_vs_single(res: dict[str, Any]) -> list[str]:
+    """CPU per admission of `prefer-types` pods (3 types, firstAvailable) against one-type pods (older results:
+    nothing)."""
+    summary = res.get("summary") or {}
+    rows = []
+    for key, who in (("prefer_vs_single_cpu", "webhook"), ("prefer_vs_single_apiserver_cpu", "apiserver")):
+        fig = summary.get(key)
+        if fig:
+            ratio, extra = fig.get("ratio") or {}, fig.get("extra_ms") or {}
+            rows.append([who, f"{_fmt(ratio.get('median'))}{_spread_text([ratio.get('min'), ratio.get('max')])}",
+                         f"{_fmt(extra.get('median'))}{_spread_text([extra.get('min'), extra.get('max')])}"])
+    if not rows:
+        return []
+    typed = res.get("typed_pods") or {}
+    return [f"`prefer` ({typed.get('prefer')}) against `single` ({typed.get('single')}), both on "
+            f"`{typed.get('path')}`, closed loops taking turns: CPU per admission, ratio and extra ms taken inside "
+            "each round.", "",
+            *_table(["process", "prefer ÷ single", "extra ms per admission"], rows)]
 
 
 MACHINE_COLUMNS = ("apiserver", "etcd", "bench webhook", "generator")
@@ -969,6 +992,8 @@ SECTIONS: dict[str, tuple[str, Section]] = {
     "cluster": ("Local cluster: bring-up, tear-down, memory, builds", cluster_section),
     "lab": ("Lab 20 replay on the local profile", lab_section),
     "concurrency": ("Concurrency: bursts of sharing pods on one node", concurrency_section),
+    "prefer": ("Ordered fallbacks: 3-way firstAvailable claims against single-type claims", prefer_section),
+    "taints": ("Device health: from an unhealthy device to its taint and to pods avoiding it", taints_section),
     "faults": ("Faults: outages and churn, then a leak audit", faults_section),
     "fuzz": ("Bad input: fuzzing the admission endpoints and the driver's gRPC", fuzz_section),
     "pains": ("What DRA fixes: budgets, preemption of sharers, a failing claim", pains_section),

@@ -31,6 +31,10 @@ def test_bench_writes_results_and_skip_reason(tmp_path: Path) -> None:
         assert entry["closed_loop"]["generator_cpu_share"] > 0
         assert entry["open_loop"][0]["start_lag_max_ms"] >= entry["open_loop"][0]["start_lag_p99_ms"]
     assert "not up" in data["handlers"]["create"]["skipped"]
+    for name in ("single", "prefer"):  # no cluster: on the conversion path, closed loops taking turns
+        assert data["handlers"][name]["path"] == "/bench/convert"
+        assert data["handlers"][name]["closed_loop"]["turns_with"] == ["single", "prefer"]
+    assert data["summary"]["prefer_vs_single_cpu"]["ratio"]["median"] > 0
     assert "ratio" in data["targets"]["convert_max_throughput_vs_noop"]
     assert "skipped" in data["targets"]["create_p99_at_100_rps"]
 
@@ -219,3 +223,42 @@ def test_the_report_shows_the_apiservers_etcd_writes_beside_its_requests() -> No
     assert "| create | 13.5 / 0.15 / 0.1 |" in text and "etcd writes" in text
     del summary["etcd_share_over_25ms"]  # older results: the two columns they have
     assert "| direct | 6.1 / 0.004 |" in "\n".join(_apiserver_share(summary, ["200"]))
+
+
+def test_prefer_pods_are_judged_against_single_type_pods_by_cpu_per_admission_within_each_round() -> None:
+    from dralab.bench.admission import summarize
+
+    def rnd(prefer: float, single: float) -> dict:
+        row = {"offered_rps": 100, "p99_ms": 5, "errors": 0}
+        return {"handlers": {"noop": {"open_loop": [row], "closed_loop": {"throughput_rps": 100}},
+                             "single": {"open_loop": [], "closed_loop": {"server_cpu_ms_per_request": single}},
+                             "prefer": {"open_loop": [], "closed_loop": {"server_cpu_ms_per_request": prefer}}}}
+
+    s = summarize([rnd(1.2, 1.0), rnd(3.0, 2.0), rnd(1.1, 1.0)], (100,))
+    assert "prefer" not in s["p99_ms"] and "single" not in s["p99_ms"]  # closed loops only
+    assert s["server_cpu_ms_per_request"]["prefer"]["median"] == 1.2
+    assert s["prefer_vs_single_cpu"]["ratio"]["runs"] == [1.2, 1.5, 1.1]
+    assert s["prefer_vs_single_cpu"]["ratio"]["median"] == 1.2
+    assert s["prefer_vs_single_cpu"]["extra_ms"]["runs"] == [0.2, 1.0, 0.1]
+
+
+def test_typed_bodies_carry_the_prefer_or_the_single_type_annotation() -> None:
+    from dralab.bench.admission import Bodies, typed_pod
+    from dralab.model.convert import ANN_PREFER_TYPES
+
+    prefer = json.loads(Bodies("ns", typed_pod("prefer")).next())["request"]["object"]
+    single = json.loads(Bodies("ns", typed_pod("single")).next())["request"]["object"]
+    assert prefer["metadata"]["annotations"] == {ANN_PREFER_TYPES: "l4,h100,a100"}
+    assert single["metadata"]["annotations"] == {"nvidia.com/use-gputype": "a100"}
+    assert prefer["spec"] == single["spec"]
+
+
+def test_the_report_shows_prefer_against_single_per_process_when_measured() -> None:
+    from dralab.bench.report import admission_section
+
+    fig = {"ratio": {"median": 1.13, "min": 1.1, "max": 1.2}, "extra_ms": {"median": 0.2, "min": 0.2, "max": 0.2}}
+    res = {"summary": {"prefer_vs_single_cpu": fig, "prefer_vs_single_apiserver_cpu": fig},
+           "typed_pods": {"path": "/mutate", "prefer": "3 types", "single": "one type"}}
+    text = "\n".join(admission_section(res))
+    assert "| webhook | 1.13 (1.1-1.2) | 0.2 |" in text and "| apiserver | 1.13 (1.1-1.2) | 0.2 |" in text
+    assert "prefer ÷ single" not in "\n".join(admission_section({"summary": {}}))
