@@ -17,6 +17,7 @@ BENCHMARKS: dict[str, str] = {
     "vcore": "dralab.bench.vcore:vcore",
     "lab": "dralab.bench.lab:lab",
     "concurrency": "dralab.bench.concurrency:concurrency",
+    "fleet": "dralab.bench.fleet:fleet",
     "faults": "dralab.bench.faults:faults",
     "fuzz": "dralab.bench.fuzz:fuzz",
     "pains": "dralab.bench.pains:pains",
