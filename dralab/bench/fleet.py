@@ -235,6 +235,27 @@ def tree_rss_mib(pid: int) -> float:
     return round(total / 1024, 1)
 
 
+class Runner(BurstRunner):
+    """BurstRunner whose calls survive a dropped connection: on a loaded machine the apiserver closes kept-alive
+    connections under the client now and then, and one lost DELETE must not lose a half-hour run."""
+
+    async def _ok(self, method: str, path: str, **kw: Any) -> dict[str, Any]:
+        import httpx
+
+        for attempt in range(5):
+            try:
+                return await super()._ok(method, path, **kw)
+            except httpx.TransportError:
+                if attempt == 4:
+                    raise
+                await asyncio.sleep(0.5 * (attempt + 1))  # backoff before retrying the call
+            except RuntimeError as exc:
+                if method == "POST" and attempt and "HTTP 409" in str(exc):
+                    return {}  # the retried create had reached the apiserver
+                raise
+        return {}
+
+
 class Fleet:
     """One size's cluster: the timed batches, the meters, the clean-up and the leak check."""
 
@@ -346,7 +367,7 @@ async def _delete_pods(runner: BurstRunner, ns: str, names: list[str], kind: str
 
 async def fill_and_churn(fleet: Fleet, client: Any, kind: str, rounds: int) -> dict[str, Any]:
     """Fill (8 pods per node) then churn rounds on top of it, then clear; one row per phase."""
-    runner = BurstRunner(client, timeout=fleet.timeout)
+    runner = Runner(client, timeout=fleet.timeout)
     ns = await runner.namespace(f"fleet-{kind}")
     n = fleet.nodes * FILL_PER_NODE
     fill = await fleet.measured(client, n, _batch(runner, ns, kind, "f", n, FILL_POD))
@@ -372,7 +393,7 @@ async def fill_and_churn(fleet: Fleet, client: Any, kind: str, rounds: int) -> d
 
 
 async def burst(fleet: Fleet, client: Any, kind: str, quick: bool) -> dict[str, Any]:
-    runner = BurstRunner(client, timeout=fleet.timeout)
+    runner = Runner(client, timeout=fleet.timeout)
     ns = await runner.namespace(f"burst-{kind}")
     n = burst_size(fleet.nodes, quick=quick)
     row = await fleet.measured(client, n, _batch(runner, ns, kind, "b", n, BURST_POD))
@@ -516,9 +537,24 @@ def fleet(out: str, quick: bool, sizes: str | None, keep: bool, timeout: float) 
     build.require_binaries()
     chosen = parse_sizes(sizes) if sizes else (SIZES_QUICK if quick else SIZES_FULL)
     started = time.monotonic()
-    rows = []
+    rows: list[dict[str, Any]] = []
     for nodes in chosen:
         rows.append(measure_size(nodes, quick, keep, timeout))
+        path = _write(out, quick, rows, started)  # each size as soon as it is measured: a later one may fail
+    try:
+        plot(_load(path), Path(out) / "fleet.png")
+    except ImportError:
+        console.print("matplotlib not installed: no plot", markup=False)
+    v = _load(path)["verdict"]
+    click.echo(f"dralab ÷ baseline pods/s at {v.get('largest_nodes')} nodes {v.get('ratio_by_phase')}; "
+               f"CPU per pod growth {v.get('cpu_growth')}; no leaks: {v.get('no_leaks')} -> {path}")
+
+
+def _load(path: Path) -> dict[str, Any]:
+    return json.loads(path.read_text())
+
+
+def _write(out: str, quick: bool, rows: list[dict[str, Any]], started: float) -> Path:
     result = {
         "quick": quick,
         "devices_per_node": DEVICES_PER_NODE,
@@ -531,11 +567,4 @@ def fleet(out: str, quick: bool, sizes: str | None, keep: bool, timeout: float) 
         "verdict": verdict(rows),
         "duration_s": round(time.monotonic() - started, 1),
     }
-    path = write_result(out, "fleet", result)
-    try:
-        plot(result, Path(out) / "fleet.png")
-    except ImportError:
-        console.print("matplotlib not installed: no plot", markup=False)
-    v = result["verdict"]
-    click.echo(f"dralab ÷ baseline pods/s at {v.get('largest_nodes')} nodes {v.get('ratio_by_phase')}; "
-               f"CPU per pod growth {v.get('cpu_growth')}; no leaks: {v.get('no_leaks')} -> {path}")
+    return write_result(out, "fleet", result)

@@ -14,7 +14,7 @@ import os
 import pytest
 
 from dralab.bench import fleet as bench
-from dralab.bench.concurrency import BurstRunner, async_client
+from dralab.bench.concurrency import async_client
 from dralab.cluster import build
 from dralab.cluster.api import down, ensure_cluster
 
@@ -39,7 +39,7 @@ def fleet_cluster():
 
 async def _churn(handle) -> tuple[list, str]:
     async with async_client(handle) as client:
-        runner = BurstRunner(client, timeout=150)
+        runner = bench.Runner(client, timeout=150)
         ns = await runner.namespace("fleet-churn")
         batches = [await bench._batch(runner, ns, "dralab", "f", 2 * NODES, POD)]
         for r in range(2):
