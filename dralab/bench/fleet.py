@@ -490,7 +490,7 @@ def plot(result: dict[str, Any], path: Path) -> None:
         ax2.plot(xs, [s["phases"][phase]["dralab"]["dralab_cpu_ms_per_pod"] for s in sizes], "-o", color=color,
                  label=phase)
     ax1.set_ylabel("pods bound per second")
-    ax2.set_ylabel("dralab CPU per pod (ms; webhook + janitor + driver)")
+    ax2.set_ylabel("dralab CPU ms per pod (webhook, janitor, driver)")
     for ax in (ax1, ax2):
         ax.set_xlabel("KWOK nodes (8 GPUs each)")
         ax.grid(True, alpha=0.3)
