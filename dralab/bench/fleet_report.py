@@ -25,7 +25,9 @@ def fleet_verdicts(res: dict[str, Any] | None) -> list[list[str]]:
     """Rows of the report's verdict table."""
     if not res:
         return []
-    v = res.get("verdict") or {}
+    from dralab.bench.fleet import verdict
+
+    v = verdict(res.get("sizes") or [])  # recomputed from the raw fields, so old results get new rows
     ratios = v.get("ratio_by_phase") or {}
     large, small = v.get("largest_nodes"), v.get("smallest_nodes")
     return [
@@ -35,6 +37,10 @@ def fleet_verdicts(res: dict[str, Any] | None) -> list[list[str]]:
         ["fleet", f"dralab CPU per pod at {large} nodes ÷ at {small} nodes", _f(v.get("cpu_growth")),
          f"<= {_f(v.get('cpu_growth_target'))}",
          _met(v.get("meets_cpu_growth"), "not judged: one size only")],
+        ["fleet", f"... the webhook's share alone (admission and janitor), at {large} ÷ at {small} nodes",
+         _f(v.get("webhook_cpu_growth")), f"<= {_f(v.get('cpu_growth_target'))}",
+         _met(None if v.get("webhook_cpu_growth") is None else v["webhook_cpu_growth"] <= v["cpu_growth_target"],
+              "not judged: one size only")],
         ["fleet", "leaks after fill, churn and burst (claims, capacity, prepared)",
          "none" if v.get("no_leaks") else "some", "none", _met(v.get("no_leaks"), "not judged")],
     ]
@@ -72,6 +78,11 @@ def fleet_section(res: dict[str, Any], plot: str | None = None) -> list[str]:
     out += ["| " + " | ".join(header) + " |", "|" + "|".join(["---"] * len(header)) + "|"]
     out += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
     out.append("")
+    rows_raw = [r for s in res.get("sizes") or [] for ph in (s.get("phases") or {}).values() for r in ph.values()]
+    if any(r.get("failures") and "created" not in r for r in rows_raw):
+        out += ["Per-pod CPU and requests of this result are divided by the pods *requested*; in rows with "
+                "failures (creates the webhook did not answer in time) they are per created pod only after "
+                "multiplying by pods ÷ (pods - failures). Later runs divide by created pods (`created`).", ""]
     leaks = [f"{s.get('nodes')} nodes: {s.get('leaks')}" for s in res.get("sizes") or []]
     out += [f"Leaks at the end of each size: {'; '.join(leaks) or '-'}.", ""]
     for size in res.get("sizes") or []:

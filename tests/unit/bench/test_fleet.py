@@ -78,7 +78,7 @@ def test_report_renders_the_fleet_section_and_verdicts() -> None:
            "sizes": [_size(50, 9.5, 10.0), _size(200, 9.5, 11.0)]}
     res["verdict"] = fleet.verdict(res["sizes"])
     rows = fleet_verdicts(res)
-    assert [r[-1] for r in rows] == ["met", "met", "met"]
+    assert [r[-1] for r in rows] == ["met", "met", "not judged: one size only", "met"]
     text = "\n".join(fleet_section(res, "results/fleet.png"))
     assert "| 200 | burst | baseline |" in text and "![fleet](results/fleet.png)" in text
     assert "## Fleet scale" in render({"fleet": res})
