@@ -47,8 +47,10 @@ async def _churn(handle) -> tuple[list, str]:
             batches.append(await bench._batch(runner, ns, "dralab", f"c{r}", NODES, POD))
         events = (await client.get(f"/api/v1/namespaces/{ns}/events")).json().get("items") or []
         await runner.clear(ns, kube_wait=150)
+    # a pod the scheduler retries (FailedScheduling) is the scheduler's business; any other warning
+    # (FailedPrepareDynamicResources from a node, the webhook's) is an error of the fleet
     warnings = [f"{e['involvedObject'].get('name')}: {e.get('reason')}: {e.get('message', '')[:200]}"
-                for e in events if e.get("type") == "Warning"]
+                for e in events if e.get("type") == "Warning" and e.get("reason") != "FailedScheduling"]
     return batches, "\n".join(warnings)
 
 
