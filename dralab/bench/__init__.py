@@ -19,6 +19,7 @@ BENCHMARKS: dict[str, str] = {
     "concurrency": "dralab.bench.concurrency:concurrency",
     "prefer": "dralab.bench.prefer:prefer",
     "taints": "dralab.bench.taints:taints",
+    "fleet": "dralab.bench.fleet:fleet",
     "faults": "dralab.bench.faults:faults",
     "fuzz": "dralab.bench.fuzz:fuzz",
     "pains": "dralab.bench.pains:pains",

@@ -20,6 +20,7 @@ from typing import Any
 import click
 
 from dralab.bench import DEFAULT_OUT
+from dralab.bench.fleet_report import fleet_section, fleet_verdicts
 from dralab.bench.pains import pains_section
 from dralab.bench.prefer import prefer_section
 from dralab.bench.results import load_results
@@ -28,10 +29,11 @@ from dralab.util import atomic_write
 
 DEFAULT_REPORT = "bench/REPORT.md"
 PLOT = "concurrency.png"
+FLEET_PLOT = "fleet.png"
 # the order of the sections; results of other benchmarks follow, listed with their context
 ORDER = (
-    "setup", "admission", "driver", "vcore", "cluster", "lab", "concurrency", "prefer", "taints", "faults", "fuzz",
-    "pains", "pains-node", "node", "install",
+    "setup", "admission", "driver", "vcore", "cluster", "lab", "concurrency", "prefer", "taints", "fleet", "faults",
+    "fuzz", "pains", "pains-node", "node", "install",
 )  # fmt: skip
 
 Section = Callable[[dict[str, Any]], list[str]]
@@ -294,6 +296,7 @@ def verdicts(results: dict[str, dict[str, Any]]) -> list[list[str]]:
                 verdict_text(v.get("meets_rate")),
             ]
         )
+    rows += fleet_verdicts(results.get("fleet"))
     faults = results.get("faults")
     if faults:
         for row in faults.get("scenarios") or []:
@@ -994,6 +997,7 @@ SECTIONS: dict[str, tuple[str, Section]] = {
     "concurrency": ("Concurrency: bursts of sharing pods on one node", concurrency_section),
     "prefer": ("Ordered fallbacks: 3-way firstAvailable claims against single-type claims", prefer_section),
     "taints": ("Device health: from an unhealthy device to its taint and to pods avoiding it", taints_section),
+    "fleet": ("Fleet scale: simulated KWOK fleets against a plain DRA baseline", fleet_section),
     "faults": ("Faults: outages and churn, then a leak audit", faults_section),
     "fuzz": ("Bad input: fuzzing the admission endpoints and the driver's gRPC", fuzz_section),
     "pains": ("What DRA fixes: budgets, preemption of sharers, a failing claim", pains_section),
@@ -1002,7 +1006,7 @@ SECTIONS: dict[str, tuple[str, Section]] = {
 }
 
 
-def render(results: dict[str, dict[str, Any]], plot: str | None = None) -> str:
+def render(results: dict[str, dict[str, Any]], plot: str | None = None, fleet_plot: str | None = None) -> str:
     """The whole report from the parsed result files (pure: the same files always give the same text)."""
     lines = [
         "# dralab benchmark report",
@@ -1050,7 +1054,10 @@ def render(results: dict[str, dict[str, Any]], plot: str | None = None) -> str:
             lines += [f"Not measured: run `dralab bench {name}` and commit `bench/results/{name}.json`.", ""]
             continue
         lines += [context_line(res), ""]
-        lines += concurrency_section(res, plot) if name == "concurrency" else section(res)
+        if name in ("concurrency", "fleet"):
+            lines += section(res, plot if name == "concurrency" else fleet_plot)  # type: ignore[call-arg]
+        else:
+            lines += section(res)
     others = sorted(set(results) - set(ORDER))
     if others:
         lines += ["## Other results", ""]
@@ -1069,9 +1076,11 @@ def render(results: dict[str, dict[str, Any]], plot: str | None = None) -> str:
 def render_files(results_dir: Path, out: Path) -> str:
     """The report text for ``out`` from the results in ``results_dir`` (the plot linked relative to ``out``)."""
     results = load_results(results_dir)
-    png = results_dir / PLOT
-    plot = Path(os.path.relpath(png, out.parent)).as_posix() if png.is_file() else None
-    return render(results, plot)
+    def link(name: str) -> str | None:
+        png = results_dir / name
+        return Path(os.path.relpath(png, out.parent)).as_posix() if png.is_file() else None
+
+    return render(results, link(PLOT), link(FLEET_PLOT))
 
 
 @click.command()

@@ -21,7 +21,7 @@ from typing import Any
 import filelock
 import httpx
 
-from dralab.cluster import build, components, kwok, preflight
+from dralab.cluster import build, components, fleet, kwok, preflight
 from dralab.cluster.components import CONTROL_PLANE, WEBHOOK_NAMESPACE, ComponentSpec, Health
 from dralab.cluster.kubeconfig import render_kubeconfig
 from dralab.cluster.layout import DEFAULT_NAME, Layout, check_socket_paths, dralab_home
@@ -54,6 +54,7 @@ Say = Callable[[str], None]
 LOCK_TIMEOUT = 600.0
 APISERVER_TIMEOUT = 90.0
 COMPONENT_TIMEOUT = 60.0
+FLEET_TIMEOUT = 600.0  # a fleet's drivers publish and register hundreds of nodes before they are ready
 
 
 def _quiet(_: str) -> None:
@@ -235,7 +236,9 @@ def _specs(handle: ClusterHandle) -> dict[str, ComponentSpec]:
     config = state.get("config")
     if "webhook" in state["order"]:
         specs["webhook"] = components.webhook_spec(layout, ports, config)
-    for node in state["nodes"]:
+    if state.get("fleet"):
+        specs.update(components.fleet_specs(layout, ports, config))
+    for node in [] if state.get("fleet") else state["nodes"]:
         if node == state.get("realNode"):
             specs.update(integration.specs(handle, node, str(handle.devices), config))
             continue
@@ -360,6 +363,11 @@ def _devices_ref(devices: str) -> str:
 
 
 def _inventory_text(devices: str | None) -> tuple[str, Any]:
+    if fleet.is_fleet_ref(devices):
+        from dralab.model.inventory import parse_inventory
+
+        size = fleet.parse_size(str(devices))
+        return fleet.inventory_text(size), parse_inventory(fleet.inventory(size), size.ref)
     inventory = load_inventory(devices)
     ref = str(devices or "lab20")
     path = Path(ref)
@@ -402,14 +410,17 @@ def _bootstrap_objects(handle: ClusterHandle, inventory: Any, config: str | None
 def _nodes_ready(handle: ClusterHandle) -> bool:
     kube = handle.kube()
     try:
-        for name in handle.nodes:
-            node = kube.get(node_path(name), missing_ok=True)
-            conditions = (node or {}).get("status", {}).get("conditions") or []
-            if not any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions):
-                return False
-        return True
+        if handle.state.get("fleet"):  # one list instead of a GET per node
+            ready = {n["metadata"]["name"] for n in kube.list("/api/v1/nodes").get("items") or [] if _ready(n)}
+            return set(handle.nodes) <= ready
+        return all(_ready(kube.get(node_path(name), missing_ok=True)) for name in handle.nodes)
     finally:
         kube.close()
+
+
+def _ready(node: dict[str, Any] | None) -> bool:
+    conditions = (node or {}).get("status", {}).get("conditions") or []
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
 
 
 def _register_webhook(handle: ClusterHandle, config: str | None) -> None:
@@ -536,7 +547,12 @@ def _up_locked(
     elif not pod_network:
         notes.append("webhook not installed (dralab.webhook missing): not started")
     real = nodes[0] if real_node and nodes else None
-    for node in nodes:
+    is_fleet = fleet.is_fleet_ref(devices)
+    if is_fleet and real_node:
+        raise UserError("--fleet simulates every node: it cannot be combined with --real-node")
+    if is_fleet:
+        order += ["driver/fleet", "kubelet/fleet"] if with_driver else []
+    for node in [] if is_fleet else nodes:
         if node == real:
             order += integration.order(node, with_driver, pod_network)
             continue
@@ -554,7 +570,8 @@ def _up_locked(
             "config": str(Path(config).resolve()) if config else None,
             "nodes": nodes,
             "order": order,
-            "ports": _allocate_ports(nodes, (previous or {}).get("ports")),
+            "ports": _allocate_ports(["fleet"] if is_fleet else nodes, (previous or {}).get("ports")),
+            "fleet": is_fleet,
             "realNode": real,
             "podNetwork": {"apiAddress": podnet.API_ADDRESS} if pod_network else None,
         }
@@ -666,7 +683,7 @@ def _wait_optional(handle: ClusterHandle, spec: ComponentSpec, notes: list[str],
     """Wait for a dralab component; a failure is reported (note + status), not fatal to the cluster."""
     failed = handle.state.setdefault("failed", [])
     try:
-        _wait_healthy(handle, spec, COMPONENT_TIMEOUT)
+        _wait_healthy(handle, spec, FLEET_TIMEOUT if spec.name.endswith("/fleet") else COMPONENT_TIMEOUT)
         if spec.name in failed:
             failed.remove(spec.name)
     except UserError as exc:

@@ -72,6 +72,12 @@ def build(force: bool, real_node: bool, kubernetes: str) -> None:
 @cluster.command()
 @_name_option
 @click.option("--devices", default=None, help="device inventory: a YAML file or a shipped name (default lab20)")
+@click.option(
+    "--fleet",
+    default=None,
+    help="simulate NODESxDEVICES (e.g. 50x8): that many KWOK nodes with shareable fake GPUs, their drivers in one "
+    "process and their kubelet stand-ins in another (instead of --devices)",
+)
 @click.option("--config", "config", default=None, type=click.Path(dir_okay=False), help="dralab config file")
 @click.option(
     "--real-node",
@@ -92,7 +98,7 @@ def build(force: bool, real_node: bool, kubernetes: str) -> None:
 )
 @_kubernetes_option
 def up(
-    name: str, devices: str | None, config: str | None, real_node: bool, pod_network: bool | None,
+    name: str, devices: str | None, fleet: str | None, config: str | None, real_node: bool, pod_network: bool | None,
     feature_gates: str | None, kubernetes: str,
 ) -> None:
     """Bring the cluster up (or reuse it when it runs) and wait until it is ready.
@@ -103,10 +109,17 @@ def up(
       dralab cluster up --name big --devices dralab/model/inventories/nvidia-gpus.yaml
       dralab cluster up --name dralab-node --real-node    # the `node` profile's cluster
       dralab cluster up --name k137 --kubernetes v1.37.2
+      dralab cluster up --name fleet --fleet 50x8   # 50 simulated nodes, 8 GPUs each
       dralab cluster up --name dralab-node --real-node --pod-network   # for the chart (dralab infra up --profile node)
     """
     from dralab.cluster.api import ensure_cluster
 
+    if fleet:
+        from dralab.cluster.fleet import parse_size
+
+        if devices:
+            raise click.UsageError("--fleet generates the device inventory: give --fleet or --devices, not both")
+        devices = parse_size(fleet).ref
     if feature_gates:
         import os
 

@@ -350,3 +350,22 @@ def standin_spec(layout: Layout, ports: dict[str, Any], node: str) -> ComponentS
         str(port),
     ]
     return ComponentSpec(f"kubelet/{node}", argv, Health(f"http://127.0.0.1:{port}/healthz"), code=STANDIN_CODE)
+
+
+FLEET_CODE = ("cluster/fleetnode.py", "cluster/standin", *DRIVER_CODE)
+
+
+def fleet_specs(layout: Layout, ports: dict[str, Any], config: str | None) -> dict[str, ComponentSpec]:
+    """A fleet's simulated node layer: ``driver/fleet`` (every node's driver) and ``kubelet/fleet``
+    (every node's stand-in), one process each (dralab.cluster.fleetnode)."""
+    env = {"DRALAB_HOME": str(layout.root.parent.parent)}  # the process finds the cluster's folders by name
+    specs = {}
+    for role, group in (("driver", "driver"), ("kubelet", "kubelet")):
+        port = ports[group]["fleet"]
+        argv = [sys.executable, "-m", "dralab.cluster.fleetnode", role, "--cluster", layout.name, "--port", str(port)]
+        if config and role == "driver":
+            argv += ["--config", config]
+        name = f"{role}/fleet"
+        path = "/readyz" if role == "kubelet" else "/healthz"
+        specs[name] = ComponentSpec(name, argv, Health(f"http://127.0.0.1:{port}{path}"), env=env, code=FLEET_CODE)
+    return specs

@@ -146,17 +146,18 @@ class DriverProcess:
                 f"another dralab driver holds {state_dir}/driver.lock: stop it or use another --state-dir"
             ) from None
         backend_name = self.options.backend or cfg.driver.backend
-        self.backend = load_backend(
-            backend_name,
-            BackendOptions(
-                node=self.options.node,
-                state_dir=state_dir,
-                devices_file=self.options.devices_file,
-                inject_device_nodes=cfg.driver.inject_device_nodes,
-                npu_smi=self.options.npu_smi,
-                table=cfg.vendors,
-            ),
-        )
+        if self.backend is None:  # a fleet process builds its nodes' backends from one parsed inventory
+            self.backend = load_backend(
+                backend_name,
+                BackendOptions(
+                    node=self.options.node,
+                    state_dir=state_dir,
+                    devices_file=self.options.devices_file,
+                    inject_device_nodes=cfg.driver.inject_device_nodes,
+                    npu_smi=self.options.npu_smi,
+                    table=cfg.vendors,
+                ),
+            )
         devices = self.backend.enumerate()
         vendor_keys = list(dict.fromkeys(d.vendor for d in devices))
         vendors = [cfg.vendors.get(k) for k in vendor_keys if k in cfg.vendors.enabled]
@@ -182,6 +183,8 @@ class DriverProcess:
                 self.claims.client.clone(), on_result=lambda d, r: metrics.claim_status.labels(d, r).inc()
             )
             self._spawn("claim-status", self.status_writer.run)
+        if self.options.claim_cache and isinstance(self.claims, KubeClaimSource):
+            # every node's cache watches every claim (the apiserver cannot select claims by node)
             self.informer = ClaimInformer(self.claims.client.clone(), self.options.node, [v.driver for v in vendors])
             self._spawn("claim-informer", self.informer.run)
         monitor = None

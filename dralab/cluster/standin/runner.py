@@ -61,8 +61,12 @@ class StandIn:
         node_dir: Path,
         slice_cleanup_seconds: float = 30.0,
         metrics: Any = None,
+        plugin_seconds: float = 0.25,
     ) -> None:
+        """``plugin_seconds``: how often the registry is scanned and plugins probed (a fleet process of
+        hundreds of nodes probes less often)."""
         self.node = node
+        self.plugin_seconds = plugin_seconds
         self.kube = kube
         self.node_dir = node_dir
         self.plugins = PluginManager(node_dir / "registry")
@@ -196,7 +200,7 @@ class StandIn:
                 log.info("resync failed", extra={"fields": {"error": str(exc)[:200]}})
 
     def _plugin_loop(self) -> None:
-        while not self.stopping.wait(0.25):
+        while not self.stopping.wait(self.plugin_seconds):
             try:
                 registered = self.plugins.scan()
                 if registered:

@@ -1,0 +1,84 @@
+"""dralab bench fleet's pure parts: pods, request accounting, summaries, verdicts and the report section."""
+
+from __future__ import annotations
+
+import math
+
+from dralab.bench import fleet
+from dralab.bench.concurrency import Burst
+from dralab.bench.fleet_report import fleet_section, fleet_verdicts
+from dralab.bench.report import render
+
+METRICS = """\
+# HELP apiserver_request_total Counter of apiserver requests
+# TYPE apiserver_request_total counter
+apiserver_request_total{code="201",resource="pods",subresource="",verb="POST"} 10
+apiserver_request_total{code="201",resource="pods",subresource="binding",verb="POST"} 10
+apiserver_request_total{code="200",resource="pods",subresource="",verb="WATCH"} 3
+apiserver_request_total{code="200",resource="",subresource="",verb="GET"} 7
+apiserver_request_total{code="409",resource="pods",subresource="",verb="POST"} 2
+"""
+
+
+def test_parse_requests_groups_by_verb_and_resource_without_watches() -> None:
+    assert fleet.parse_requests(METRICS) == {"POST pods": 12.0, "POST pods/binding": 10.0}
+
+
+def test_requests_per_pod_is_the_difference_per_pod() -> None:
+    got = fleet.requests_per_pod({"POST pods": 2.0}, {"POST pods": 12.0, "POST pods/binding": 10.0, "GET x": 0.05}, 10)
+    assert got == {"total": 2.0, "POST pods": 1.0, "POST pods/binding": 1.0}
+    assert fleet.requests_per_pod({}, {"POST pods": 1.0}, 0) == {}
+
+
+def test_baseline_pod_is_the_webhooks_conversion_without_dralab_marks() -> None:
+    pod, claim = fleet.dra_pod("p-1", "ns", 8192, 50)
+    assert pod["metadata"] == {"name": "p-1"}
+    assert claim["metadata"] == {"name": "ns-p-1-app-nvidia", "namespace": "ns"}
+    assert pod["spec"]["resourceClaims"][0]["resourceClaimName"] == "ns-p-1-app-nvidia"
+    assert "nvidia.com/gpu" not in str(pod["spec"]["containers"][0].get("resources", {}).get("limits", {}))
+    assert fleet.hami_pod("p", 8192, 50)["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpumem"] == "8192"
+
+
+def test_burst_size_fits_half_the_fleet() -> None:
+    assert fleet.burst_size(500) == 1000
+    assert fleet.burst_size(10) == 400  # 80 GPUs x 10 pods of 10 % x half
+    assert fleet.burst_size(10, quick=True) == 200
+
+
+def test_merge_and_summarize_rates_over_the_rounds() -> None:
+    a = Burst(n=2, latencies=[0.1, 0.2], running=[0.5, 1.0], completion_s=0.5)
+    b = Burst(n=2, latencies=[0.3], running=[0.4], completion_s=1.5, failures=1, first_error="x")
+    merged = fleet.merge([a, b])
+    row = fleet.summarize(merged)
+    assert row["pods"] == 4 and row["failures"] == 1 and row["first_error"] == "x"
+    assert row["pods_per_s"] == 1.5  # 3 bound in 2 s
+    assert fleet.summarize(Burst(n=1))["pods_per_s"] is None
+    assert math.isnan(Burst(n=1).completion_s)
+
+
+def _size(nodes: int, dralab_rate: float, cpu: float, leaks: int = 0) -> dict:
+    phases = {p: {"dralab": {"pods_per_s": dralab_rate, "dralab_cpu_ms_per_pod": cpu},
+                  "baseline": {"pods_per_s": 10.0}} for p in fleet.PHASES}
+    return {"nodes": nodes, "devices_per_node": 8, "phases": phases,
+            "leaks": {"claims": leaks, "capacity": 0, "prepared": 0}}
+
+
+def test_verdict_judges_ratio_growth_and_leaks() -> None:
+    v = fleet.verdict([_size(50, 9.5, 10.0), _size(200, 9.5, 11.0)])
+    assert v["ratio_by_phase"]["fill"] == 0.95 and v["meets_ratio"] is True
+    assert v["cpu_growth"] == 1.1 and v["meets_cpu_growth"] is True
+    assert v["no_leaks"] is True
+    bad = fleet.verdict([_size(50, 5.0, 10.0), _size(200, 5.0, 20.0, leaks=3)])
+    assert bad["meets_ratio"] is False and bad["meets_cpu_growth"] is False and bad["no_leaks"] is False
+    assert fleet.verdict([_size(10, 9.0, 1.0)])["meets_cpu_growth"] is None
+
+
+def test_report_renders_the_fleet_section_and_verdicts() -> None:
+    res = {"benchmark": "fleet", "quick": False, "devices_per_node": 8, "pods": {"fill_per_node": 8},
+           "sizes": [_size(50, 9.5, 10.0), _size(200, 9.5, 11.0)]}
+    res["verdict"] = fleet.verdict(res["sizes"])
+    rows = fleet_verdicts(res)
+    assert [r[-1] for r in rows] == ["met", "met", "not judged: one size only", "met"]
+    text = "\n".join(fleet_section(res, "results/fleet.png"))
+    assert "| 200 | burst | baseline |" in text and "![fleet](results/fleet.png)" in text
+    assert "## Fleet scale" in render({"fleet": res})

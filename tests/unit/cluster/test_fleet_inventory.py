@@ -1,0 +1,55 @@
+"""The fleet inventory generator: sizes, naming, one pool per node, realistic topology."""
+
+from __future__ import annotations
+
+import pytest
+
+from dralab.cluster import fleet
+from dralab.driver.devices.fake import from_inventory
+from dralab.errors import UserError
+from dralab.model.inventory import parse_inventory
+from dralab.yamlio import load
+
+
+@pytest.mark.parametrize("text,nodes,devices", [("50x8", 50, 8), ("fleet:200x8", 200, 8), (" 3 X 2 ", 3, 2)])
+def test_parse_size(text: str, nodes: int, devices: int) -> None:
+    size = fleet.parse_size(text)
+    assert (size.nodes, size.devices) == (nodes, devices)
+    assert size.ref == f"fleet:{nodes}x{devices}"
+
+
+@pytest.mark.parametrize("text,fragment", [("50", "NODESxDEVICES"), ("0x8", "nodes must be"),
+                                           ("10x0", "devices per node"), ("10x99", "devices per node")])
+def test_parse_size_refuses(text: str, fragment: str) -> None:
+    with pytest.raises(UserError, match=fragment):
+        fleet.parse_size(text)
+
+
+def test_inventory_parses_as_the_fake_backend_reads_it() -> None:
+    size = fleet.FleetSize(12, 8)
+    inv = parse_inventory(load(fleet.inventory_text(size), "fleet"), "fleet")
+    assert len(inv.nodes) == 12
+    assert [n.name for n in inv.nodes][:2] == ["fleet-000", "fleet-001"]
+    assert len({n.name for n in inv.nodes}) == 12  # one pool per node: the pool is the node's name
+    for node in inv.nodes:
+        assert [d.name for d in node.devices] == [f"gpu-{i}" for i in range(8)]
+        assert {d.vendor for d in node.devices} == {"nvidia"}
+        assert len({d.model for d in node.devices}) == 1  # a node is homogeneous
+        assert node.labels[fleet.FLEET_LABEL] == "true"
+    uuids = [d.uuid for n in inv.nodes for d in n.devices]
+    assert len(set(uuids)) == len(uuids) == 96
+
+
+def test_models_rotate_and_topology_is_two_socket() -> None:
+    inv = parse_inventory(fleet.inventory(fleet.FleetSize(3, 8)))
+    assert [n.devices[0].model for n in inv.nodes] == ["L4", "A100", "H100"]
+    devs = inv.nodes[0].devices
+    assert [d.numa_node for d in devs] == [0, 0, 0, 0, 1, 1, 1, 1]
+    assert [d.pcie_root for d in devs[:4]] == ["pci0000:00", "pci0000:00", "pci0000:10", "pci0000:10"]
+    assert from_inventory(devs[2]).attributes == {"resource.kubernetes.io/pcieRoot": "pci0000:10", "numaNode": 0}
+
+
+def test_inventory_is_deterministic_and_names_pad_to_the_fleet() -> None:
+    assert fleet.inventory(fleet.FleetSize(2, 2)) == fleet.inventory(fleet.FleetSize(2, 2))
+    assert fleet.node_name(7, 5000) == "fleet-0007"
+    assert fleet.is_fleet_ref("fleet:2x2") and not fleet.is_fleet_ref("lab20")
