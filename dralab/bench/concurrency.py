@@ -43,7 +43,7 @@ import yaml
 from rich.console import Console
 
 from dralab.bench import DEFAULT_OUT
-from dralab.bench.common import percentile, write_result
+from dralab.bench.common import parse_sizes, percentile, save_figure, write_result
 from dralab.bench.cpu import CpuMeter
 from dralab.bench.phases import Scraper, difference, per_pod
 
@@ -562,11 +562,7 @@ def plot(result: dict[str, Any], path: Path) -> None:
     ax2.legend(fontsize=7)
     fig.suptitle(f"Burst scheduling on one KWOK node with {DEVICES} shared devices ({os.cpu_count()} CPUs)")
     fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp.png")
-    fig.savefig(tmp, dpi=110)
-    plt.close(fig)
-    os.replace(tmp, path)
+    save_figure(fig, path)
 
 
 def _spread(values: list[float | None]) -> dict[str, Any]:
@@ -717,17 +713,6 @@ async def _bench(handle: Any, sizes: tuple[int, ...], default_qps_sizes: tuple[i
     return result
 
 
-def parse_sizes(text: str) -> tuple[int, ...]:
-    """``"10,200"`` -> ``(10, 200)``; anything else is a usage error naming the bad part."""
-    try:
-        got = tuple(sorted({int(part) for part in text.split(",") if part.strip()}))
-    except ValueError:
-        raise click.BadParameter(f"{text!r}: expected burst sizes as integers separated by commas, e.g. 10,200",
-                                 param_hint="--sizes") from None
-    if not got or got[0] < 1:
-        raise click.BadParameter(f"{text!r}: burst sizes must be 1 or more, e.g. 10,200", param_hint="--sizes")
-    return got
-
 
 @click.command()
 @click.option("--out", default=DEFAULT_OUT, show_default=True, help="folder for concurrency.json and the plot")
@@ -751,7 +736,7 @@ def concurrency(out: str, quick: bool, no_default_qps: bool, keep: bool, repeats
     from dralab.cluster import build
 
     build.require_binaries()
-    chosen = parse_sizes(sizes) if sizes else (SIZES_QUICK if quick else SIZES_FULL)
+    chosen = parse_sizes(sizes, "burst sizes") if sizes else (SIZES_QUICK if quick else SIZES_FULL)
     if max(chosen) > capacity_pods():
         raise click.ClickException(f"N={max(chosen)} does not fit the node ({capacity_pods()} pods)")
     default_sizes: tuple[int, ...] = () if no_default_qps else ((10, 50) if quick else (10, 200))

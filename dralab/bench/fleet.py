@@ -37,7 +37,7 @@ import click
 from rich.console import Console
 
 from dralab.bench import DEFAULT_OUT
-from dralab.bench.common import percentile, write_result
+from dralab.bench.common import parse_sizes, percentile, save_figure, write_result
 from dralab.bench.concurrency import Burst, BurstRunner, async_client, cpu_per_pod
 from dralab.bench.cpu import CpuMeter
 from dralab.model.naming import claim_name
@@ -512,22 +512,8 @@ def plot(result: dict[str, Any], path: Path) -> None:
         ax.set_ylim(bottom=0)
     fig.suptitle(f"Fleet scale: dralab against DRA without dralab ({os.cpu_count()} CPUs)")
     fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp.png")
-    fig.savefig(tmp, dpi=110)
-    plt.close(fig)
-    os.replace(tmp, path)
+    save_figure(fig, path)
 
-
-def parse_sizes(text: str) -> tuple[int, ...]:
-    try:
-        got = tuple(sorted({int(p) for p in text.split(",") if p.strip()}))
-    except ValueError:
-        raise click.BadParameter(f"{text!r}: node counts as integers separated by commas, e.g. 50,200",
-                                 param_hint="--sizes") from None
-    if not got or got[0] < 1:
-        raise click.BadParameter(f"{text!r}: node counts must be 1 or more, e.g. 50,200", param_hint="--sizes")
-    return got
 
 
 @click.command()
@@ -549,7 +535,7 @@ def fleet(out: str, quick: bool, sizes: str | None, keep: bool, timeout: float) 
     from dralab.cluster import build
 
     build.require_binaries()
-    chosen = parse_sizes(sizes) if sizes else (SIZES_QUICK if quick else SIZES_FULL)
+    chosen = parse_sizes(sizes, "node counts") if sizes else (SIZES_QUICK if quick else SIZES_FULL)
     started = time.monotonic()
     rows: list[dict[str, Any]] = []
     for nodes in chosen:

@@ -4,17 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from dralab.bench.common import fmt as _f
+
 PHASES = ("fill", "churn", "burst")
-
-
-def _f(value: Any, unit: str = "") -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    if isinstance(value, float):
-        return f"{value:.3g}{unit}" if abs(value) < 100 else f"{value:.0f}{unit}"
-    return f"{value}{unit}"
 
 
 def _met(value: Any, why: str) -> str:

@@ -20,6 +20,7 @@ from typing import Any
 import click
 
 from dralab.bench import DEFAULT_OUT
+from dralab.bench.common import fmt as _fmt
 from dralab.bench.fleet_report import fleet_section, fleet_verdicts
 from dralab.bench.pains import pains_section
 from dralab.bench.prefer import prefer_section
@@ -40,15 +41,6 @@ Section = Callable[[dict[str, Any]], list[str]]
 
 
 # formatting ----------------------------------------------------------------------------------
-def _fmt(value: Any, unit: str = "") -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    if isinstance(value, float):
-        return f"{value:.3g}{unit}" if abs(value) < 100 else f"{value:.0f}{unit}"
-    return f"{value}{unit}"
-
 
 def verdict_text(met: Any, not_judged: str = "not judged") -> str:
     """``met`` / ``NOT met``, or why there is no verdict."""
