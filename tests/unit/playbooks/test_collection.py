@@ -33,6 +33,7 @@ def test_ansible_lint_production_profile_is_clean(tmp_path: Path) -> None:
          "site.yml", str(COLLECTION.relative_to(PLAYBOOKS))],
         cwd=PLAYBOOKS,
         env={**_env(), "XDG_CACHE_HOME": str(tmp_path / "cache"), "HOME": str(tmp_path)},
+        stdin=subprocess.DEVNULL,  # ansible refuses a non-blocking stdin, which a runner may hand down
         capture_output=True,
         text=True,
         timeout=300,
@@ -66,6 +67,7 @@ def test_a_playbook_outside_playbooks_resolves_roles_module_and_filters(tmp_path
         [str(BIN / "ansible-playbook"), "--syntax-check", "-i", "localhost,", str(play)],
         cwd=tmp_path,
         env=_env(),
+        stdin=subprocess.DEVNULL,  # ansible refuses a non-blocking stdin, which a runner may hand down
         capture_output=True,
         text=True,
         timeout=120,
