@@ -194,6 +194,9 @@ def webhook() -> None:
 @click.option("--inject-ca-into", multiple=True, metavar="mutating|validating/NAME",
               help="A webhook configuration whose caBundle --inject-ca-from keeps (repeatable).")
 @click.option("--listen-fd", default=None, type=int, hidden=True)
+@click.option("--shutdown-delay", default=0.0, show_default=True, type=click.FloatRange(min=0, max=300),
+              help="Seconds to keep serving after SIGTERM, not ready, before closing the listener (in a cluster: "
+                   "longer than the Service takes to drop the pod; the chart's webhook.shutdownDelaySeconds).")
 @click.option("--no-metrics-authorization", is_flag=True,
               help="Serve /metrics to anyone (a trusted scrape network only): webhook.metricsAuthorization false.")
 def serve(
@@ -216,6 +219,7 @@ def serve(
     no_metrics_authorization: bool = False,
     inject_ca_from: str | None = None,
     inject_ca_into: tuple[str, ...] = (),
+    shutdown_delay: float = 0.0,
 ) -> None:
     """Serve /mutate, /validate, /healthz, /readyz and /metrics over HTTPS; certificates reload on change.
 
@@ -243,6 +247,7 @@ def serve(
 
     from dralab.kube import AsyncKube, Kube
     from dralab.webhook.lease import LeaderElector
+    from dralab.webhook.limits import ServerLimits
     from dralab.webhook.server import Server, background, build
 
     # also checks the credentials now; 10 s per call keeps a hung lease renewal within the renew deadline
@@ -272,7 +277,8 @@ def serve(
     enabled = cfg.webhook.metrics_authorization and not no_metrics_authorization
     metrics_auth = metrics_authorizer(enabled, admission_api, "webhook")
     server = Server(webhook, cert, key, host=host, port=port, bench_routes=bench_routes, client_ca=client_ca,
-                    sock=sock, elector=elector, metrics_auth=metrics_auth)
+                    sock=sock, elector=elector, metrics_auth=metrics_auth,
+                    limits=ServerLimits(shutdown_delay_seconds=shutdown_delay))
     alone = None if elect else injector()  # no election: this one process is the only writer
     if alone is not None:
         alone.start()

@@ -35,6 +35,10 @@ class ServerLimits:
     max_inflight: int = 256  # admissions being read or answered at once; more get 503
     max_inflight_bytes: int = 96 * 1024 * 1024  # their bodies together (the chart's limit is 256 Mi)
     max_connections: int = 512  # open connections; more get 503 from uvicorn
+    # After SIGTERM: keep serving this long, not ready and closing each connection after its answer, so the
+    # Service drops this endpoint (and the apiserver its pooled connections) before the listener closes;
+    # 0 stops at once (host processes). A second signal ends the drain early.
+    shutdown_delay_seconds: float = 0.0
 
 
 class Inflight:

@@ -66,15 +66,24 @@ class Webhook:
     budget_metrics: BudgetMetrics | None = None
 
     elected: bool = False  # background work comes and goes with a Lease (never gates readiness)
+    draining: bool = False  # stopping: not ready, each answer closes its connection (shutdown_delay_seconds)
 
     def ready(self) -> bool:
-        """Ready unless this process runs the janitor from the start (no election) and its caches still sync.
+        """Ready unless draining, or this process runs the janitor from the start (no election) and its caches
+        still sync.
 
         An elected janitor does not count: the leader may be any worker of any replica, and a probe
         reaches whichever worker accepts it, so readiness must not depend on which one leads.
         """
+        if self.draining:
+            return False
         jan = self.janitor
         return jan is None or self.elected or jan.ready()
+
+    def drain(self) -> None:
+        """Start stopping; the listener stays open until the drain ends (transport.TLSServer)."""
+        self.draining = True
+        log.info("webhook draining before it stops")
 
     def publish(self, parts: Any) -> None:
         """Record which background parts run here now (the elected leader's, or none)."""
@@ -281,6 +290,8 @@ def create_app(
             finally:
                 inflight.leave(hold)
                 latency.observe(time.perf_counter() - start)
+            if webhook.draining and CLOSE[0] not in reply[3]:  # the client reconnects, to a replica that stays
+                reply = (*reply[:3], (*reply[3], *CLOSE))
             await answer(send, *reply)
 
         return route
@@ -295,6 +306,8 @@ def create_app(
         return PlainTextResponse("ok")
 
     async def readyz(request: Request) -> Response:
+        if webhook.draining:
+            return PlainTextResponse("not ready: shutting down", 503, headers={"connection": "close"})
         if ready is not None and not ready():
             return PlainTextResponse("not ready: caches syncing", 503)
         return PlainTextResponse("ok")
@@ -395,7 +408,8 @@ class Server:
             backlog=2048,
         )
         self.config.load()
-        self.server = TLSServer(self.config, self.tls.listener, self.limits.handshake_timeout_seconds, sock)
+        self.server = TLSServer(self.config, self.tls.listener, self.limits.handshake_timeout_seconds, sock,
+                                drain_seconds=self.limits.shutdown_delay_seconds, on_drain=webhook.drain)
         self._thread: Any = None
 
     async def serve(self) -> None:

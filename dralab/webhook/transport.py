@@ -18,6 +18,9 @@ from __future__ import annotations
 import asyncio
 import socket
 import ssl
+import time
+from collections.abc import Callable
+from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 import uvicorn
@@ -186,12 +189,38 @@ class TLSServer(uvicorn.Server):
     """
 
     def __init__(self, config: uvicorn.Config, context: ssl.SSLContext | None, handshake_timeout: float,
-                 sock: socket.socket | None = None) -> None:
-        """``context``: the listener's (None: plain HTTP); ``sock``: a listening socket (else host and port)."""
+                 sock: socket.socket | None = None, drain_seconds: float = 0.0,
+                 on_drain: Callable[[], None] | None = None) -> None:
+        """``context``: the listener's (None: plain HTTP); ``sock``: a listening socket (else host and port);
+        ``drain_seconds``: how long the first SIGTERM/SIGINT leaves the listener open (:meth:`handle_exit`),
+        ``on_drain``: called when that drain starts (the app stops being ready)."""
         super().__init__(config)
         self.context = context
         self.handshake_timeout = handshake_timeout
         self.sock = sock
+        self.drain_seconds = drain_seconds
+        self.on_drain = on_drain
+        self.draining_since: float | None = None
+        self._exit_signal: tuple[int, FrameType | None] | None = None
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        """The first stop signal starts a drain of ``drain_seconds``; the listener closes when it ends
+        (:meth:`on_tick`) or at a second signal. uvicorn alone closes it at once, while the endpoint is still
+        in the Service: connections routed to it in that window, and pooled ones the apiserver reuses, end
+        in a reset or EOF, an admission error under ``failurePolicy: Fail``."""
+        if self.drain_seconds > 0 and self.draining_since is None:
+            self.draining_since = time.monotonic()
+            self._exit_signal = (sig, frame)
+            if self.on_drain is not None:
+                self.on_drain()
+            return
+        super().handle_exit(sig, frame)
+
+    async def on_tick(self, counter: int) -> bool:
+        if (self.draining_since is not None and not self.should_exit and self._exit_signal is not None
+                and time.monotonic() - self.draining_since >= self.drain_seconds):
+            super().handle_exit(*self._exit_signal)
+        return await super().on_tick(counter)
 
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
         await self.lifespan.startup()

@@ -190,8 +190,8 @@ class Supervisor:
                 log.error("a webhook worker exited; stopping the others", extra={"fields": {"pid": pid,
                                                                                         "status": status}})
         finally:
-            for proc in procs:
-                if proc.poll() is None:
+            for proc in procs:  # when stopping, each worker already has the signal and drains on its own
+                if proc.poll() is None and not stopping.is_set():
                     proc.terminate()
             for proc in procs:
                 try:

@@ -155,6 +155,14 @@ def test_webhook_deployment_probes_tls_and_pdb(render: Render) -> None:
     assert "PodDisruptionBudget" not in {o["kind"] for o in render({"webhook": {"replicas": 1}})}
 
 
+def test_webhook_pods_drain_before_they_stop_within_their_grace_period(render: Render) -> None:
+    for delay in (5, 0, 40):
+        pod = one(render({"webhook": {"shutdownDelaySeconds": delay}}), "Deployment")["spec"]["template"]["spec"]
+        args = pod["containers"][0]["args"]
+        assert args[args.index("--shutdown-delay") + 1] == str(delay)
+        assert pod["terminationGracePeriodSeconds"] == delay + 20  # the drain, then in-flight answers end
+
+
 def test_without_cert_manager_a_given_secret_and_ca_are_used(render: Render) -> None:
     objs = render({"webhook": {"certManager": {"enabled": False}, "tls": {"secretName": "tls", "caBundle": "Q0E="}}})
     assert not by_kind(objs, "Certificate") and not by_kind(objs, "Issuer")

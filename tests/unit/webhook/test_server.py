@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+import signal
 import ssl
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,6 +17,7 @@ from dralab.config import default_config
 from dralab.model import jsonpatch
 from dralab.util import free_port, wait_for
 from dralab.webhook import certs
+from dralab.webhook.limits import ServerLimits
 from dralab.webhook.server import Server, build
 
 FIXTURE = Path(__file__).parent / "fixtures" / "lab20-pod.yaml"
@@ -114,3 +116,55 @@ def test_rotated_certificate_is_served_without_restart(served, tmp_path: Path) -
     with pytest.raises(httpx.ConnectError), client(old_ca) as c:
         c.get(f"{url}/healthz")
     assert server.webhook.metrics.tls_reloads._value.get() >= 1
+
+
+def drained_server(tmp_path: Path, fake_api, delay: float) -> tuple[str, Path, Server]:
+    ca, cert, key = certs.write(tmp_path)
+    port = free_port()
+    server = Server(build(default_config(), fake_api, janitor=False), cert, key, port=port,
+                    limits=ServerLimits(shutdown_delay_seconds=delay))
+    server.start_in_thread()
+    wait_for(lambda: server.started, 10, "webhook server to start")
+    return f"https://127.0.0.1:{port}", ca, server
+
+
+def test_after_sigterm_the_server_answers_not_ready_and_closes_each_connection(tmp_path: Path, fake_api) -> None:
+    url, ca, server = drained_server(tmp_path, fake_api, delay=120)  # the drain outlasts the test
+    pod = yaml.safe_load(FIXTURE.read_text())
+    try:
+        with client(ca) as c:
+            assert c.get(f"{url}/readyz").text == "ok"
+            kept = c.post(f"{url}/mutate", json=review(pod))
+            assert kept.headers.get("connection") != "close"
+            server.server.handle_exit(signal.SIGTERM, None)  # what uvicorn's signal handler calls
+            ready = c.get(f"{url}/readyz")
+            assert (ready.status_code, ready.text) == (503, "not ready: shutting down")
+        with client(ca) as c:  # a new connection is still accepted and answered, then closed
+            answered = c.post(f"{url}/mutate", json=review(pod, uid="r-2"))
+            assert answered.json()["response"]["uid"] == "r-2" and answered.json()["response"]["allowed"]
+            assert answered.headers["connection"] == "close"
+        assert not server.server.should_exit
+        server.server.handle_exit(signal.SIGTERM, None)  # a second signal ends the drain
+        wait_for(lambda: not server._thread.is_alive(), 10, "the server to stop at the second signal")
+    finally:
+        server.stop()
+
+
+def test_the_drain_ends_on_its_own_and_the_listener_closes(tmp_path: Path, fake_api) -> None:
+    url, ca, server = drained_server(tmp_path, fake_api, delay=0.3)
+    try:
+        server.server.handle_exit(signal.SIGTERM, None)
+        wait_for(lambda: not server._thread.is_alive(), 10, "the server to stop when its drain ends")
+        with client(ca) as c, pytest.raises(httpx.ConnectError):
+            c.get(f"{url}/healthz")
+    finally:
+        server.stop()
+
+
+def test_without_a_delay_the_first_signal_stops_the_server(tmp_path: Path, fake_api) -> None:
+    _, _, server = drained_server(tmp_path, fake_api, delay=0)
+    try:
+        server.server.handle_exit(signal.SIGTERM, None)
+        assert server.server.should_exit and server.webhook.draining is False
+    finally:
+        server.stop()
