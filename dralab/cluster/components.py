@@ -366,6 +366,6 @@ def fleet_specs(layout: Layout, ports: dict[str, Any], config: str | None) -> di
         if config and role == "driver":
             argv += ["--config", config]
         name = f"{role}/fleet"
-        path = "/readyz" if role == "kubelet" else "/healthz"
+        path = "/readyz"  # the drivers': every node's pool published and registered with its stand-in
         specs[name] = ComponentSpec(name, argv, Health(f"http://127.0.0.1:{port}{path}"), env=env, code=FLEET_CODE)
     return specs

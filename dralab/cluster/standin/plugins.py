@@ -128,16 +128,34 @@ class PluginManager:
         return registered
 
     def _register(self, path: Path, inode: int) -> str | None:
+        """GetInfo, then (as the kubelet) record the plugin before NotifyRegistrationStatus: a driver told it
+        is registered may be called at once, so the plugin must be callable by then."""
+        plugin = None
+        previous = None
         try:
             with _channel(str(path)) as channel:
                 stub = pluginregistration_pb2_grpc.RegistrationStub(channel)
                 info = stub.GetInfo(pluginregistration_pb2.InfoRequest(), timeout=5)
                 error = self._validate(info)
+                if not error:
+                    version = choose_version(list(info.supported_versions))
+                    assert version is not None
+                    plugin = Plugin(info.name, info.endpoint, version, str(path), inode, time.time())
+                    with self._lock:  # a replaced registration's channel closes when its last call ends
+                        previous = self.plugins.get(info.name)
+                        self.plugins[info.name] = plugin
                 stub.NotifyRegistrationStatus(
                     pluginregistration_pb2.RegistrationStatus(plugin_registered=not error, error=error or ""),
                     timeout=5,
                 )
         except grpc.RpcError as exc:
+            if plugin is not None:  # not told, so not registered: what was there before stays
+                with self._lock:
+                    if self.plugins.get(plugin.name) is plugin:
+                        if previous is None:
+                            del self.plugins[plugin.name]
+                        else:
+                            self.plugins[plugin.name] = previous
             log.info(
                 "registration socket not answering yet",
                 extra={"fields": {"socket": str(path), "error": str(exc.code())}},
@@ -147,14 +165,9 @@ class PluginManager:
             self._rejected[str(path)] = inode
             log.warning("plugin rejected", extra={"fields": {"socket": str(path), "error": error}})
             return None
-        version = choose_version(list(info.supported_versions))
-        assert version is not None
-        plugin = Plugin(info.name, info.endpoint, version, str(path), inode, time.time())
-        with self._lock:
-            self.plugins[info.name] = plugin  # a replaced registration's channel closes when its last call ends
-        log.info(
-            "plugin registered", extra={"fields": {"driver": info.name, "endpoint": info.endpoint, "version": version}}
-        )
+        assert plugin is not None
+        log.info("plugin registered",
+                 extra={"fields": {"driver": info.name, "endpoint": info.endpoint, "version": plugin.version}})
         return info.name
 
     @staticmethod

@@ -41,6 +41,7 @@ class TestDriver:
     plugins_dir: Path
     fail: dict[str, str] = field(default_factory=dict)  # claim name -> error message
     on_call: Callable[[str, list[dict[str, str]]], Any] | None = None
+    on_notify: Callable[[bool], Any] | None = None  # called with plugin_registered as the kubelet's status arrives
     calls: list[Call] = field(default_factory=list)
     registered: threading.Event = field(default_factory=threading.Event)
     registration_errors: list[str] = field(default_factory=list)
@@ -103,6 +104,8 @@ class TestDriver:
                 )
 
             def NotifyRegistrationStatus(self, request, context):
+                if driver.on_notify is not None:
+                    driver.on_notify(request.plugin_registered)
                 if request.plugin_registered:
                     driver.registered.set()
                 else:

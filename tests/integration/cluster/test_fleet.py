@@ -47,13 +47,10 @@ async def _churn(handle) -> tuple[list, str]:
             batches.append(await bench._batch(runner, ns, "dralab", f"c{r}", NODES, POD))
         events = (await client.get(f"/api/v1/namespaces/{ns}/events")).json().get("items") or []
         await runner.clear(ns, kube_wait=150)
-    # a pod the scheduler retries (FailedScheduling) is the scheduler's business, and so is a Prepare a
-    # stand-in retries because its node's driver had not registered yet (a kubelet does the same; the
-    # fleet's `up` waits for the slices, not for every registration: a known gap, the pods still must
-    # run below); any other warning (a failed Prepare, the webhook's) is an error of the fleet
+    # a pod the scheduler retries (FailedScheduling) is the scheduler's business; any other warning (a failed
+    # Prepare, a driver not registered yet: `up` waits for every node's registration, the webhook's) is the fleet's
     warnings = [f"{e['involvedObject'].get('name')}: {e.get('reason')}: {e.get('message', '')[:200]}"
-                for e in events if e.get("type") == "Warning" and e.get("reason") != "FailedScheduling"
-                and "is not registered on this node" not in e.get("message", "")]
+                for e in events if e.get("type") == "Warning" and e.get("reason") != "FailedScheduling"]
     return batches, "\n".join(warnings)
 
 

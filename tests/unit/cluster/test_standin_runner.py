@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from dralab.cluster.standin.plugins import PluginManager
 from dralab.cluster.standin.runner import FAILED_PREPARE, StandIn
 from dralab.cluster.standin.testdriver import TestDriver
 
@@ -254,3 +255,33 @@ def test_calls_reuse_one_connection_and_reach_a_restarted_driver(env):
         assert again.methods() == ["NodePrepareResources"] and "pu2" not in standin.failures
     finally:
         again.stop()
+
+
+def test_a_driver_told_it_is_registered_can_be_called_at_once(tmp_path: Path) -> None:
+    """As the kubelet: the plugin is recorded before NotifyRegistrationStatus (a fleet's pods came within
+    that window and were told the driver was not registered)."""
+    node_dir = tmp_path / "n1"
+    manager = PluginManager(node_dir / "registry")
+    callable_when_told: list[bool] = []
+    driver = TestDriver(DRIVER, node_dir / "registry", node_dir / "plugins",
+                        on_notify=lambda ok: callable_when_told.append(manager.get(DRIVER) is not None)).start()
+    try:
+        assert manager.scan() == [DRIVER]
+        assert callable_when_told == [True]
+    finally:
+        driver.stop()
+
+
+def test_a_driver_the_status_never_reached_is_not_registered(tmp_path: Path) -> None:
+    node_dir = tmp_path / "n1"
+    manager = PluginManager(node_dir / "registry")
+
+    def refuse(ok: bool) -> None:
+        raise RuntimeError("status not delivered")
+
+    driver = TestDriver(DRIVER, node_dir / "registry", node_dir / "plugins", on_notify=refuse).start()
+    try:
+        assert manager.scan() == []
+        assert manager.get(DRIVER) is None and not driver.registered.is_set()
+    finally:
+        driver.stop()
