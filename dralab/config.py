@@ -19,6 +19,7 @@ from pydantic.alias_generators import to_camel
 from pydantic.config import JsonDict
 
 from dralab import yamlio
+from dralab.driver.devices import BACKENDS
 from dralab.errors import UserError
 from dralab.model.hami_config import Translation
 from dralab.model.vendors import VendorTable, builtin_table_data, load_vendor_table
@@ -180,7 +181,7 @@ class DriverConfig(BaseModel):
 
     model_config = _section_config("driver")
 
-    backend: Literal["fake", "ascend", "nvidia"] = Field("fake", description="fake | ascend | nvidia")
+    backend: str = Field("fake", description=" | ".join(BACKENDS), json_schema_extra={"enum": list(BACKENDS)})
     cdi_dir: str = Field("/var/run/cdi", strict=True)
     plugin_dir: str = Field("/var/lib/kubelet/plugins", strict=True)
     registry_dir: str = Field("/var/lib/kubelet/plugins_registry", strict=True)
@@ -199,8 +200,8 @@ class DriverConfig(BaseModel):
     @field_validator("backend", mode="before")
     @classmethod
     def _known_backend(cls, value: Any) -> Any:
-        if value not in ("fake", "ascend", "nvidia"):
-            raise fail(f"driver.backend must be fake, ascend or nvidia, got {value!r}")
+        if value not in BACKENDS:
+            raise fail(f"driver.backend must be {', '.join(BACKENDS[:-1])} or {BACKENDS[-1]}, got {value!r}")
         return value
 
     @field_validator("enforcement", mode="before")

@@ -16,13 +16,13 @@ from typing import Any
 import yaml
 
 from dralab import yamlio
+from dralab.driver.devices import BACKENDS
 from dralab.errors import UserError
 from dralab.model.vendors import builtin_table_data
 
 # What the chart reads: the DeviceClass template (driver, deviceClass, typeAttribute) and the webhooks'
 # matchConditions (resources: the HAMi resource names, whose domains select the pods sent to dralab).
 VENDOR_FIELDS = ("driver", "deviceClass", "typeAttribute", "resources")
-BACKENDS = ("fake", "ascend", "nvidia")
 LIFECYCLES = ("claim", "template")
 
 

@@ -13,6 +13,7 @@ Modules: :mod:`.fake` (devices from an inventory file, faults injected through f
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,7 +22,14 @@ from typing import Any, Protocol
 from dralab.errors import UserError
 from dralab.model.vendors import VendorTable
 
-BACKENDS = ("fake", "ascend", "nvidia")
+# The one list of backends: name -> (module, class). The CLI's choices, the config's check, the chart's
+# values and `load_backend` all read it; a new vendor is one line here and its module.
+BACKEND_CLASSES = {
+    "fake": ("dralab.driver.devices.fake", "FakeBackend"),
+    "ascend": ("dralab.driver.devices.ascend", "AscendBackend"),
+    "nvidia": ("dralab.driver.devices.nvidia", "NvidiaBackend"),
+}
+BACKENDS = tuple(BACKEND_CLASSES)
 
 
 @dataclass(frozen=True)
@@ -122,19 +130,11 @@ class BackendOptions:
 
 def load_backend(name: str, options: BackendOptions) -> Backend:
     """Build the backend called ``name``; imports only that backend's module."""
-    if name == "fake":
-        from dralab.driver.devices.fake import FakeBackend
-
-        return FakeBackend.from_options(options)
-    if name == "ascend":
-        from dralab.driver.devices.ascend import AscendBackend
-
-        return AscendBackend.from_options(options)
-    if name == "nvidia":
-        from dralab.driver.devices.nvidia import NvidiaBackend
-
-        return NvidiaBackend.from_options(options)
-    raise UserError(f"unknown device backend {name!r}: choose one of {', '.join(BACKENDS)}")
+    if name not in BACKEND_CLASSES:
+        raise UserError(f"unknown device backend {name!r}: choose one of {', '.join(BACKENDS)}")
+    module, cls = BACKEND_CLASSES[name]
+    backend: Backend = getattr(importlib.import_module(module), cls).from_options(options)
+    return backend
 
 
 class _Missing(dict[str, Any]):

@@ -8,6 +8,7 @@ import pytest
 import yaml
 
 from dralab.config import parse_config
+from dralab.driver.devices import BACKENDS
 from dralab.errors import UserError
 from dralab.provision.chart import (
     chart_dir,
@@ -92,4 +93,4 @@ def test_every_value_is_described_by_the_schema() -> None:
                 walk(value, props[key], f"{path}{key}.")
 
     walk(default_values(), schema, "")
-    assert schema["properties"]["driver"]["properties"]["backend"]["enum"] == ["fake", "ascend", "nvidia"]
+    assert schema["properties"]["driver"]["properties"]["backend"]["enum"] == list(BACKENDS)  # the one registry (dralab.driver.devices)
