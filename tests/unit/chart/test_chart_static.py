@@ -93,4 +93,4 @@ def test_every_value_is_described_by_the_schema() -> None:
                 walk(value, props[key], f"{path}{key}.")
 
     walk(default_values(), schema, "")
-    assert schema["properties"]["driver"]["properties"]["backend"]["enum"] == list(BACKENDS)  # the one registry (dralab.driver.devices)
+    assert schema["properties"]["driver"]["properties"]["backend"]["enum"] == list(BACKENDS)
