@@ -55,11 +55,9 @@ class NodeClusterProvider(ResourceProvider):
         return ReadResult(id_, {**props, "kubeconfig": Path(handle.kubeconfig).read_text(), "server": handle.server})
 
     def delete(self, id_: str, _props: dict[str, Any]) -> None:
-        from dralab.cluster.api import down
-        from dralab.cluster.node.podnet import leftovers
+        from dralab.cluster.node.integration import down_and_leftovers
 
-        down(id_)
-        left = leftovers(id_)
+        left = down_and_leftovers(id_)
         if left:
             raise RuntimeError(f"cluster {id_} is down but left on the host: {'; '.join(left)}")
 

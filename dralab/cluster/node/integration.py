@@ -266,3 +266,26 @@ def teardown(handle: Any, node: str) -> list[str]:
     if not paths.kubelet_root.is_relative_to(paths.root):
         shutil.rmtree(paths.kubelet_root, ignore_errors=True)
     return left
+
+
+def down_and_leftovers(name: str) -> list[str]:
+    """Bring cluster ``name`` down and say what of it stays on the host (empty: nothing).
+
+    For a real node: its processes (counted under a pin of its mount namespace, see
+    :func:`lifecycle.pinned_namespace`), cgroups, mounts and bridge; for a pod network: its interface,
+    routes and ``KUBE-*`` chains. What ``infra destroy`` and the tests check after ``down``.
+    """
+    from dralab.cluster.api import down, get_cluster
+    from dralab.cluster.layout import Layout
+
+    handle = get_cluster(name)
+    owner = podnet.owner_of(name, Layout.of(name).root)
+    real = handle.state.get("realNode") if handle is not None else None
+    if handle is None or not real:
+        down(name)
+        return podnet.leftovers(owner)
+    paths = node_paths(handle, real)
+    with lifecycle.pinned_namespace(paths) as mntns:
+        down(name)
+        left = lifecycle.leftovers(paths, mntns)
+    return left + podnet.leftovers(owner)

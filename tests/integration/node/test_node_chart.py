@@ -19,7 +19,7 @@ import pytest
 
 from dralab.cluster import api, install
 from dralab.cluster.api import ClusterHandle
-from dralab.cluster.node import lifecycle, podnet
+from dralab.cluster.node import integration, lifecycle, podnet
 from dralab.cluster.node.integration import node_paths
 from dralab.kube import Kube
 from dralab.provision.chart import chart_dir
@@ -216,11 +216,10 @@ def test_upgrade_and_downgrade_under_load(chart_cluster: ClusterHandle, kube: Ku
 
 def test_down_leaves_nothing_on_the_host(chart_cluster: ClusterHandle) -> None:
     paths = node_paths(chart_cluster, chart_cluster.state["realNode"])
-    with lifecycle.pinned_namespace(paths) as mntns:  # its number stays the node's (see pinned_namespace)
+    with lifecycle.pinned_namespace(paths) as mntns:  # the node's namespace was there to pin
         assert mntns
-        api.down(NAME)
-        assert lifecycle.leftovers(paths, mntns) == []
-    assert podnet.leftovers(podnet.owner_of(NAME, chart_cluster.layout.root)) == []
+    # what infra destroy checks: processes under a pin of the namespace, cgroups, mounts, the pod network
+    assert integration.down_and_leftovers(NAME) == []
     rules = subprocess.run(["iptables-save"], capture_output=True, text=True, check=True).stdout
     assert "KUBE-" not in rules
     assert not (chart_cluster.layout.root / "state.json").exists()
