@@ -14,8 +14,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
-from dralab.provision.chart import BACKENDS, LIFECYCLES
-from dralab.provision.versions import CERT_MANAGER_VERSION, KUBERNETES_VERSION, check_kubernetes_version
+from dralab_kit.provision.chart import BACKENDS, LIFECYCLES
+from dralab.versions import CERT_MANAGER_VERSION, KUBERNETES_VERSION, check_kubernetes_version
 from dralab.validation import fail, json_schema, validate
 
 PROFILES = ("local", "kind", "baremetal", "node")

@@ -22,7 +22,7 @@ import grpc
 import pytest
 import yaml
 
-from dralab.bench.fuzz import Sandbox
+from dralab_kit.bench.fuzz import Sandbox
 from dralab.driver.claims import InMemoryClaimSource
 from dralab.driver.proto import dra_v1_pb2, dra_v1_pb2_grpc
 from dralab.driver.runner import DriverProcess, RunOptions

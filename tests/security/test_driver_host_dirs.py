@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from dralab.bench.fuzz import Sandbox
+from dralab_kit.bench.fuzz import Sandbox
 from dralab.driver.cdi import ClaimRef
 from dralab.driver.claims import InMemoryClaimSource, allocated_claim
 from dralab.driver.library import stub_library

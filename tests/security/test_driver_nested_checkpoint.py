@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from dralab.bench.fuzz import Sandbox
+from dralab_kit.bench.fuzz import Sandbox
 from dralab.driver.cdi import ClaimRef
 from dralab.driver.checkpoint import PREPARE_COMPLETED, decode
 from dralab.driver.claims import InMemoryClaimSource

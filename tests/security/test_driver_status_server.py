@@ -19,7 +19,7 @@ from typing import Any
 import grpc
 import pytest
 
-from dralab.bench.fuzz import Sandbox
+from dralab_kit.bench.fuzz import Sandbox
 from dralab.driver import metrics as metrics_module
 from dralab.driver.claims import InMemoryClaimSource
 from dralab.driver.library import stub_library

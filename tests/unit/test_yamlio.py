@@ -13,7 +13,7 @@ from dralab.config import load_config
 from dralab.errors import UserError
 from dralab.kube.config import load_kubeconfig
 from dralab.model.inventory import load_inventory
-from dralab.pulumi.runner import _yaml_load as load_stack_settings
+from dralab_kit.pulumi.runner import _yaml_load as load_stack_settings
 from dralab.webhook.cli import convert_documents
 from harness.loader import load_suite
 from harness.profile import load_profile
@@ -130,8 +130,8 @@ def test_every_shipped_yaml_file_loads_strictly() -> None:
 # Loaders that stay lenient, each with why: files dralab wrote itself, or code owned elsewhere.
 LENIENT = {
     "dralab/yamlio.py": "the strict loader itself",
-    "dralab/bench/concurrency.py": "the scheduler config the local cluster wrote",
-    "dralab/bench/admission.py": "the local cluster's own kubeconfig",
+    "kit/dralab_kit/bench/concurrency.py": "the scheduler config the local cluster wrote",
+    "kit/dralab_kit/bench/admission.py": "the local cluster's own kubeconfig",
     "harness/cdi.py": "CDI specs the driver wrote (a torn file is skipped, as the runtime does)",
     "dralab/driver/cdi.py": "the driver's own CDI specs",
     "dralab/driver/state.py": "driver code (claim preview input): to move to dralab.yamlio by its owners",

@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 
 from dralab import __version__
-from dralab.image.build import BuildResult, build, ensure_image
-from dralab.image.oci import Archive, site_packages
-from dralab.image.store import Store, image_cache
+from dralab_kit.image.build import BuildResult, build, ensure_image
+from dralab_kit.image.oci import Archive, site_packages
+from dralab_kit.image.store import Store, image_cache
 
 pytestmark = [
     pytest.mark.integration,

@@ -5,8 +5,8 @@ from __future__ import annotations
 import subprocess
 from typing import Any
 
-from dralab.cluster import build
-from dralab.cluster.api import ClusterHandle
+from dralab_kit.cluster import build
+from dralab_kit.cluster.api import ClusterHandle
 from dralab.kube import Kube
 from dralab.util import wait_for
 

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from dralab.cluster import api
-from dralab.cluster.api import ClusterHandle
+from dralab_kit.cluster import api
+from dralab_kit.cluster.api import ClusterHandle
 from dralab.util import wait_for
 
 from .conftest import ensure_node_binaries

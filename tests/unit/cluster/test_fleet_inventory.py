@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from dralab.cluster import fleet
+from dralab_kit.cluster import fleet
 from dralab.driver.devices.fake import from_inventory
 from dralab.errors import UserError
 from dralab.model.inventory import parse_inventory

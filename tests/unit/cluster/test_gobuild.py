@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from dralab.errors import UserError
-from dralab.gobuild import build_go_tools, wrapper_names
-from dralab.gobuild.builder import exec_name, is_built, normalize_packages, stamp_key
-from dralab.gobuild.toolchain import (
+from dralab_kit.gobuild import build_go_tools, wrapper_names
+from dralab_kit.gobuild.builder import exec_name, is_built, normalize_packages, stamp_key
+from dralab_kit.gobuild.toolchain import (
     check_version,
     explain_failure,
     is_error_line,

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from dralab.cluster import build
-from dralab.cluster.node import components, config, images, integration, lifecycle, tap
-from dralab.cluster.node.paths import SOCKET_BUDGET, NodePaths
+from dralab_kit.cluster import build
+from dralab_kit.cluster.node import components, config, images, integration, lifecycle, tap
+from dralab_kit.cluster.node.paths import SOCKET_BUDGET, NodePaths
 from dralab.driver.proto import dra_v1_pb2 as pb
 
 LDD = """\tlinux-vdso.so.1 (0x00007ffd)

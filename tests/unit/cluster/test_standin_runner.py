@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from dralab.cluster.standin.runner import FAILED_PREPARE, StandIn
-from dralab.cluster.standin.testdriver import TestDriver
+from dralab_kit.cluster.standin.runner import FAILED_PREPARE, StandIn
+from dralab_kit.cluster.standin.testdriver import TestDriver
 
 DRIVER = "t.example.io"
 

@@ -1,4 +1,4 @@
-"""dralab.provision: the kind and kubeadm config generators, versions and the Ansible inventory (pure)."""
+"""dralab_kit.provision: the kind and kubeadm config generators, versions and the Ansible inventory (pure)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ import pytest
 import yaml
 
 from dralab.errors import UserError
-from dralab.provision import kind, kubeadm
-from dralab.provision.ansible import inventory, playbooks_digest
-from dralab.provision.versions import (
+from dralab_kit.provision import kind, kubeadm
+from dralab_kit.provision.ansible import inventory, playbooks_digest
+from dralab.versions import (
     GATED_COMPONENTS,
     KIND_NODE_IMAGE,
     KIND_RELEASES,

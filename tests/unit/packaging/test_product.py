@@ -1,7 +1,7 @@
 """The product (what the image and the chart run) apart from the kit: its dependencies, its imports, its docstrings.
 
 The product is ``dralab.model``, ``kube``, ``webhook``, ``driver``, ``monitor``, ``migrate`` and
-``dralab.config``; the kit is what builds and tests it (``dralab.cluster``, ``bench``, ``pulumi``,
+``dralab.config``; the kit is what builds and tests it (``dralab_kit.cluster``, ``bench``, ``pulumi``,
 ``provision``, ``gobuild``, ``image`` and ``harness``).
 """
 
@@ -19,10 +19,10 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[3]
 PRODUCT = ["dralab.model", "dralab.kube", "dralab.webhook", "dralab.driver", "dralab.monitor", "dralab.migrate"]
-KIT = ["dralab.cluster", "dralab.bench", "dralab.pulumi", "dralab.provision", "dralab.gobuild", "dralab.image",
+KIT = ["dralab_kit.cluster", "dralab_kit.bench", "dralab_kit.pulumi", "dralab_kit.provision", "dralab_kit.gobuild", "dralab_kit.image",
        "harness"]  # fmt: skip
 # packages whose docstring lists every module (:mod:`.name`); every other package may name some
-LISTED = [*PRODUCT, "dralab.driver.devices", "dralab.cluster.node"]
+LISTED = [*PRODUCT, "dralab.driver.devices", "dralab_kit.cluster.node"]
 MOD_REF = re.compile(r":mod:`([\w.]+)`")
 
 

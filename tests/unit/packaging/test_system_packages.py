@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from dralab.cluster.preflight import debian_packages
+from dralab_kit.cluster.preflight import debian_packages
 
 ROOT = Path(__file__).resolve().parents[3]
-LIST = "dralab/cluster/debian-packages.txt"
+LIST = "kit/dralab_kit/cluster/debian-packages.txt"
 
 
 def test_ci_installs_no_package_of_its_own() -> None:
