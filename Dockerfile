@@ -58,8 +58,8 @@ RUN set -eu; \
     cp build/libvcore.so build/vcore-probe /out/
 
 # --- the Python distribution as a wheel (architecture independent) --------------------------
-# Only dralab/ is copied: setuptools' package find then sees no harness/ or labs/, so the wheel
-# (and the image) holds neither.
+# Only the product is copied (pyproject.toml and dralab/): the lab kit (kit/, the dralab-kit distribution:
+# harness, labs, cluster and provisioning tooling) is not, so the wheel (and the image) holds none of it.
 FROM --platform=$BUILDPLATFORM ${PYTHON_IMAGE} AS wheel
 WORKDIR /src
 COPY pyproject.toml README.m[d] ./

@@ -81,10 +81,10 @@ unit: env vcore
 ## each other Kubernetes version of K8S_MATRIX
 test: system-test env vcore binaries binaries-matrix tools chart-images lint
 	$(BIN)/pytest -n 2 --dist loadgroup
-	$(BIN)/pytest -n 0 --dralab-profile node labs/lab20-ascend-hami-dra/lab.yaml
-	$(BIN)/pytest -n 0 --dralab-profile node-chart labs/lab20-ascend-hami-dra/lab.yaml
+	$(BIN)/pytest -n 0 --dralab-profile node kit/labs/lab20-ascend-hami-dra/lab.yaml
+	$(BIN)/pytest -n 0 --dralab-profile node-chart kit/labs/lab20-ascend-hami-dra/lab.yaml
 	set -e; for v in $(K8S_MATRIX); do \
-	  $(BIN)/pytest -n 0 --dralab-kubernetes $$v labs/lab20-ascend-hami-dra/lab.yaml labs/device-health-taints/lab.yaml; done
+	  $(BIN)/pytest -n 0 --dralab-kubernetes $$v kit/labs/lab20-ascend-hami-dra/lab.yaml kit/labs/device-health-taints/lab.yaml; done
 
 ## bench-quick: the CI-sized benchmarks (--quick) into $(BENCH_QUICK_OUT) with their rendered report;
 ## the figures are recorded, never a pass/fail (a shared CI machine is too noisy): only a benchmark

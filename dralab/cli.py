@@ -22,7 +22,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "convert": ("dralab.webhook.cli:convert", "Convert HAMi-syntax pods to DRA pods and claims, offline."),
     "webhook": ("dralab.webhook.cli:webhook", "Run the admission webhook."),
     "driver": ("dralab.driver.cli:driver", "Run the DRA node driver or preview its slices and CDI specs."),
-    "schema": ("dralab.schema_cli:schema", "Print the JSON Schema of a file format (config; the kit's with it)."),
+    "schema": ("dralab.schema_cli:schema", "Print the JSON Schema of a file format (config; the kit adds its own)."),
     "config": ("dralab.config_cli:config", "Show the effective configuration (also from a HAMi device config)."),
     "migrate": ("dralab.migrate.cli:migrate", "Plan and apply a switch from HAMi / HAMi-DRA to dralab."),
     "monitor": ("dralab.monitor.cli:monitor", "Serve per-device, per-pod and per-namespace allocation gauges."),
@@ -69,7 +69,7 @@ class LazyGroup(click.Group):
                 rows.append((name, COMMANDS[name][1]))
                 continue
             try:  # a kit command's line is its own short help: loaded for --help only
-                rows.append((name, _load(ref).get_short_help_str(limit=formatter.width)))
+                rows.append((name, _load(ref).get_short_help_str(limit=120)))
             except Exception as exc:  # one broken plugin must not take --help down with it
                 rows.append((name, f"(not loadable: {exc})"))
         with formatter.section("Commands"):

@@ -14,10 +14,10 @@ import pulumi_kubernetes as k8s
 from dralab.config import DEFAULT_CONFIG_YAML
 from dralab.model.objects import device_classes, runtime_class
 from dralab.model.vendors import load_vendor_table
-from dralab_kit.provision.chart import chart_dir, chart_values
 from dralab.versions import CERT_MANAGER_REPO
 from dralab_infra.component import Profile
 from dralab_infra.settings import Settings
+from dralab_kit.provision.chart import chart_dir, chart_values
 
 OPT_OUT_LABEL = "dralab.io/convert"  # dralab's default webhook.optOutLabel
 

@@ -21,11 +21,11 @@ from __future__ import annotations
 import pulumi
 import pulumi_kubernetes as k8s
 
+from dralab_infra.component import Profile
+from dralab_infra.settings import Settings
 from dralab_kit.cluster import certmanager, install
 from dralab_kit.provision.chart import chart_dir, deep_merge, default_values
 from dralab_kit.pulumi.resources import NodeCluster, NodeImages
-from dralab_infra.component import Profile
-from dralab_infra.settings import Settings
 from harness.profile import load_profile
 
 

@@ -113,7 +113,7 @@ def _pytest_args(lab_yaml: Path, run_dir: Path, options: dict[str, Any]) -> list
     return args
 
 
-@click.group()
+@click.group(short_help="List and replay labs on a cluster profile.")
 def lab() -> None:
     """List and replay labs on a cluster profile.
 
@@ -162,7 +162,7 @@ def run_cmd(lab_ref: str, **options: Any) -> None:
     Example:
       dralab lab run lab20-ascend-hami-dra
       dralab lab run lab20-ascend-hami-dra --kubernetes v1.37.2
-      dralab lab run labs/nvidia-gpu-share --profile kind --kubeconfig ~/.kube/config
+      dralab lab run kit/labs/nvidia-gpu-share --profile kind --kubeconfig ~/.kube/config
     """
     import pytest
     from rich.console import Console

@@ -12,8 +12,8 @@ import pytest
 import yaml
 
 from dralab.config import parse_config
-from dralab_kit.provision.chart import chart_dir, config_from_values, merged_values
 from dralab.webhook.registration import webhook_configurations
+from dralab_kit.provision.chart import chart_dir, config_from_values, merged_values
 
 
 @pytest.fixture(scope="module")

@@ -149,9 +149,8 @@ def test_only_the_inventory_turns_host_key_checking_off() -> None:
 
 
 def test_missing_host_key_is_refused_unless_the_user_opts_out() -> None:
-    from dralab_infra.settings import parse_settings
-
     from dralab.errors import UserError
+    from dralab_infra.settings import parse_settings
 
     hosts = [{k: v for k, v in h.items() if k != "hostKey"} for h in HOSTS]
     with pytest.raises(UserError, match=r"hostKey.*ssh-keyscan.*insecureSkipHostKeyCheck"):

@@ -49,7 +49,7 @@ class _LazyBench(click.Group):
             return None
 
 
-@click.group(cls=_LazyBench)
+@click.group(cls=_LazyBench, short_help="Run benchmarks that write JSON results.")
 def bench() -> None:
     """Run a benchmark; each writes <name>.json under --out (default bench/results).
 

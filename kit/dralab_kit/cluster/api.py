@@ -21,6 +21,16 @@ from typing import Any
 import filelock
 import httpx
 
+from dralab.config import load_config
+from dralab.errors import UserError
+from dralab.kube import Kube, load_files
+from dralab.kube.paths import node_path
+from dralab.model.budget import crd as sharebudget_crd
+from dralab.model.inventory import load_inventory
+from dralab.model.objects import device_classes, runtime_class
+from dralab.model.volcano import crd as volcano_job_crd  # Volcano Jobs are admitted without a Volcano install
+from dralab.util import WaitTimeout, atomic_write, free_port, get_logger, wait_for
+from dralab.versions import check_supported
 from dralab_kit.cluster import build, components, fleet, kwok, preflight
 from dralab_kit.cluster.components import CONTROL_PLANE, WEBHOOK_NAMESPACE, ComponentSpec, Health
 from dralab_kit.cluster.kubeconfig import render_kubeconfig
@@ -37,16 +47,6 @@ from dralab_kit.cluster.supervisor import (
     start_process,
     stop_process,
 )
-from dralab.config import load_config
-from dralab.errors import UserError
-from dralab.kube import Kube, load_files
-from dralab.kube.paths import node_path
-from dralab.model.budget import crd as sharebudget_crd
-from dralab.model.inventory import load_inventory
-from dralab.model.objects import device_classes, runtime_class
-from dralab.model.volcano import crd as volcano_job_crd  # Volcano Jobs are admitted without a Volcano install
-from dralab.versions import check_supported
-from dralab.util import WaitTimeout, atomic_write, free_port, get_logger, wait_for
 
 log = get_logger("dralab_kit.cluster")
 

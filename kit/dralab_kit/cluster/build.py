@@ -13,10 +13,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from dralab_kit.cluster import preflight
 from dralab.errors import UserError
-from dralab_kit.gobuild import BuildResult, build_go_tools, cache_root
 from dralab.versions import KUBERNETES_VERSION, check_supported
+from dralab_kit.cluster import preflight
+from dralab_kit.gobuild import BuildResult, build_go_tools, cache_root
 
 K8S_VERSION = KUBERNETES_VERSION  # the default (Lab 20's); the one definition is dralab.versions
 ETCD_VERSION = "v3.6.14"

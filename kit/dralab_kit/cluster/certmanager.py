@@ -36,11 +36,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from dralab.errors import UserError
+from dralab.util import atomic_write
 from dralab_kit.cluster.build import ToolSet
 from dralab_kit.cluster.node.images import Layer, write_oci_archive
-from dralab.errors import UserError
 from dralab_kit.gobuild import build_go_tools, cache_root, find_go
-from dralab.util import atomic_write
 
 VERSION = "v1.11.5"  # keep in step with kit/dralab_kit/gobuild/wrappers/cert_manager/go.mod
 # Its cainjector updates whole webhook configurations through Go types of Kubernetes 1.26 (k8s.io/api

@@ -17,7 +17,7 @@ def _console():  # rich is imported lazily: `dralab cluster --help` stays fast
     return Console(stderr=True)
 
 
-@click.group()
+@click.group(short_help="Build, start and operate the local Kubernetes 1.35 cluster.")
 def cluster() -> None:
     """Build, start and operate the local Kubernetes 1.35 cluster (KWOK nodes, DRAConsumableCapacity on).
 
@@ -205,8 +205,8 @@ def kubeconfig(name: str) -> None:
     Example:
       export KUBECONFIG=$(dralab cluster kubeconfig)
     """
-    from dralab_kit.cluster.api import get_cluster
     from dralab.errors import UserError
+    from dralab_kit.cluster.api import get_cluster
 
     handle = get_cluster(name)
     if handle is None:

@@ -25,12 +25,12 @@ from typing import Any
 
 import yaml
 
-from dralab_kit.cluster.layout import Layout
-from dralab_kit.cluster.pki import Pki
 from dralab.driver.checkpoint import BOOT_ID_ENV
 from dralab.errors import UserError
 from dralab.versions import KUBERNETES_VERSION as K8S_VERSION
 from dralab.versions import feature_gates_for
+from dralab_kit.cluster.layout import Layout
+from dralab_kit.cluster.pki import Pki
 
 # More gates for the control plane a process starts, e.g. "DRAExtendedResource=true" (`dralab cluster up
 # --feature-gates`); only components started while it is set get them.
@@ -362,7 +362,8 @@ def fleet_specs(layout: Layout, ports: dict[str, Any], config: str | None) -> di
     specs = {}
     for role, group in (("driver", "driver"), ("kubelet", "kubelet")):
         port = ports[group]["fleet"]
-        argv = [sys.executable, "-m", "dralab_kit.cluster.fleetnode", role, "--cluster", layout.name, "--port", str(port)]
+        argv = [sys.executable, "-m", "dralab_kit.cluster.fleetnode", role, "--cluster", layout.name,
+                "--port", str(port)]
         if config and role == "driver":
             argv += ["--config", config]
         name = f"{role}/fleet"

@@ -23,8 +23,8 @@ import signal
 import threading
 from pathlib import Path
 
-from dralab_kit.cluster.layout import Layout
 from dralab.util import get_logger
+from dralab_kit.cluster.layout import Layout
 
 log = get_logger("dralab.fleetnode")
 FLEET_COMPONENT = "fleet"  # driver/fleet and kubelet/fleet
@@ -101,10 +101,10 @@ def run_standins(layout: Layout, port: int, stop: threading.Event) -> None:
     """One stand-in per node of the fleet, each on threads of its own, until ``stop``."""
     from prometheus_client import CollectorRegistry
 
-    from dralab_kit.cluster.standin.main import _server
-    from dralab_kit.cluster.standin.runner import StandIn
     from dralab.kube import Kube
     from dralab.model.inventory import load_inventory
+    from dralab_kit.cluster.standin.main import _server
+    from dralab_kit.cluster.standin.runner import StandIn
 
     nodes = [n.name for n in load_inventory(str(layout.config_dir / "inventory.yaml")).nodes]
     standins = []

@@ -138,9 +138,9 @@ def install_cert_manager(handle: Any, say: Say = _quiet) -> None:
 
 def planned_handle(name: str, devices: str | None = None) -> Any:
     """The handle cluster ``name`` will have (its paths are known before it exists: Pulumi's preview)."""
+    from dralab.model.inventory import load_inventory
     from dralab_kit.cluster.api import ClusterHandle
     from dralab_kit.cluster.layout import Layout
-    from dralab.model.inventory import load_inventory
 
     first = load_inventory(devices).nodes[0].name
     return ClusterHandle(name=name, layout=Layout.of(name), state={"realNode": first})

@@ -13,8 +13,8 @@ from typing import Any
 
 import yaml
 
-from dralab_kit.cluster.components import KWOK_NODE_ANNOTATION
 from dralab.model.inventory import Inventory, InventoryNode
+from dralab_kit.cluster.components import KWOK_NODE_ANNOTATION
 
 NODE_LABEL = "dralab.io/kwok-node"
 NODE_CAPACITY = {"cpu": "64", "memory": "512Gi", "pods": "1000", "ephemeral-storage": "1Ti"}

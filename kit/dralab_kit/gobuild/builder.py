@@ -32,8 +32,8 @@ from typing import TextIO
 import filelock
 
 from dralab.errors import UserError
-from dralab_kit.gobuild.toolchain import GoToolchain, explain_failure, find_go, go_env, is_error_line
 from dralab.util import atomic_write
+from dralab_kit.gobuild.toolchain import GoToolchain, explain_failure, find_go, go_env, is_error_line
 
 _MAJOR_SUFFIX = re.compile(r"^v[0-9]+$")
 

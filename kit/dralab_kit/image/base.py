@@ -27,9 +27,9 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from dralab.util import atomic_write
 from dralab_kit.image.store import Buildah
 from dralab_kit.image.tools import find_program, run_logged
-from dralab.util import atomic_write
 
 RECIPE_VERSION = 1  # bump when the steps below change what the image holds
 BASE_REPOSITORY = "dralab.local/base/python"

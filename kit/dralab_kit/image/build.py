@@ -27,13 +27,13 @@ from pathlib import Path
 
 import filelock
 
-from dralab_kit.cluster.node.images import oci_arch
 from dralab.errors import UserError
+from dralab.util import atomic_write
+from dralab_kit.cluster.node.images import oci_arch
 from dralab_kit.image import oci
 from dralab_kit.image.base import BaseSpec, ensure_base
 from dralab_kit.image.store import Buildah, Store, image_cache
 from dralab_kit.image.tools import find_program, require_linux, require_root
-from dralab.util import atomic_write
 
 IMAGE_REPOSITORY = "dralab.local/dralab"
 DEBIAN_CA_BUNDLE = "/etc/ssl/certs/ca-certificates.crt"

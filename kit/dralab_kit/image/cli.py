@@ -9,7 +9,7 @@ import click
 from dralab import __version__
 
 
-@click.group()
+@click.group(short_help="Build dralab's container image with buildah (no Docker daemon).")
 def image() -> None:
     """Build dralab's image from the Dockerfile with buildah (no Docker daemon, no registry).
 

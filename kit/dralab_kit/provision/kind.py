@@ -89,7 +89,7 @@ def render(config: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m dralab_kit.provision.kind [--kubernetes V] [--workers N] [--out FILE]``: print or write the config."""
+    """``python -m dralab_kit.provision.kind [--kubernetes V] [--workers N] [--out FILE]``: print or write it."""
     parser = argparse.ArgumentParser(
         prog="python -m dralab_kit.provision.kind",
         description="Write dralab's kind cluster config. Example: python -m dralab_kit.provision.kind --out kind.yaml",

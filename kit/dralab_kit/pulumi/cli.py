@@ -25,7 +25,7 @@ def _console():  # rich is imported lazily: `dralab infra --help` stays fast
     return Console(stderr=True)
 
 
-@click.group()
+@click.group(short_help="Build the Pulumi toolchain and run the infra/ program.")
 def infra() -> None:
     """Build the Pulumi toolchain from Go modules and run the infra/ program with it (no downloads).
 

@@ -18,9 +18,9 @@ import pytest
 import yaml
 from kubernetes import client
 
+from dralab.util import wait_for
 from dralab_kit.cluster.api import ClusterHandle
 from dralab_kit.provision.chart import chart_dir
-from dralab.util import wait_for
 
 from ..helpers import GROUP, VERSION, allocation, claim_pod, resource_claim
 

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from dralab_kit.cluster import build
 from dralab.versions import GATE_STAGES, SUPPORTED_KUBERNETES_VERSIONS
+from dralab_kit.cluster import build
 
 pytestmark = pytest.mark.integration
 

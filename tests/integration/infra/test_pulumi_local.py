@@ -27,12 +27,12 @@ from typing import Any
 
 import pytest
 
-from dralab_kit.cluster.api import ClusterHandle, down, ensure_cluster
-from dralab_kit.cluster.objects import object_path
 from dralab.config import load_config
 from dralab.model.objects import device_classes
-from dralab_kit.pulumi import runner, toolchain
 from dralab.util import wait_for
+from dralab_kit.cluster.api import ClusterHandle, down, ensure_cluster
+from dralab_kit.cluster.objects import object_path
+from dralab_kit.pulumi import runner, toolchain
 
 # A cold machine builds the Pulumi CLI and provider inside the first fixture: allow for it.
 pytestmark = [

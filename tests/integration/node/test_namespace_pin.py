@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
+from dralab.util import wait_for
 from dralab_kit.cluster.node import lifecycle
 from dralab_kit.cluster.node.paths import NodePaths
-from dralab.util import wait_for
 
 pytestmark = [
     pytest.mark.integration,

@@ -28,10 +28,10 @@ from dralab.driver.metrics import DriverMetrics, StatusServer
 from dralab.kube import AsyncKube, Kube, KubeError
 from dralab.kube.authz import MetricsAuthorizer
 from dralab.monitor.server import MonitorServer
-from dralab_kit.provision.chart import chart_dir
 from dralab.util import free_port, wait_for
 from dralab.webhook import certs
 from dralab.webhook.server import Server, build
+from dralab_kit.provision.chart import chart_dir
 
 pytestmark = pytest.mark.integration
 

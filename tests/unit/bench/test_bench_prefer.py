@@ -5,9 +5,9 @@ from __future__ import annotations
 import click
 import pytest
 
-from dralab_kit.bench import prefer, taints
 from dralab.model.convert import convert_pod
 from dralab.model.vendors import load_vendor_table
+from dralab_kit.bench import prefer, taints
 
 
 def _request(pod: dict) -> dict:

@@ -14,7 +14,7 @@ from dralab_kit.cluster.node import images
 from dralab_kit.gobuild import wrapper_names
 from dralab_kit.gobuild.builder import normalize_packages
 
-WRAPPER = Path(__file__).resolve().parents[3] / "dralab" / "gobuild" / "wrappers" / "cert_manager"
+WRAPPER = Path(__file__).resolve().parents[3] / "kit" / "dralab_kit" / "gobuild" / "wrappers" / "cert_manager"
 
 
 def test_toolset_builds_four_binaries_from_the_root_module() -> None:

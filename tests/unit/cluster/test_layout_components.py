@@ -7,12 +7,12 @@ from pathlib import Path
 import pytest
 import yaml
 
+from dralab.errors import UserError
+from dralab.model.inventory import load_inventory
 from dralab_kit.cluster import components, kwok
 from dralab_kit.cluster.build import BINARIES, K8S_VERSION, binary_path
 from dralab_kit.cluster.layout import SOCKET_PATH_MAX, Layout, check_name, check_socket_paths, component_log_name
 from dralab_kit.cluster.objects import collection_path, object_path
-from dralab.errors import UserError
-from dralab.model.inventory import load_inventory
 
 PORTS = {
     "etcd": 2379,

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from dralab.errors import UserError
 from dralab_kit.cluster import preflight
 from dralab_kit.cluster.preflight import Host
-from dralab.errors import UserError
 
 TOOLS = {"gcc": "/usr/bin/gcc", "pkg-config": "/usr/bin/pkg-config", "busybox": "/bin/busybox"}
 FILES = {"/sys/fs/cgroup", "/sys/fs/cgroup/memory"}

@@ -23,7 +23,7 @@ def test_no_harness_labs_or_tests_are_copied() -> None:
     sources = {src.rstrip("/") for rest in copies for src in rest.split()[:-1]}
     assert sources == {"vcore", "pyproject.toml", "README.m[d]", "dralab"}
     ignored = set((REPO / ".dockerignore").read_text().split())
-    assert {"harness", "labs", "tests"} <= ignored  # not even in the build context
+    assert {"kit", "tests"} <= ignored  # not even in the build context
 
 
 def test_the_bases_are_build_args_and_every_stage_uses_one() -> None:
@@ -55,13 +55,15 @@ def test_runs_as_non_root_with_the_dralab_entrypoint() -> None:
     assert instructions()[-2:] == [("ENTRYPOINT", '["dralab"]'), ("CMD", '["--help"]')]
 
 
-def test_pytest_is_the_lab_extra_not_a_core_dependency() -> None:
+def test_pytest_is_the_kits_lab_extra_not_a_product_dependency() -> None:
     project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
     assert not [d for d in project["dependencies"] if d.startswith("pytest")]
-    extras = project["optional-dependencies"]
+    assert set(project["optional-dependencies"]) == {"nvidia"}
+    extras = tomllib.loads((REPO / "kit" / "pyproject.toml").read_text())["project"]["optional-dependencies"]
     assert extras["lab"] == ["pytest>=8,<9"]
-    assert "dralab[provision,bench,lab]" in extras["test"]
-    assert MODULE_EXTRAS["pytest"] == MODULE_EXTRAS["_pytest"] == MODULE_EXTRAS["harness"] == "lab"
+    assert "dralab-kit[provision,bench,lab]" in extras["test"]
+    assert MODULE_EXTRAS["pytest"] == MODULE_EXTRAS["_pytest"] == ("dralab-kit", "lab")
+    assert MODULE_EXTRAS["harness"] == MODULE_EXTRAS["labs"] == ("dralab-kit", None)
 
 
 def test_every_base_is_pinned_by_digest_with_its_tag_beside() -> None:

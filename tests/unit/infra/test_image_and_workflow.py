@@ -16,7 +16,6 @@ from pathlib import Path
 import pytest
 import yaml
 
-from dralab_kit.image.dockerfile import instructions
 from dralab.versions import (
     CERT_MANAGER_VERSION,
     KIND_NODE_IMAGE,
@@ -24,6 +23,7 @@ from dralab.versions import (
     KUBERNETES_VERSION,
     SUPPORTED_KUBERNETES_VERSIONS,
 )
+from dralab_kit.image.dockerfile import instructions
 
 REPO = Path(__file__).resolve().parents[3]
 DOCKERFILE = (REPO / "Dockerfile").read_text()

@@ -8,8 +8,8 @@ import pulumi
 import pytest
 import yaml
 
-from dralab_kit.provision.kubeadm import gates_by_component
 from dralab.versions import GATED_COMPONENTS
+from dralab_kit.provision.kubeadm import gates_by_component
 
 from .conftest import Recorder, run_program
 

@@ -9,8 +9,6 @@ import pytest
 import yaml
 
 from dralab.errors import UserError
-from dralab_kit.provision import kind, kubeadm
-from dralab_kit.provision.ansible import inventory, playbooks_digest
 from dralab.versions import (
     GATED_COMPONENTS,
     KIND_NODE_IMAGE,
@@ -22,6 +20,8 @@ from dralab.versions import (
     kind_release,
     parse_feature_gates,
 )
+from dralab_kit.provision import kind, kubeadm
+from dralab_kit.provision.ansible import inventory, playbooks_digest
 
 
 def test_kind_config_gates_all_components_and_enables_cdi() -> None:

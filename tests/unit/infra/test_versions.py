@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from dralab_kit.cluster import build, components
 from dralab.errors import UserError
-from dralab_kit.provision import kubeadm, versions
 from dralab.versions import KUBERNETES_VERSION, SUPPORTED_KUBERNETES_VERSIONS, feature_gates_for, gate_stage
+from dralab_kit.cluster import build, components
+from dralab_kit.provision import kubeadm, versions
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -78,7 +78,7 @@ def test_kubeadm_writes_each_versions_gates() -> None:
 
 
 def test_each_supported_version_has_its_wrapper_modules() -> None:
-    wrappers = ROOT / "dralab" / "gobuild" / "wrappers"
+    wrappers = ROOT / "kit" / "dralab_kit" / "gobuild" / "wrappers"
     for version in SUPPORTED_KUBERNETES_VERSIONS:
         for toolset in (*build.TOOLSETS, *build.NODE_TOOLSETS):
             ts = build.for_version(toolset, version)

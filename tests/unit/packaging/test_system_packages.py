@@ -60,7 +60,7 @@ def test_the_script_names_the_apt_line_when_it_may_not_install(tmp_path: Path) -
     """A package that is surely missing: the script stops with the exact apt-get line, installing nothing."""
     fake_root = tmp_path / "repo"
     (fake_root / "scripts").mkdir(parents=True)
-    (fake_root / "dralab" / "cluster").mkdir(parents=True)
+    (fake_root / "kit" / "dralab_kit" / "cluster").mkdir(parents=True)
     shutil.copy(ROOT / "scripts" / "system-packages", fake_root / "scripts" / "system-packages")
     (fake_root / LIST).write_text("demo: dralab-no-such-package-xyz  # never installed\n")
     env = {**os.environ, "DRALAB_NO_APT": "1"}

@@ -243,8 +243,8 @@ def test_prefer_pods_are_judged_against_single_type_pods_by_cpu_per_admission_wi
 
 
 def test_typed_bodies_carry_the_prefer_or_the_single_type_annotation() -> None:
-    from dralab_kit.bench.admission import Bodies, typed_pod
     from dralab.model.convert import ANN_PREFER_TYPES
+    from dralab_kit.bench.admission import Bodies, typed_pod
 
     prefer = json.loads(Bodies("ns", typed_pod("prefer")).next())["request"]["object"]
     single = json.loads(Bodies("ns", typed_pod("single")).next())["request"]["object"]

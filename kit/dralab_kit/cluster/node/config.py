@@ -30,12 +30,12 @@ from typing import Any
 
 import yaml
 
+from dralab.errors import UserError
+from dralab.util import atomic_write
+from dralab.versions import KUBERNETES_VERSION
 from dralab_kit.cluster.node import podnet
 from dralab_kit.cluster.node.images import PAUSE_IMAGE
 from dralab_kit.cluster.node.paths import NodePaths
-from dralab.errors import UserError
-from dralab.versions import KUBERNETES_VERSION
-from dralab.util import atomic_write
 
 POD_SUBNET = "10.213.0.0/16"
 CNI_NETWORK = "dralab"
@@ -220,7 +220,7 @@ def run_roles(paths: NodePaths, extravars: dict[str, Any]) -> dict[str, Any]:
     try:
         import ansible_runner
     except ImportError:
-        raise UserError("the node profile runs dralab's Ansible roles: pip install 'dralab[provision]'") from None
+        raise UserError("the node profile runs dralab's Ansible roles: pip install 'dralab-kit[provision]'") from None
     from dralab_kit.provision.ansible import collections_dir, playbooks_dir
 
     with tempfile.TemporaryDirectory(prefix="dralab-roles-") as tmp:

@@ -16,6 +16,8 @@ from typing import Any
 
 import yaml
 
+from dralab.errors import UserError
+from dralab.util import WaitTimeout, atomic_write, free_port
 from dralab_kit.cluster import build
 from dralab_kit.cluster import components as cluster_components
 from dralab_kit.cluster.components import ComponentSpec
@@ -23,8 +25,6 @@ from dralab_kit.cluster.node import components, lifecycle, podnet
 from dralab_kit.cluster.node.paths import NodePaths
 from dralab_kit.cluster.pki import Pki
 from dralab_kit.cluster.supervisor import ProcRecord, is_alive, log_tail, signal_process, stop_process
-from dralab.errors import UserError
-from dralab.util import WaitTimeout, atomic_write, free_port
 
 Say = Callable[[str], None]
 NODE_TIMEOUT = 90.0

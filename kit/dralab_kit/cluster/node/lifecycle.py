@@ -25,16 +25,16 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from dralab_kit.cluster import build
-from dralab_kit.cluster.kubeconfig import render_kubeconfig
-from dralab_kit.cluster.node import config, images
-from dralab_kit.cluster.node.paths import NodePaths
-from dralab_kit.cluster.pki import Pki, issue
 from dralab.errors import UserError
 from dralab.kube import Kube, KubeError
 from dralab.kube.paths import node_path
 from dralab.tls import write_pem
 from dralab.util import WaitTimeout, atomic_write, get_logger, wait_for
+from dralab_kit.cluster import build
+from dralab_kit.cluster.kubeconfig import render_kubeconfig
+from dralab_kit.cluster.node import config, images
+from dralab_kit.cluster.node.paths import NodePaths
+from dralab_kit.cluster.pki import Pki, issue
 
 log = get_logger("dralab_kit.cluster.node")
 CGROUP_MOUNTS = Path("/sys/fs/cgroup")

@@ -35,8 +35,8 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from dralab_kit.cluster.components import SERVICE_CIDR
 from dralab.errors import UserError
+from dralab_kit.cluster.components import SERVICE_CIDR
 
 API_INTERFACE = "dralab-api"
 API_ADDRESS = "10.215.0.1"

@@ -10,9 +10,9 @@ from pathlib import Path
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, generate_latest
 
-from dralab_kit.cluster.standin.runner import StandIn
 from dralab.kube import Kube
 from dralab.util import get_logger
+from dralab_kit.cluster.standin.runner import StandIn
 
 log = get_logger("dralab.standin")
 

@@ -20,12 +20,12 @@ from typing import Any
 
 import grpc
 
-from dralab_kit.cluster.standin import logic, status
-from dralab_kit.cluster.standin.checkpoint import Checkpoint, PreparedClaim
-from dralab_kit.cluster.standin.plugins import PluginManager
 from dralab.kube import Kube, KubeError, ListWatch
 from dralab.kube.paths import SLICES_PATH, claim_path, node_path, pods_path, segment
 from dralab.util import get_logger
+from dralab_kit.cluster.standin import logic, status
+from dralab_kit.cluster.standin.checkpoint import Checkpoint, PreparedClaim
+from dralab_kit.cluster.standin.plugins import PluginManager
 
 log = get_logger("dralab.standin")
 
