@@ -46,10 +46,14 @@ SA_ISSUER = "https://kubernetes.default.svc.cluster.local"
 WEBHOOK_NAMESPACE = "dralab-system"
 KWOK_NODE_ANNOTATION = "kwok.x-k8s.io/node"
 CONTROL_PLANE = ("etcd", "apiserver", "controller-manager", "scheduler", "kwok")
-_COMMON_CODE = ("model", "kube", "config.py", "util.py", "errors.py", "cli.py")
-WEBHOOK_CODE = ("webhook", *_COMMON_CODE)
-DRIVER_CODE = ("driver", "vcore.py", *_COMMON_CODE)
-STANDIN_CODE = ("cluster/standin", "kube", "cluster/kwok.py", "driver/proto", "util.py", "errors.py")
+# The source a Python component runs, as paths under an importable package (its first part): the product's
+# (dralab/...) or the kit's (dralab_kit/...), wherever each distribution is installed from.
+_COMMON_CODE = ("dralab/model", "dralab/kube", "dralab/config.py", "dralab/util.py", "dralab/errors.py",
+                "dralab/cli.py")
+WEBHOOK_CODE = ("dralab/webhook", *_COMMON_CODE)
+DRIVER_CODE = ("dralab/driver", "dralab/vcore.py", "dralab/versions.py", *_COMMON_CODE)
+STANDIN_CODE = ("dralab_kit/cluster/standin", "dralab/kube", "dralab_kit/cluster/kwok.py", "dralab/driver/proto",
+                "dralab/util.py", "dralab/errors.py")
 
 
 def feature_gates(version: str = K8S_VERSION) -> str:
@@ -90,8 +94,8 @@ class ComponentSpec:
     health: Health | None = None
     env: dict[str, str] = field(default_factory=dict)
     stop_timeout: float = 10.0  # seconds between SIGTERM and SIGKILL
-    # dralab source paths (relative to the package) the process runs: when they change, a running
-    # process is stale and ``up`` restarts it (a developer's cluster follows the working tree)
+    # source paths the process runs (under their package: dralab/..., dralab_kit/...): when they change, a
+    # running process is stale and ``up`` restarts it (a developer's cluster follows the working tree)
     code: tuple[str, ...] = ()
 
 
@@ -248,16 +252,20 @@ def kwok_spec(layout: Layout, ports: dict[str, Any], binaries: dict[str, str]) -
 
 
 def code_fingerprint(paths: tuple[str, ...]) -> str:
-    """A hash of the names, sizes and modification times of dralab's source files under ``paths``."""
+    """A hash of the names, sizes and modification times of the source files under ``paths``.
+
+    Each path starts with the importable package it lies in (``dralab/webhook``, ``dralab_kit/cluster/kwok.py``):
+    the product and the kit are installed from folders of their own.
+    """
     import hashlib
+    import importlib
     from pathlib import Path
 
-    import dralab
-
-    root = Path(dralab.__file__).parent
     digest = hashlib.sha256()
     for rel in paths:
-        target = root / rel
+        package, _, inside = rel.partition("/")
+        root = Path(importlib.import_module(package).__file__ or "").parent.parent
+        target = root / package / inside
         files = sorted(target.rglob("*")) if target.is_dir() else [target]
         for path in files:
             if path.suffix in (".py", ".yaml", ".so") and path.is_file():
@@ -352,7 +360,7 @@ def standin_spec(layout: Layout, ports: dict[str, Any], node: str) -> ComponentS
     return ComponentSpec(f"kubelet/{node}", argv, Health(f"http://127.0.0.1:{port}/healthz"), code=STANDIN_CODE)
 
 
-FLEET_CODE = ("cluster/fleetnode.py", "cluster/standin", *DRIVER_CODE)
+FLEET_CODE = ("dralab_kit/cluster/fleetnode.py", "dralab_kit/cluster/standin", *DRIVER_CODE)
 
 
 def fleet_specs(layout: Layout, ports: dict[str, Any], config: str | None) -> dict[str, ComponentSpec]:
