@@ -1,4 +1,8 @@
-"""Pinned versions and the feature gates every dralab cluster needs, plus their validation."""
+"""Pinned versions and the feature gates every dralab cluster needs, plus their validation.
+
+In the product because the driver asks it whether the cluster's Kubernetes turns device taints on
+(``dralab.driver.health``); the kit's clusters, provisioning and gate-table sync read it too.
+"""
 
 from __future__ import annotations
 
