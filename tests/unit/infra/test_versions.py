@@ -7,10 +7,11 @@ from pathlib import Path
 import pytest
 import yaml
 
+from dralab import versions
 from dralab.errors import UserError
 from dralab.versions import KUBERNETES_VERSION, SUPPORTED_KUBERNETES_VERSIONS, feature_gates_for, gate_stage
 from dralab_kit.cluster import build, components
-from dralab_kit.provision import kubeadm, versions
+from dralab_kit.provision import kubeadm
 
 ROOT = Path(__file__).resolve().parents[3]
 
