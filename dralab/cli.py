@@ -22,7 +22,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "convert": ("dralab.webhook.cli:convert", "Convert HAMi-syntax pods to DRA pods and claims, offline."),
     "webhook": ("dralab.webhook.cli:webhook", "Run the admission webhook."),
     "driver": ("dralab.driver.cli:driver", "Run the DRA node driver or preview its slices and CDI specs."),
-    "schema": ("dralab.schema_cli:schema", "Print the JSON Schema of a file format (config; the kit adds its own)."),
+    "schema": ("dralab.schema_cli:schema", "Print the JSON Schema of a file format (config, and the kit's)."),
     "config": ("dralab.config_cli:config", "Show the effective configuration (also from a HAMi device config)."),
     "migrate": ("dralab.migrate.cli:migrate", "Plan and apply a switch from HAMi / HAMi-DRA to dralab."),
     "monitor": ("dralab.monitor.cli:monitor", "Serve per-device, per-pod and per-namespace allocation gauges."),
