@@ -4,7 +4,7 @@
 #
 # Multi-arch (CI, .github/workflows/release.yml):
 #   docker buildx build --platform linux/amd64,linux/arm64 -t dralab:dev .
-# Without a Docker daemon or a registry (`dralab image build`, dralab/image/): buildah on local
+# Without a Docker daemon or a registry (`dralab image build`, kit/dralab_kit/image/): buildah on local
 # Debian bases made with mmdebstrap, passed as PYTHON_IMAGE and DEBIAN_IMAGE.
 # vcore is cross-compiled on the build machine (no emulation); the Python stage is pure Python.
 # Both bases work because nothing here depends on which Python the base ships: every stage makes a
@@ -18,7 +18,7 @@
 # the build of 2026-08-03), python's from localstack/localstack's Dockerfile, whose Renovate keeps
 # the index digest. To move a base, take the new tag's digest from
 # `docker buildx imagetools inspect <tag>` and replace tag and digest together.
-# dralab/image builds pass their own local bases as build arguments instead (no registry there).
+# kit/dralab_kit/image builds pass their own local bases as build arguments instead (no registry there).
 ARG PYTHON_IMAGE=python:3.11.11-slim-bookworm@sha256:614c8691ab74150465ec9123378cd4dde7a6e57be9e558c3108df40664667a4c
 ARG DEBIAN_IMAGE=debian:bookworm-slim@sha256:abd67ffcfa541b485a3dff59865ab629aa048a6c613e639d36e7456b0b229241
 
@@ -58,8 +58,8 @@ RUN set -eu; \
     cp build/libvcore.so build/vcore-probe /out/
 
 # --- the Python distribution as a wheel (architecture independent) --------------------------
-# Only dralab/ is copied: setuptools' package find then sees no harness/ or labs/, so the wheel
-# (and the image) holds neither.
+# Only the product is copied (pyproject.toml and dralab/): the lab kit (kit/, the dralab-kit distribution:
+# harness, labs, cluster and provisioning tooling) is not, so the wheel (and the image) holds none of it.
 FROM --platform=$BUILDPLATFORM ${PYTHON_IMAGE} AS wheel
 WORKDIR /src
 COPY pyproject.toml README.m[d] ./

@@ -6,17 +6,18 @@ BIN := $(VENV)/bin
 .PHONY: lab lab-node lab-node-chart test bench-quick env vcore binaries binaries-local binaries-matrix tools chart-tools \
 	chart-images lint unit clean-cluster system-local system-node system-chart system-test
 
-## env: a virtual environment with dralab and its test tools installed (the test extra brings
-## the provision and bench extras along: the tests exercise both)
+## env: a virtual environment with both distributions installed editable: the product (dralab, .) and
+## the lab kit (dralab-kit, kit/) with its test tools (the kit's test extra brings its provision, bench
+## and lab extras along: the tests exercise them all)
 EXTRAS ?= test
 env: $(VENV)/.installed
-$(VENV)/.installed: pyproject.toml
+$(VENV)/.installed: pyproject.toml kit/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[$(EXTRAS)]'
+	$(BIN)/pip install -q -e . -e './kit[$(EXTRAS)]'
 	touch $@
 
-## system-PROFILE: the Debian packages a profile needs, from the one list dralab/cluster/debian-packages.txt:
+## system-PROFILE: the Debian packages a profile needs, from the one list kit/dralab_kit/cluster/debian-packages.txt:
 ## installed when make runs as root on Debian/Ubuntu, else named with the apt-get line (and make stops)
 ## before any build. `local` is what `make lab` needs; `make test` also needs `node` and `test`.
 system-local:
@@ -47,13 +48,13 @@ binaries-matrix: env system-local
 
 ## chart-tools: helm and actionlint from their Go modules (the chart and workflow checks use them)
 chart-tools: env
-	$(BIN)/python -c "from dralab.provision.tools import ensure_tool; ensure_tool('helm', True); ensure_tool('actionlint', True)"
+	$(BIN)/python -c "from dralab_kit.provision.tools import ensure_tool; ensure_tool('helm', True); ensure_tool('actionlint', True)"
 
 ## chart-images: what the node-chart profile installs: dralab's image, built from the Dockerfile without a Docker
 ## daemon on a base made from Debian packages, and cert-manager (binaries from its Go module, images, chart), into the cache
 chart-images: env vcore system-chart
 	$(BIN)/dralab image build
-	$(BIN)/python -m dralab.cluster.certmanager build
+	$(BIN)/python -m dralab_kit.cluster.certmanager build
 
 ## tools: chart-tools, and the Pulumi CLI and kubernetes provider (for `dralab infra`), from Go modules
 tools: chart-tools
@@ -80,10 +81,10 @@ unit: env vcore
 ## each other Kubernetes version of K8S_MATRIX
 test: system-test env vcore binaries binaries-matrix tools chart-images lint
 	$(BIN)/pytest -n 2 --dist loadgroup
-	$(BIN)/pytest -n 0 --dralab-profile node labs/lab20-ascend-hami-dra/lab.yaml
-	$(BIN)/pytest -n 0 --dralab-profile node-chart labs/lab20-ascend-hami-dra/lab.yaml
+	$(BIN)/pytest -n 0 --dralab-profile node kit/labs/lab20-ascend-hami-dra/lab.yaml
+	$(BIN)/pytest -n 0 --dralab-profile node-chart kit/labs/lab20-ascend-hami-dra/lab.yaml
 	set -e; for v in $(K8S_MATRIX); do \
-	  $(BIN)/pytest -n 0 --dralab-kubernetes $$v labs/lab20-ascend-hami-dra/lab.yaml labs/device-health-taints/lab.yaml; done
+	  $(BIN)/pytest -n 0 --dralab-kubernetes $$v kit/labs/lab20-ascend-hami-dra/lab.yaml kit/labs/device-health-taints/lab.yaml; done
 
 ## bench-quick: the CI-sized benchmarks (--quick) into $(BENCH_QUICK_OUT) with their rendered report;
 ## the figures are recorded, never a pass/fail (a shared CI machine is too noisy): only a benchmark

@@ -22,7 +22,7 @@ _STASH = pytest.StashKey[set[str]]()  # the clusters that were up when the run b
 
 
 def _clusters() -> set[str]:
-    from dralab.cluster.api import list_clusters
+    from dralab_kit.cluster.api import list_clusters
 
     return set(list_clusters())
 
@@ -38,7 +38,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     before = session.config.stash.get(_STASH, None)
     if before is None:
         return
-    from dralab.cluster.api import down
+    from dralab_kit.cluster.api import down
 
     for name in sorted(_clusters() - before):
         try:

@@ -1,3 +1,3 @@
-"""dralab: fine-grained accelerator sharing on Kubernetes DRA, and the kit to prove it works."""
+"""dralab: fine-grained accelerator sharing on Kubernetes DRA (the product; the lab kit is ``dralab-kit``)."""
 
 __version__ = "0.1.0"

@@ -2,6 +2,9 @@
 
 Subcommand groups live next to the code they drive and are imported only when used, so
 ``dralab --help`` stays fast and a component's heavy imports (grpc, kubernetes) load on demand.
+The product's commands are listed here; the lab kit (``dralab-kit``) adds its own (``cluster``,
+``lab``, ``bench``, ...) through the ``dralab.commands`` entry points (:mod:`dralab.plugins`), so
+they appear only where the kit is installed.
 """
 
 from __future__ import annotations
@@ -11,25 +14,23 @@ import sys
 
 import click
 
-from dralab import __version__
+from dralab import __version__, plugins
 from dralab.errors import UserError
 
-# command name -> "module:attribute" of a click command or group
+# command name -> "module:attribute" of a click command or group, and its line in --help
 COMMANDS: dict[str, tuple[str, str]] = {
     "convert": ("dralab.webhook.cli:convert", "Convert HAMi-syntax pods to DRA pods and claims, offline."),
     "webhook": ("dralab.webhook.cli:webhook", "Run the admission webhook."),
     "driver": ("dralab.driver.cli:driver", "Run the DRA node driver or preview its slices and CDI specs."),
-    "cluster": ("dralab.cluster.cli:cluster", "Build, start and operate the local Kubernetes 1.35 cluster."),
-    "image": ("dralab.image.cli:image", "Build dralab's container image with buildah (no Docker daemon)."),
-    "lab": ("harness.cli:lab", "List and replay labs on a cluster profile."),
-    "bench": ("dralab.bench:bench", "Run benchmarks that write JSON results."),
-    "infra": ("dralab.pulumi.cli:infra", "Build the Pulumi toolchain and run the infra/ program."),
-    "schema": ("dralab.schema_cli:schema", "Print the JSON Schema of a file format (profile, infra)."),
+    "schema": ("dralab.schema_cli:schema", "Print the JSON Schema of a file format (config, and the kit's)."),
     "config": ("dralab.config_cli:config", "Show the effective configuration (also from a HAMi device config)."),
     "migrate": ("dralab.migrate.cli:migrate", "Plan and apply a switch from HAMi / HAMi-DRA to dralab."),
     "monitor": ("dralab.monitor.cli:monitor", "Serve per-device, per-pod and per-namespace allocation gauges."),
     "top": ("dralab.monitor.cli:top", "A live table of device shares: memory, cores and sharers."),
 }
+
+# The kit's commands, by name only: without the kit installed, asking for one says how to install it.
+KIT_COMMANDS = ("bench", "cluster", "image", "infra", "lab")
 
 
 def _load(ref: str) -> click.Command:
@@ -37,19 +38,40 @@ def _load(ref: str) -> click.Command:
     return getattr(importlib.import_module(module), attr)
 
 
+def _commands() -> dict[str, str]:
+    """Every installed command: the kit's entry points, then the product's (a product name always wins)."""
+    refs = plugins.entry_refs(plugins.COMMANDS_GROUP)
+    refs.update({name: ref for name, (ref, _) in COMMANDS.items()})
+    return refs
+
+
 class LazyGroup(click.Group):
     """A group whose subcommands are imported on first use."""
 
     def list_commands(self, ctx: click.Context) -> list[str]:
-        return sorted(COMMANDS)
+        return sorted(_commands())
 
     def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
-        if name not in COMMANDS:
+        ref = _commands().get(name)
+        if ref is None:
+            if name in KIT_COMMANDS:
+                raise UserError(
+                    f"`dralab {name}` is a command of the lab kit ({plugins.KIT_DISTRIBUTION}), which is not "
+                    f"installed: {plugins.KIT_INSTALL}"
+                )
             return None
-        return _load(COMMANDS[name][0])
+        return _load(ref)
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
-        rows = [(name, COMMANDS[name][1]) for name in sorted(COMMANDS)]
+        rows = []
+        for name, ref in sorted(_commands().items()):
+            if name in COMMANDS:
+                rows.append((name, COMMANDS[name][1]))
+                continue
+            try:  # a kit command's line is its own short help: loaded for --help only
+                rows.append((name, _load(ref).get_short_help_str(limit=120)))
+            except Exception as exc:  # one broken plugin must not take --help down with it
+                rows.append((name, f"(not loadable: {exc})"))
         with formatter.section("Commands"):
             formatter.write_dl(rows)
 
@@ -60,7 +82,7 @@ def cli() -> None:
     """dralab: accelerator sharing on Kubernetes DRA, and the labs that prove it.
 
     \b
-    Example:
+    Example (cluster and lab come with the lab kit, dralab-kit):
       dralab cluster up            # a local Kubernetes 1.35 with fake Ascend 310P devices
       dralab lab run lab20-ascend-hami-dra
     """

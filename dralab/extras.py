@@ -1,44 +1,58 @@
-"""Which optional dependency group (pyproject extra) provides a module, so a missing one names its fix.
+"""Which distribution and optional dependency group (extra) provides a module, so a missing one names its fix.
 
-``pip install dralab`` installs what the webhook, the driver, the monitor and the local cluster
-need. Lab replays (pytest, which the harness plugs into), provisioning (Pulumi, Ansible), benchmark
-plots and fuzzing, the NVIDIA backend and the test tools are extras; a command that needs one fails
-with the ``pip install`` line instead of a traceback.
+``pip install dralab`` installs what the webhook, the driver and the monitor need. The lab kit
+(``dralab-kit``: the local cluster, lab replays, provisioning, benchmarks) is a distribution of its
+own, with extras of its own: lab replays (pytest, which the harness plugs into), provisioning
+(Pulumi, Ansible), benchmark plots and fuzzing, and the test tools. The NVIDIA backend is the
+product's ``nvidia`` extra. A command that needs one fails with the ``pip install`` line instead
+of a traceback.
 """
 
 from __future__ import annotations
 
 from dralab.errors import UserError
 
-# top-level module -> the extra of pyproject.toml that installs it
-MODULE_EXTRAS: dict[str, str] = {
-    "pulumi": "provision",
-    "pulumi_kubernetes": "provision",
-    "pulumi_command": "provision",
-    "ansible_runner": "provision",
-    "ansible": "provision",
-    "matplotlib": "bench",
-    "hypothesis": "bench",
-    "pynvml": "nvidia",
-    # `dralab lab run` replays through pytest; the container image holds neither pytest nor the
-    # harness and its labs (the Dockerfile builds its wheel from dralab/ alone)
-    "pytest": "lab",
-    "_pytest": "lab",
-    "harness": "lab",
-    "labs": "lab",
-    "grpc_tools": "test",
-    "celpy": "test",
-    "testinfra": "test",
+PRODUCT = "dralab"
+KIT = "dralab-kit"
+# the folder of each distribution in a checkout (pip install -e <folder>)
+CHECKOUT_FOLDER = {PRODUCT: ".", KIT: "./kit"}
+
+# top-level module -> (distribution, extra of its pyproject.toml; None: the distribution itself)
+MODULE_EXTRAS: dict[str, tuple[str, str | None]] = {
+    "pynvml": (PRODUCT, "nvidia"),
+    # the kit's own packages: the container image holds none of them (its wheel is the product's)
+    "dralab_kit": (KIT, None),
+    "harness": (KIT, None),
+    "labs": (KIT, None),
+    "pulumi": (KIT, "provision"),
+    "pulumi_kubernetes": (KIT, "provision"),
+    "pulumi_command": (KIT, "provision"),
+    "ansible_runner": (KIT, "provision"),
+    "ansible": (KIT, "provision"),
+    "matplotlib": (KIT, "bench"),
+    "hypothesis": (KIT, "bench"),
+    # `dralab lab run` replays through pytest; the image holds neither pytest nor the kit
+    "pytest": (KIT, "lab"),
+    "_pytest": (KIT, "lab"),
+    "grpc_tools": (KIT, "test"),
+    "celpy": (KIT, "test"),
+    "testinfra": (KIT, "test"),
 }
 
 
-def missing_extra(exc: ModuleNotFoundError) -> UserError | None:
-    """A ``UserError`` naming the extra that provides the missing module, or None when no extra does."""
-    top = (exc.name or "").split(".")[0]
-    extra = MODULE_EXTRAS.get(top)
+def install_line(distribution: str, extra: str | None) -> str:
+    """``pip install 'dist[extra]' (from a checkout: pip install -e 'folder[extra]')``."""
+    folder = CHECKOUT_FOLDER[distribution]
     if extra is None:
+        return f"pip install {distribution} (from a checkout: pip install -e {folder})"
+    return f"pip install '{distribution}[{extra}]' (from a checkout: pip install -e '{folder}[{extra}]')"
+
+
+def missing_extra(exc: ModuleNotFoundError) -> UserError | None:
+    """A ``UserError`` naming what installs the missing module, or None when nothing of dralab's does."""
+    top = (exc.name or "").split(".")[0]
+    if top not in MODULE_EXTRAS:
         return None
-    return UserError(
-        f"{top} is not installed; it comes with dralab's {extra!r} extra: "
-        f"pip install 'dralab[{extra}]' (from a checkout: pip install -e '.[{extra}]')"
-    )
+    distribution, extra = MODULE_EXTRAS[top]
+    source = distribution if extra is None else f"{distribution}'s {extra!r} extra"
+    return UserError(f"{top} is not installed; it comes with {source}: {install_line(distribution, extra)}")

@@ -9,7 +9,7 @@ that recovers loses its taint. ``timeAdded`` is the time the driver first saw th
 (for NoExecute: that time plus ``noexecute_after``), so a republish never moves it.
 
 Taints need the DRADeviceTaints gate on the apiserver and the scheduler. ``taints_decision`` says
-from the server's version and the gates table (``dralab.provision.versions.gate_stage``) whether
+from the server's version and the gates table (``dralab.versions.gate_stage``) whether
 to publish them: ``auto`` publishes where the gate is on by default (beta from 1.36, GA in 1.37);
 ``on`` is the operator saying the cluster enables it (1.35 with ``--feature-gates
 DRADeviceTaints=true``); ``off`` never publishes them. Where taints are not published the driver
@@ -75,7 +75,7 @@ def taints_decision(mode: str, version: str | None) -> TaintDecision:
     if version is None:
         return TaintDecision(False, "the apiserver's version is unknown (GET /version failed)")
     from dralab.errors import UserError
-    from dralab.provision.versions import gate_stage
+    from dralab.versions import gate_stage
 
     try:
         stage = gate_stage(GATE, version)

@@ -17,11 +17,11 @@ import pulumi
 import pulumi_command as command
 import pulumi_kubernetes as k8s
 
-from dralab.provision.ansible import inventory, playbooks_digest
-from dralab.provision.kubeadm import kubeadm_config, render
 from dralab_infra import k8s as objects
 from dralab_infra.component import Profile
 from dralab_infra.settings import Host, Settings
+from dralab_kit.provision.ansible import inventory, playbooks_digest
+from dralab_kit.provision.kubeadm import kubeadm_config, render
 
 KUBEADM_CONFIG = "/etc/dralab/kubeadm.yaml"
 # Where CopyToRemote puts the config: SFTP runs as the SSH user, so a path relative to its home.
@@ -105,7 +105,7 @@ class BaremetalProfile(Profile):
         )
         prepare = command.local.Command(
             "prepare-hosts",
-            create=f"{shlex.quote(sys.executable)} -m dralab.provision.ansible",
+            create=f"{shlex.quote(sys.executable)} -m dralab_kit.provision.ansible",
             environment={
                 "DRALAB_ANSIBLE_INVENTORY": json.dumps(inv),
                 # the gates the role sets follow the stack's version (the hosts may have no kubelet yet)

@@ -1,6 +1,6 @@
 """API objects every profile creates: namespaces, the RuntimeClass, DeviceClasses, cert-manager, the chart.
 
-Object shapes come from dralab.model.objects and dralab.provision.chart, the same code the local
+Object shapes come from dralab.model.objects and dralab_kit.provision.chart, the same code the local
 cluster and the harness use.
 """
 
@@ -14,10 +14,10 @@ import pulumi_kubernetes as k8s
 from dralab.config import DEFAULT_CONFIG_YAML
 from dralab.model.objects import device_classes, runtime_class
 from dralab.model.vendors import load_vendor_table
-from dralab.provision.chart import chart_dir, chart_values
-from dralab.provision.versions import CERT_MANAGER_REPO
+from dralab.versions import CERT_MANAGER_REPO
 from dralab_infra.component import Profile
 from dralab_infra.settings import Settings
+from dralab_kit.provision.chart import chart_dir, chart_values
 
 OPT_OUT_LABEL = "dralab.io/convert"  # dralab's default webhook.optOutLabel
 
@@ -106,7 +106,7 @@ def dralab_release(
     depends_on: list[pulumi.Resource],
     devices: dict[str, Any] | None = None,
 ) -> k8s.helm.v3.Release:
-    """The dralab chart from this checkout, values built by dralab.provision.chart.chart_values."""
+    """The dralab chart from this checkout, values built by dralab_kit.provision.chart.chart_values."""
     values = chart_values(
         backend=settings.backend,
         vendors=list(settings.vendors) if settings.vendors is not None else None,

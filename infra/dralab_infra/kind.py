@@ -8,10 +8,10 @@ import pulumi
 import pulumi_command as command
 import pulumi_kubernetes as k8s
 
-from dralab.provision.kind import kind_config, render
 from dralab_infra import k8s as objects
 from dralab_infra.component import Profile
 from dralab_infra.settings import Settings
+from dralab_kit.provision.kind import kind_config, render
 
 
 class KindProfile(Profile):

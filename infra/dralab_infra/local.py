@@ -24,7 +24,7 @@ def local_kubeconfig(settings: Settings) -> str:
     if os.environ.get("KUBECONFIG"):
         return os.environ["KUBECONFIG"]
     try:
-        from dralab.cluster.api import get_cluster
+        from dralab_kit.cluster.api import get_cluster
     except ImportError:
         get_cluster = None
     handle = get_cluster(settings.cluster_name) if get_cluster else None

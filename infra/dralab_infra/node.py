@@ -8,7 +8,7 @@ In order, each a resource with its own create and delete:
    ``dralab-node-chart``), so ``dralab cluster status|kubeconfig|restart`` work on it too;
 2. ``NodeImages``: dralab's image built here from the Dockerfile and cert-manager's images,
    imported into the node's containerd (no registry is reachable);
-3. cert-manager from its own chart (``dralab.cluster.certmanager``), as pods;
+3. cert-manager from its own chart (``dralab_kit.cluster.certmanager``), as pods;
 4. dralab from ``charts/dralab`` with the values every cluster gets plus this node's host paths; the
    chart makes the ``ascend`` RuntimeClass (``runtimeClasses``), which the node's containerd serves.
 
@@ -21,11 +21,11 @@ from __future__ import annotations
 import pulumi
 import pulumi_kubernetes as k8s
 
-from dralab.cluster import certmanager, install
-from dralab.provision.chart import chart_dir, deep_merge, default_values
-from dralab.pulumi.resources import NodeCluster, NodeImages
 from dralab_infra.component import Profile
 from dralab_infra.settings import Settings
+from dralab_kit.cluster import certmanager, install
+from dralab_kit.provision.chart import chart_dir, deep_merge, default_values
+from dralab_kit.pulumi.resources import NodeCluster, NodeImages
 from harness.profile import load_profile
 
 

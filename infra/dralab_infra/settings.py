@@ -14,9 +14,9 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
-from dralab.provision.chart import BACKENDS, LIFECYCLES
-from dralab.provision.versions import CERT_MANAGER_VERSION, KUBERNETES_VERSION, check_kubernetes_version
 from dralab.validation import fail, json_schema, validate
+from dralab.versions import CERT_MANAGER_VERSION, KUBERNETES_VERSION, check_kubernetes_version
+from dralab_kit.provision.chart import BACKENDS, LIFECYCLES
 
 PROFILES = ("local", "kind", "baremetal", "node")
 NODE_CLUSTER = "dralab-node-chart"  # the node profile's cluster; the harness profile node-chart uses it too

@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from dralab.bench import concurrency as conc
-from dralab.bench import faults, report
 from dralab.config import default_config
 from dralab.model.convert import Converter
 from dralab.model.inventory import parse_inventory
+from dralab_kit.bench import concurrency as conc
+from dralab_kit.bench import faults, report
 
 pytestmark = pytest.mark.integration
 

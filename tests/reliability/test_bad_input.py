@@ -18,7 +18,7 @@ from pathlib import Path
 import grpc
 import pytest
 
-from dralab.bench import fuzz
+from dralab_kit.bench import fuzz
 
 pytestmark = pytest.mark.integration
 

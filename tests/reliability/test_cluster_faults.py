@@ -14,10 +14,10 @@ from typing import Any
 import filelock
 import pytest
 
-from dralab.bench import concurrency as conc
-from dralab.bench import faults
-from dralab.cluster import build
-from dralab.gobuild import cache_root
+from dralab_kit.bench import concurrency as conc
+from dralab_kit.bench import faults
+from dralab_kit.cluster import build
+from dralab_kit.gobuild import cache_root
 
 pytestmark = pytest.mark.integration
 

@@ -9,8 +9,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from dralab.bench import node as node_bench
-from dralab.cluster import api
+from dralab_kit.bench import node as node_bench
+from dralab_kit.cluster import api
 from tests.integration.node.conftest import ensure_node_binaries
 
 pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("rel-reboot")]  # one cluster, one worker

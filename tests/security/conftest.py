@@ -27,9 +27,9 @@ def cluster():
 
     import filelock
 
-    from dralab.cluster import build
-    from dralab.cluster.api import ensure_cluster
-    from dralab.gobuild import cache_root
+    from dralab_kit.cluster import build
+    from dralab_kit.cluster.api import ensure_cluster
+    from dralab_kit.gobuild import cache_root
 
     if build.missing_binaries():
         cache_root().mkdir(parents=True, exist_ok=True)

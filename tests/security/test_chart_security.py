@@ -12,13 +12,13 @@ import pytest
 import yaml
 
 from dralab.config import parse_config
-from dralab.provision.chart import chart_dir, config_from_values, merged_values
 from dralab.webhook.registration import webhook_configurations
+from dralab_kit.provision.chart import chart_dir, config_from_values, merged_values
 
 
 @pytest.fixture(scope="module")
 def helm() -> Path:
-    from dralab.provision.tools import built_tool
+    from dralab_kit.provision.tools import built_tool
 
     path = built_tool("helm")
     if path is None:

@@ -14,7 +14,6 @@ from pathlib import Path
 
 import pytest
 
-from dralab.bench.fuzz import Sandbox
 from dralab.driver.cdi import ClaimRef
 from dralab.driver.checkpoint import PREPARE_COMPLETED, decode
 from dralab.driver.claims import InMemoryClaimSource
@@ -24,6 +23,7 @@ from dralab.driver.library import stub_library
 from dralab.driver.samples import CLAIM_A, CLAIM_A_UID, NAMESPACE, NODE, lab20_claim
 from dralab.driver.state import DriverState
 from dralab.model.vendors import load_vendor_table
+from dralab_kit.bench.fuzz import Sandbox
 
 DEPTH = 200_000
 

@@ -19,7 +19,6 @@ from typing import Any
 import grpc
 import pytest
 
-from dralab.bench.fuzz import Sandbox
 from dralab.driver import metrics as metrics_module
 from dralab.driver.claims import InMemoryClaimSource
 from dralab.driver.library import stub_library
@@ -27,6 +26,7 @@ from dralab.driver.metrics import DriverMetrics, StatusServer
 from dralab.driver.proto import dra_v1_pb2, dra_v1_pb2_grpc
 from dralab.driver.runner import DriverProcess, RunOptions
 from dralab.driver.samples import NODE, lab20_claim
+from dralab_kit.bench.fuzz import Sandbox
 
 IDLE = 200
 # Long enough never to fire on a healthy run, short enough that a hung test fails instead of hanging.

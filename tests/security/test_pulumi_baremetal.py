@@ -128,7 +128,7 @@ def test_the_users_host_key_opt_out_reaches_ansible_through_the_inventory(monkey
 
 
 def test_ansible_runner_settings_check_host_keys(tmp_path: Path) -> None:
-    from dralab.provision.ansible import runner_envvars
+    from dralab_kit.provision.ansible import runner_envvars
 
     env = runner_envvars(tmp_path, known_hosts="192.0.2.1 ssh-ed25519 AAAA")
     assert env["ANSIBLE_HOST_KEY_CHECKING"] == "True"
@@ -141,7 +141,7 @@ def test_ansible_runner_settings_check_host_keys(tmp_path: Path) -> None:
 
 
 def test_only_the_inventory_turns_host_key_checking_off() -> None:
-    from dralab.provision.ansible import inventory
+    from dralab_kit.provision.ansible import inventory
 
     hosts = [{"name": "n1", "address": "192.0.2.1", "user": "u"}]
     assert "ansible_host_key_checking" not in inventory(hosts, "nvidia")["all"]["vars"]
@@ -149,9 +149,8 @@ def test_only_the_inventory_turns_host_key_checking_off() -> None:
 
 
 def test_missing_host_key_is_refused_unless_the_user_opts_out() -> None:
-    from dralab_infra.settings import parse_settings
-
     from dralab.errors import UserError
+    from dralab_infra.settings import parse_settings
 
     hosts = [{k: v for k, v in h.items() if k != "hostKey"} for h in HOSTS]
     with pytest.raises(UserError, match=r"hostKey.*ssh-keyscan.*insecureSkipHostKeyCheck"):

@@ -43,5 +43,5 @@ def test_lab_step_with_two_expectations_is_refused(tmp_path: Path) -> None:
 
 
 def test_the_shipped_offender_is_fixed() -> None:
-    lab = load_lab(REPO / "labs" / "preempt-sharers")
+    lab = load_lab(REPO / "kit" / "labs" / "preempt-sharers")
     assert lab.name == "preempt-sharers"

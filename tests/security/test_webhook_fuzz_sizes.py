@@ -3,7 +3,7 @@ value is denied (or its body refused with 413), never admitted and never a 5xx."
 
 from __future__ import annotations
 
-from dralab.bench import fuzz
+from dralab_kit.bench import fuzz
 
 
 def test_size_attacks_are_all_denied() -> None:

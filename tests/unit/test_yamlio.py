@@ -13,8 +13,8 @@ from dralab.config import load_config
 from dralab.errors import UserError
 from dralab.kube.config import load_kubeconfig
 from dralab.model.inventory import load_inventory
-from dralab.pulumi.runner import _yaml_load as load_stack_settings
 from dralab.webhook.cli import convert_documents
+from dralab_kit.pulumi.runner import _yaml_load as load_stack_settings
 from harness.loader import load_suite
 from harness.profile import load_profile
 from harness.schema import load_lab
@@ -113,8 +113,9 @@ def test_everything_else_is_safe_load() -> None:
 
 def shipped_yaml() -> list[Path]:
     """Every YAML file the repository ships (Helm templates are Go templates, not YAML: left out)."""
-    patterns = ["labs/**/*.yaml", "labs/**/*.yml", "harness/profiles/**/*.yaml", "dralab/**/*.yaml",
-                "dralab/**/*.yml", "infra/*.yaml", "tests/e2e/*.yaml", "playbooks/**/*.yml", "playbooks/**/*.yaml",
+    patterns = ["kit/labs/**/*.yaml", "kit/labs/**/*.yml", "kit/harness/profiles/**/*.yaml", "dralab/**/*.yaml",
+                "dralab/**/*.yml", "kit/dralab_kit/**/*.yaml", "kit/dralab_kit/**/*.yml", "infra/*.yaml",
+                "tests/e2e/*.yaml", "playbooks/**/*.yml", "playbooks/**/*.yaml",
                 "charts/dralab/values.yaml", "charts/dralab/Chart.yaml"]
     return sorted({p for pattern in patterns for p in REPO.glob(pattern) if p.is_file()})
 
@@ -122,7 +123,7 @@ def shipped_yaml() -> list[Path]:
 def test_every_shipped_yaml_file_loads_strictly() -> None:
     files = shipped_yaml()
     assert len(files) > 40, files  # the globs still find the repository's files
-    assert REPO / "labs" / "preempt-sharers" / "lab.yaml" in files
+    assert REPO / "kit" / "labs" / "preempt-sharers" / "lab.yaml" in files
     for path in files:
         yamlio.load_all(path.read_text(), str(path.relative_to(REPO)))
 
@@ -130,9 +131,9 @@ def test_every_shipped_yaml_file_loads_strictly() -> None:
 # Loaders that stay lenient, each with why: files dralab wrote itself, or code owned elsewhere.
 LENIENT = {
     "dralab/yamlio.py": "the strict loader itself",
-    "dralab/bench/concurrency.py": "the scheduler config the local cluster wrote",
-    "dralab/bench/admission.py": "the local cluster's own kubeconfig",
-    "harness/cdi.py": "CDI specs the driver wrote (a torn file is skipped, as the runtime does)",
+    "kit/dralab_kit/bench/concurrency.py": "the scheduler config the local cluster wrote",
+    "kit/dralab_kit/bench/admission.py": "the local cluster's own kubeconfig",
+    "kit/harness/cdi.py": "CDI specs the driver wrote (a torn file is skipped, as the runtime does)",
     "dralab/driver/cdi.py": "the driver's own CDI specs",
     "dralab/driver/state.py": "driver code (claim preview input): to move to dralab.yamlio by its owners",
     "dralab/driver/devices/nvidia.py": "the NVIDIA toolkit's CDI specs, skipped when unreadable",
@@ -142,7 +143,7 @@ LENIENT = {
 def test_no_other_lenient_yaml_loader() -> None:
     """A new ``yaml.safe_load`` would bring back silent last-value-wins: use dralab.yamlio instead."""
     found = set()
-    for folder in ("dralab", "harness", "infra"):
+    for folder in ("dralab", "kit", "infra"):
         for path in (REPO / folder).rglob("*.py"):
             text = path.read_text()
             if "yaml.safe_load" in text or "yaml.load(" in text or "yaml.load_all(" in text:

@@ -99,7 +99,7 @@ one cert-manager issues for it (monitor.yaml).
 
 {{/*
 dralab's one config file (dralab/config.py), built from the values that map onto it.
-dralab.provision.chart.config_from_values is the same mapping in Python; tests keep them equal.
+dralab_kit.provision.chart.config_from_values is the same mapping in Python; tests keep them equal.
 */}}
 {{- define "dralab.config" -}}
 {{- $v := .Values -}}

@@ -22,7 +22,7 @@ def generate(out_root: Path = ROOT) -> list[Path]:
     except ImportError:
         from dralab.errors import UserError
 
-        raise UserError("grpcio-tools is not installed: run `.venv/bin/pip install -e '.[test]'`") from None
+        raise UserError("grpcio-tools is not installed: run `.venv/bin/pip install -e './kit[test]'`") from None
     include = Path(protoc.__file__).resolve().parent / "_proto"
     rel = [str((HERE / name).relative_to(ROOT)) for name in PROTOS]
     args = ["protoc", f"-I{ROOT}", f"-I{include}", f"--python_out={out_root}", f"--grpc_python_out={out_root}", *rel]

@@ -18,9 +18,9 @@ import pytest
 import yaml
 from kubernetes import client
 
-from dralab.cluster.api import ClusterHandle
-from dralab.provision.chart import chart_dir
 from dralab.util import wait_for
+from dralab_kit.cluster.api import ClusterHandle
+from dralab_kit.provision.chart import chart_dir
 
 from ..helpers import GROUP, VERSION, allocation, claim_pod, resource_claim
 
@@ -31,7 +31,7 @@ ADMIN_LABEL = "resource.kubernetes.io/admin-access"
 
 @pytest.fixture(scope="module")
 def helm() -> Path:
-    from dralab.provision.tools import ensure_helm
+    from dralab_kit.provision.tools import ensure_helm
 
     return ensure_helm()
 

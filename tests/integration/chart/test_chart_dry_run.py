@@ -15,22 +15,22 @@ from typing import Any
 import pytest
 import yaml
 
-from dralab.cluster.api import ClusterHandle
-from dralab.provision.chart import chart_dir, chart_values
+from dralab_kit.cluster.api import ClusterHandle
+from dralab_kit.provision.chart import chart_dir, chart_values
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
 @pytest.fixture(scope="module")
 def helm() -> Path:
-    from dralab.provision.tools import ensure_helm
+    from dralab_kit.provision.tools import ensure_helm
 
     return ensure_helm()
 
 
 @pytest.fixture(scope="module")
 def kubectl() -> str:
-    from dralab.cluster.build import binary_path
+    from dralab_kit.cluster.build import binary_path
 
     return str(binary_path("kubectl"))
 

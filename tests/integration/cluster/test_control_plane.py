@@ -7,12 +7,12 @@ import re
 import pytest
 from kubernetes import client
 
-from dralab.cluster import api
-from dralab.cluster.build import K8S_VERSION
-from dralab.cluster.components import CONTROL_PLANE
 from dralab.config import default_config
 from dralab.model.inventory import load_inventory
 from dralab.model.objects import device_classes
+from dralab_kit.cluster import api
+from dralab_kit.cluster.build import K8S_VERSION
+from dralab_kit.cluster.components import CONTROL_PLANE
 
 pytestmark = pytest.mark.integration
 

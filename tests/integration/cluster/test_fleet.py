@@ -13,10 +13,10 @@ import os
 
 import pytest
 
-from dralab.bench import fleet as bench
-from dralab.bench.concurrency import async_client
-from dralab.cluster import build
-from dralab.cluster.api import down, ensure_cluster
+from dralab_kit.bench import fleet as bench
+from dralab_kit.bench.concurrency import async_client
+from dralab_kit.cluster import build
+from dralab_kit.cluster.api import down, ensure_cluster
 
 pytestmark = pytest.mark.integration
 

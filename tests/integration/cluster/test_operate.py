@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from dralab.cluster import api
-from dralab.cluster.components import CONTROL_PLANE
-from dralab.cluster.supervisor import ProcRecord, is_alive
+from dralab_kit.cluster import api
+from dralab_kit.cluster.components import CONTROL_PLANE
+from dralab_kit.cluster.supervisor import ProcRecord, is_alive
 
 pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("cluster-operate")]  # own cluster, one worker
 

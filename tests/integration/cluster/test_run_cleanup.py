@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from dralab.cluster.api import ensure_cluster, list_clusters
+from dralab_kit.cluster.api import ensure_cluster, list_clusters
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -51,7 +51,7 @@ def test_clusters_started_by_a_run_are_down_after_it(tmp_path: Path, ending: str
     shutil.copy(ROOT / "conftest.py", suite / "conftest.py")
     (suite / "pytest.ini").write_text("[pytest]\n")
     (suite / "test_probe.py").write_text(
-        "from dralab.cluster.api import ensure_cluster\n\n\n"
+        "from dralab_kit.cluster.api import ensure_cluster\n\n\n"
         "def test_brings_a_cluster_up_then_ends_badly():\n"
         "    ensure_cluster('probe')\n"
         f"    {ENDINGS[ending]}\n"
@@ -71,7 +71,7 @@ def test_clusters_started_by_a_run_are_down_after_it(tmp_path: Path, ending: str
         probe_root = home / "clusters" / "probe"
         assert _processes_under(probe_root) == []
     finally:
-        from dralab.cluster.api import down
+        from dralab_kit.cluster.api import down
 
         down("kept", keep_logs=False)
     assert _processes_under(home) == []

@@ -15,9 +15,9 @@ import uuid
 import pytest
 from kubernetes import client
 
-from dralab.cluster.standin.status import POD_CIDR
-from dralab.cluster.standin.testdriver import TestDriver
 from dralab.util import wait_for
+from dralab_kit.cluster.standin.status import POD_CIDR
+from dralab_kit.cluster.standin.testdriver import TestDriver
 
 from ..helpers import GROUP, VERSION, claim_pod, claim_spec, device_class, node_slice, resource_claim
 

@@ -1,4 +1,4 @@
-"""The gate table in dralab.provision.versions is what each built Kubernetes version declares.
+"""The gate table in dralab.versions is what each built Kubernetes version declares.
 
 Reads ``pkg/features/kube_features.go`` of ``k8s.io/kubernetes@<version>`` from the Go module cache,
 where building that version's control plane put it, and compares every dralab gate's stages
@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from dralab.cluster import build
-from dralab.provision.versions import GATE_STAGES, SUPPORTED_KUBERNETES_VERSIONS
+from dralab.versions import GATE_STAGES, SUPPORTED_KUBERNETES_VERSIONS
+from dralab_kit.cluster import build
 
 pytestmark = pytest.mark.integration
 

@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 
 from dralab import __version__
-from dralab.image.build import BuildResult, build, ensure_image
-from dralab.image.oci import Archive, site_packages
-from dralab.image.store import Store, image_cache
+from dralab_kit.image.build import BuildResult, build, ensure_image
+from dralab_kit.image.oci import Archive, site_packages
+from dralab_kit.image.store import Store, image_cache
 
 pytestmark = [
     pytest.mark.integration,
@@ -71,7 +71,7 @@ def test_image_holds_the_cluster_parts_and_not_the_lab_kit(built: BuildResult) -
         files = arc.files()
     packages = site_packages(files)
     assert "dralab" in packages
-    for absent in ("pytest", "_pytest", "harness", "labs", "pip", "setuptools"):
+    for absent in ("pytest", "_pytest", "harness", "labs", "dralab_kit", "pip", "setuptools"):
         assert absent not in packages
         assert not [p for p in packages if p.lower().startswith(f"{absent}-") and p.endswith(".dist-info")]
     assert "/opt/dralab/vcore/build/libvcore.so" in files and "/opt/dralab/vcore/build/vcore-probe" in files
@@ -86,7 +86,7 @@ def test_cli_runs_inside_as_65532_and_pytest_is_absent(container: list[str]) -> 
         assert proc.returncode == 0 and "Usage:" in proc.stdout, (argv, proc.stdout, proc.stderr)
     assert run_in(container, "python3", "-c", "import pytest").returncode != 0
     lab = run_in(container, "dralab", "lab", "list")
-    assert lab.returncode == 2 and "pip install 'dralab[lab]'" in lab.stderr
+    assert lab.returncode == 2 and "pip install dralab-kit" in lab.stderr
 
 
 def test_a_second_build_reuses_the_base_and_every_step(built: BuildResult, tmp_path: Path) -> None:

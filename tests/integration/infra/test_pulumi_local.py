@@ -1,6 +1,6 @@
 """A real `pulumi preview / up / up / destroy` of infra/ (profile local) against a local cluster.
 
-The runs go through the Pulumi Automation API (dralab.pulumi.runner) with the CLI dralab builds;
+The runs go through the Pulumi Automation API (dralab_kit.pulumi.runner) with the CLI dralab builds;
 the same CLI also runs the program the way a normal Pulumi install does (`pulumi preview` in a
 copy of infra/, then `pulumi up` and `destroy` there), and both must plan the same resources.
 
@@ -27,12 +27,12 @@ from typing import Any
 
 import pytest
 
-from dralab.cluster.api import ClusterHandle, down, ensure_cluster
-from dralab.cluster.objects import object_path
 from dralab.config import load_config
 from dralab.model.objects import device_classes
-from dralab.pulumi import runner, toolchain
 from dralab.util import wait_for
+from dralab_kit.cluster.api import ClusterHandle, down, ensure_cluster
+from dralab_kit.cluster.objects import object_path
+from dralab_kit.pulumi import runner, toolchain
 
 # A cold machine builds the Pulumi CLI and provider inside the first fixture: allow for it.
 pytestmark = [

@@ -13,12 +13,12 @@ from typing import Any
 
 import pytest
 
-from dralab.cluster.api import ClusterHandle, down, ensure_cluster
-from dralab.cluster.components import EXTRA_GATES_ENV
 from dralab.kube import Kube
 from dralab.kube.paths import claims_path, namespace_path, pods_path
 from dralab.util import wait_for
 from dralab.webhook.extended import DEVICE_CLASSES
+from dralab_kit.cluster.api import ClusterHandle, down, ensure_cluster
+from dralab_kit.cluster.components import EXTRA_GATES_ENV
 
 pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("extended-resource")]  # own cluster, one worker
 

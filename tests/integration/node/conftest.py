@@ -13,10 +13,10 @@ from collections.abc import Iterator
 import filelock
 import pytest
 
-from dralab.cluster import build
-from dralab.cluster.api import ClusterHandle, ensure_cluster
-from dralab.gobuild import cache_root
 from dralab.kube import Kube
+from dralab_kit.cluster import build
+from dralab_kit.cluster.api import ClusterHandle, ensure_cluster
+from dralab_kit.gobuild import cache_root
 
 NODE_CLUSTER = "dralab-node"
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 import subprocess
 from typing import Any
 
-from dralab.cluster import build
-from dralab.cluster.api import ClusterHandle
 from dralab.kube import Kube
 from dralab.util import wait_for
+from dralab_kit.cluster import build
+from dralab_kit.cluster.api import ClusterHandle
 
 IMAGE = "dralab.local/lab:1.0"
 

@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from dralab.cluster.node import lifecycle
-from dralab.cluster.node.paths import NodePaths
 from dralab.util import wait_for
+from dralab_kit.cluster.node import lifecycle
+from dralab_kit.cluster.node.paths import NodePaths
 
 pytestmark = [
     pytest.mark.integration,
@@ -57,7 +57,7 @@ def _node_folder(tmp_path: Path) -> NodePaths:
 
 
 def _ready(paths: NodePaths, pid: int) -> None:
-    """The holder's ready file, as ``dralab.cluster.node.holder`` writes it."""
+    """The holder's ready file, as ``dralab_kit.cluster.node.holder`` writes it."""
     paths.ns_ready.write_text(json.dumps({"pid": pid, "mntns": _mntns(pid)}))
 
 

@@ -17,13 +17,13 @@ from typing import Any
 
 import pytest
 
-from dralab.cluster import api, install
-from dralab.cluster.api import ClusterHandle
-from dralab.cluster.node import integration, lifecycle, podnet
-from dralab.cluster.node.integration import node_paths
 from dralab.kube import Kube
-from dralab.provision.chart import chart_dir
 from dralab.util import wait_for
+from dralab_kit.cluster import api, install
+from dralab_kit.cluster.api import ClusterHandle
+from dralab_kit.cluster.node import integration, lifecycle, podnet
+from dralab_kit.cluster.node.integration import node_paths
+from dralab_kit.provision.chart import chart_dir
 from harness.profile import load_profile
 
 from .conftest import ensure_node_binaries

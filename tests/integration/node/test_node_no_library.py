@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from dralab.cluster import api
-from dralab.cluster.api import ClusterHandle
 from dralab.util import wait_for
+from dralab_kit.cluster import api
+from dralab_kit.cluster.api import ClusterHandle
 
 from .conftest import ensure_node_binaries
 from .node_helpers import pod

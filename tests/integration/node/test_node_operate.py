@@ -15,14 +15,14 @@ from pathlib import Path
 
 import pytest
 
-from dralab.bench.node import claim_traces
-from dralab.cluster import api
-from dralab.cluster.api import ClusterHandle
-from dralab.cluster.node import lifecycle
-from dralab.cluster.node.holder import SYSCTLS
-from dralab.cluster.node.integration import node_paths
 from dralab.kube import Kube
 from dralab.util import wait_for
+from dralab_kit.bench.node import claim_traces
+from dralab_kit.cluster import api
+from dralab_kit.cluster.api import ClusterHandle
+from dralab_kit.cluster.node import lifecycle
+from dralab_kit.cluster.node.holder import SYSCTLS
+from dralab_kit.cluster.node.integration import node_paths
 
 from .conftest import ensure_node_binaries
 from .node_helpers import kubectl, pod, wait_running

@@ -22,10 +22,10 @@ from pathlib import Path
 import grpc
 import pytest
 
-from dralab.cluster.api import ClusterHandle
 from dralab.driver.proto import dra_v1_pb2 as pb
 from dralab.kube import Kube
 from dralab.util import wait_for
+from dralab_kit.cluster.api import ClusterHandle
 
 from .node_helpers import pod, wait_gone, wait_running
 

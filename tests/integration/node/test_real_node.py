@@ -13,13 +13,13 @@ from pathlib import Path
 import httpx
 import pytest
 
-from dralab.bench.node import claim_obj
-from dralab.cluster.api import ClusterHandle
-from dralab.cluster.node import lifecycle
-from dralab.cluster.node.integration import node_paths
-from dralab.cluster.pki import Pki
 from dralab.kube import Kube
 from dralab.util import wait_for
+from dralab_kit.bench.node import claim_obj
+from dralab_kit.cluster.api import ClusterHandle
+from dralab_kit.cluster.node import lifecycle
+from dralab_kit.cluster.node.integration import node_paths
+from dralab_kit.cluster.pki import Pki
 
 from .node_helpers import kubectl, pod, wait_gone, wait_running
 

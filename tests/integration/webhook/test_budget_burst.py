@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import pytest
 
-from dralab.bench.pains import budget_burst
 from dralab.model import budget as model
 from dralab.util import wait_for
+from dralab_kit.bench.pains import budget_burst
 
 pytestmark = pytest.mark.integration
 

@@ -28,10 +28,10 @@ from dralab.driver.metrics import DriverMetrics, StatusServer
 from dralab.kube import AsyncKube, Kube, KubeError
 from dralab.kube.authz import MetricsAuthorizer
 from dralab.monitor.server import MonitorServer
-from dralab.provision.chart import chart_dir
 from dralab.util import free_port, wait_for
 from dralab.webhook import certs
 from dralab.webhook.server import Server, build
+from dralab_kit.provision.chart import chart_dir
 
 pytestmark = pytest.mark.integration
 
@@ -48,7 +48,7 @@ def admin(cluster) -> Iterator[Kube]:
 
 def chart_roles(release: str, namespace: str) -> dict[str, dict[str, Any]]:
     """The chart's two metrics ClusterRoles, rendered by helm (skipped when helm is not built)."""
-    from dralab.provision.tools import built_tool
+    from dralab_kit.provision.tools import built_tool
 
     helm = built_tool("helm")
     if helm is None:

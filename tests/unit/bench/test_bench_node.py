@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from dralab.bench.node import claim_obj, pod_obj, summary
-from dralab.bench.report import node_section
+from dralab_kit.bench.node import claim_obj, pod_obj, summary
+from dralab_kit.bench.report import node_section
 
 
 def test_claim_pods_use_the_local_image_and_their_own_claim() -> None:

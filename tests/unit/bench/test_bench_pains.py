@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dralab.bench.pains import _failed_prepare, pains_section, pending_reasons
+from dralab_kit.bench.pains import _failed_prepare, pains_section, pending_reasons
 
 
 def test_stall_figure_compares_neighbours_with_the_baseline_pods() -> None:

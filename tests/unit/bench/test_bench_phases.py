@@ -3,8 +3,8 @@ the judged verdict from alternating repeats (median of per-round ratios, spread 
 
 from __future__ import annotations
 
-from dralab.bench import concurrency as conc
-from dralab.bench.phases import difference, fold, parse, per_pod
+from dralab_kit.bench import concurrency as conc
+from dralab_kit.bench.phases import difference, fold, parse, per_pod
 
 APISERVER = """\
 # HELP apiserver_request_duration_seconds x

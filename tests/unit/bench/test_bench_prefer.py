@@ -5,9 +5,9 @@ from __future__ import annotations
 import click
 import pytest
 
-from dralab.bench import prefer, taints
 from dralab.model.convert import convert_pod
 from dralab.model.vendors import load_vendor_table
+from dralab_kit.bench import prefer, taints
 
 
 def _request(pod: dict) -> dict:
@@ -108,7 +108,7 @@ def test_the_probe_pod_fits_either_device_of_the_taint_node() -> None:
 
 
 def test_the_report_renders_both_sections_with_their_figures_and_says_when_not_measured() -> None:
-    from dralab.bench.report import render
+    from dralab_kit.bench.report import render
 
     spread = {"median": 40.0, "min": 38.0, "max": 41.0}
     kind = {"pods_per_s": spread, "p50_s": spread, "p99_s": spread}

@@ -10,10 +10,10 @@ import click
 import pytest
 from click.testing import CliRunner
 
-from dralab.bench import bench, report
-from dralab.bench import concurrency as conc
-from dralab.bench.results import RunStart, context, write_result
-from dralab.bench.vcore import THROTTLE_TOLERANCE_PP, throttle_verdict, verdicts
+from dralab_kit.bench import bench, report
+from dralab_kit.bench import concurrency as conc
+from dralab_kit.bench.results import RunStart, context, write_result
+from dralab_kit.bench.vcore import THROTTLE_TOLERANCE_PP, throttle_verdict, verdicts
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -138,7 +138,7 @@ def test_cluster_reports_recorded_builds_or_not_measured() -> None:
 
 
 def test_admission_repeats_show_the_apiservers_own_share_when_measured() -> None:
-    from dralab.bench.report import _apiserver_share
+    from dralab_kit.bench.report import _apiserver_share
 
     def spread(v: float) -> dict:
         return {"median": v, "min": v, "max": v}

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import math
 
-from dralab.bench import fleet
-from dralab.bench.concurrency import Burst
-from dralab.bench.fleet_report import fleet_section, fleet_verdicts
-from dralab.bench.report import render
+from dralab_kit.bench import fleet
+from dralab_kit.bench.concurrency import Burst
+from dralab_kit.bench.fleet_report import fleet_section, fleet_verdicts
+from dralab_kit.bench.report import render
 
 METRICS = """\
 # HELP apiserver_request_total Counter of apiserver requests

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
-from dralab.provision.chart import chart_dir
+from dralab_kit.provision.chart import chart_dir
 
 Render = Callable[..., list[dict[str, Any]]]
 
@@ -29,7 +29,7 @@ HELM_MISSING = (
 @pytest.fixture(scope="session")
 def helm() -> Path:
     """helm from dralab's cache when it is built and current; the test is skipped otherwise."""
-    from dralab.provision.tools import built_tool
+    from dralab_kit.provision.tools import built_tool
 
     path = built_tool("helm")
     if path is None:

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from dralab.provision.chart import chart_dir, default_values
+from dralab_kit.provision.chart import chart_dir, default_values
 
 from .conftest import Render, run_helm
 

@@ -10,7 +10,7 @@ import jsonschema
 import pytest
 
 from dralab.config import config_schema, parse_config
-from dralab.provision.chart import chart_dir, config_from_values, merged_values
+from dralab_kit.provision.chart import chart_dir, config_from_values, merged_values
 
 SECTIONS = ("webhook", "driver", "migration")
 CONSTRAINTS = ("type", "enum", "minimum", "maximum")

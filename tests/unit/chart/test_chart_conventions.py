@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
-from dralab.provision.chart import chart_dir
+from dralab_kit.provision.chart import chart_dir
 
 from .conftest import Render, run_helm
 

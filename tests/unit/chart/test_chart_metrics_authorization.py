@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from dralab.config import parse_config
-from dralab.provision.chart import config_from_values, merged_values
+from dralab_kit.provision.chart import config_from_values, merged_values
 
 from .conftest import Render, run_helm
 
@@ -201,14 +201,14 @@ def test_the_scrapers_are_configurable_and_none_admits_nobody(render: Render) ->
     ],
 )
 def test_bad_values_are_refused_with_the_fix(helm, values: dict[str, Any], message: str) -> None:
-    from dralab.provision.chart import chart_dir
+    from dralab_kit.provision.chart import chart_dir
 
     out = run_helm(helm, "template", "dralab", str(chart_dir()), values=values, check=False)
     assert out.returncode != 0 and message in out.stderr, out.stderr
 
 
 def test_lint_strict_with_everything_on(helm) -> None:
-    from dralab.provision.chart import chart_dir
+    from dralab_kit.provision.chart import chart_dir
 
     values = {**ALL_ON, "monitor": {"enabled": True, "tls": {"enabled": True}, "serviceMonitor": {"enabled": True}},
               "networkPolicy": {"enabled": True, "apiserverCIDRs": ["10.0.0.10/32"]},

@@ -11,8 +11,8 @@ import yaml
 from dralab.config import parse_config
 from dralab.model.hami_config import parse_document, translate
 from dralab.model.vendors import builtin_table_data
-from dralab.provision.chart import config_from_values, merged_values
 from dralab.webhook.registration import webhook_configurations
+from dralab_kit.provision.chart import config_from_values, merged_values
 
 from .conftest import Render
 

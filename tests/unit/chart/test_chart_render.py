@@ -10,7 +10,7 @@ import yaml
 
 from dralab.config import parse_config
 from dralab.model.objects import device_classes
-from dralab.provision.chart import chart_dir, chart_values, config_from_values, merged_values
+from dralab_kit.provision.chart import chart_dir, chart_values, config_from_values, merged_values
 
 from .conftest import Render, run_helm
 

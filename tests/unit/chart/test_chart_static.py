@@ -10,7 +10,7 @@ import yaml
 from dralab.config import parse_config
 from dralab.driver.devices import BACKENDS
 from dralab.errors import UserError
-from dralab.provision.chart import (
+from dralab_kit.provision.chart import (
     chart_dir,
     chart_values,
     chart_vendor_file,
@@ -23,7 +23,7 @@ from dralab.provision.chart import (
 
 def test_chart_vendor_file_matches_the_vendor_table() -> None:
     shipped = (chart_dir() / "files" / "vendors.yaml").read_text()
-    assert shipped == chart_vendor_file(), "run: python -m dralab.provision.chart sync"
+    assert shipped == chart_vendor_file(), "run: python -m dralab_kit.provision.chart sync"
 
 
 def test_default_values_render_a_config_dralab_accepts() -> None:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from dralab.cli import main
-from dralab.cluster import api
-from dralab.cluster.cli import cluster
+from dralab_kit.cluster import api
+from dralab_kit.cluster.cli import cluster
 
 
 def test_ports_are_distinct_and_recorded_ones_kept():
@@ -56,7 +56,7 @@ def test_up_without_binaries_says_how_to_build(tmp_path, monkeypatch, capsys):
 
 
 def test_a_lease_counts_as_held_only_with_a_holder_that_renewed_within_its_duration() -> None:
-    from dralab.cluster.api import lease_is_held
+    from dralab_kit.cluster.api import lease_is_held
 
     now = 1_767_225_600.0  # 2026-01-01T00:00:00Z
     fresh = {"spec": {"holderIdentity": "w1", "renewTime": "2025-12-31T23:59:55.000000Z", "leaseDurationSeconds": 15}}

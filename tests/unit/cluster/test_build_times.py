@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from dralab.gobuild import build_go_tools
-from dralab.gobuild.builder import build_times_path, module_versions, read_build_times
+from dralab_kit.gobuild import build_go_tools
+from dralab_kit.gobuild.builder import build_times_path, module_versions, read_build_times
 from tests.unit.cluster.test_gobuild import FAKE_GO
 
 GO_MOD = b"""module example.com/wrapper

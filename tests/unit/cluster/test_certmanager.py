@@ -9,12 +9,12 @@ from pathlib import Path
 
 import yaml
 
-from dralab.cluster import certmanager as cm
-from dralab.cluster.node import images
-from dralab.gobuild import wrapper_names
-from dralab.gobuild.builder import normalize_packages
+from dralab_kit.cluster import certmanager as cm
+from dralab_kit.cluster.node import images
+from dralab_kit.gobuild import wrapper_names
+from dralab_kit.gobuild.builder import normalize_packages
 
-WRAPPER = Path(__file__).resolve().parents[3] / "dralab" / "gobuild" / "wrappers" / "cert_manager"
+WRAPPER = Path(__file__).resolve().parents[3] / "kit" / "dralab_kit" / "gobuild" / "wrappers" / "cert_manager"
 
 
 def test_toolset_builds_four_binaries_from_the_root_module() -> None:
@@ -149,4 +149,4 @@ def test_assemble_chart_copies_and_completes_the_source(tmp_path: Path) -> None:
 def test_cli_answers_usage_for_anything_but_build(capsys) -> None:
     assert cm.main([]) == 2
     assert cm.main(["build", "--fast"]) == 2
-    assert "usage: python -m dralab.cluster.certmanager build" in capsys.readouterr().err
+    assert "usage: python -m dralab_kit.cluster.certmanager build" in capsys.readouterr().err

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from dralab.cluster import fleet
 from dralab.driver.devices.fake import from_inventory
 from dralab.errors import UserError
 from dralab.model.inventory import parse_inventory
 from dralab.yamlio import load
+from dralab_kit.cluster import fleet
 
 
 @pytest.mark.parametrize("text,nodes,devices", [("50x8", 50, 8), ("fleet:200x8", 200, 8), (" 3 X 2 ", 3, 2)])

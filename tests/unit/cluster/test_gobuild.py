@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from dralab.errors import UserError
-from dralab.gobuild import build_go_tools, wrapper_names
-from dralab.gobuild.builder import exec_name, is_built, normalize_packages, stamp_key
-from dralab.gobuild.toolchain import (
+from dralab_kit.gobuild import build_go_tools, wrapper_names
+from dralab_kit.gobuild.builder import exec_name, is_built, normalize_packages, stamp_key
+from dralab_kit.gobuild.toolchain import (
     check_version,
     explain_failure,
     is_error_line,
@@ -125,7 +125,7 @@ def test_stamp_key_depends_on_every_input():
 def test_shipped_wrappers_have_go_mod_and_sum():
     names = wrapper_names()
     assert {"kubernetes", "etcd", "kwok"} <= set(names)
-    root = Path(__file__).resolve().parents[3] / "dralab" / "gobuild" / "wrappers"
+    root = Path(__file__).resolve().parents[3] / "kit" / "dralab_kit" / "gobuild" / "wrappers"
     k8s = (root / "kubernetes" / "go.mod").read_text()
     assert "k8s.io/kubernetes v1.35." in k8s
     for staging in ("api", "apimachinery", "client-go", "dynamic-resource-allocation", "kubelet", "kube-scheduler"):

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from dralab.gobuild import build_go_tools
-from dralab.gobuild.builder import _Progress, built_paths
+from dralab_kit.gobuild import build_go_tools
+from dralab_kit.gobuild.builder import _Progress, built_paths
 
 # A stand-in for `go`: prints what `go build -v` prints and writes the binary; it also reports
 # whether the wrapper's build lock is free while it runs (flock -n fails on a held lock).

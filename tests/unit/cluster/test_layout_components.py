@@ -7,12 +7,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from dralab.cluster import components, kwok
-from dralab.cluster.build import BINARIES, K8S_VERSION, binary_path
-from dralab.cluster.layout import SOCKET_PATH_MAX, Layout, check_name, check_socket_paths, component_log_name
-from dralab.cluster.objects import collection_path, object_path
 from dralab.errors import UserError
 from dralab.model.inventory import load_inventory
+from dralab_kit.cluster import components, kwok
+from dralab_kit.cluster.build import BINARIES, K8S_VERSION, binary_path
+from dralab_kit.cluster.layout import SOCKET_PATH_MAX, Layout, check_name, check_socket_paths, component_log_name
+from dralab_kit.cluster.objects import collection_path, object_path
 
 PORTS = {
     "etcd": 2379,
@@ -188,16 +188,27 @@ def test_code_fingerprint_follows_the_source(tmp_path, monkeypatch):
     mod.write_text("x = 1\n")
     (pkg / "webhook" / "notes.txt").write_text("ignored")
     monkeypatch.setattr(dralab, "__file__", str(pkg / "__init__.py"))
-    first = components.code_fingerprint(("webhook", "missing.py"))
-    assert components.code_fingerprint(("webhook", "missing.py")) == first
+    first = components.code_fingerprint(("dralab/webhook", "dralab/missing.py"))
+    assert components.code_fingerprint(("dralab/webhook", "dralab/missing.py")) == first
     (pkg / "webhook" / "notes.txt").write_text("still ignored")
-    assert components.code_fingerprint(("webhook", "missing.py")) == first
+    assert components.code_fingerprint(("dralab/webhook", "dralab/missing.py")) == first
     os.utime(mod, ns=(1, 1))
-    assert components.code_fingerprint(("webhook", "missing.py")) != first
+    assert components.code_fingerprint(("dralab/webhook", "dralab/missing.py")) != first
+
+
+def test_every_declared_code_path_exists():
+    # a path that is gone (moved to the kit, say) would silently stop restarting a stale component
+    import importlib
+    from pathlib import Path
+
+    for paths in (components.WEBHOOK_CODE, components.DRIVER_CODE, components.STANDIN_CODE, components.FLEET_CODE):
+        for rel in paths:
+            package, _, inside = rel.partition("/")
+            assert (Path(importlib.import_module(package).__file__).parent / inside).exists(), rel
 
 
 def test_python_components_declare_their_code(layout):
-    assert "webhook" in components.webhook_spec(layout, PORTS, None).code
-    assert "driver" in components.driver_spec(layout, PORTS, "n1", "/inv.yaml", None).code
-    assert "cluster/standin" in components.standin_spec(layout, PORTS, "n1").code
+    assert "dralab/webhook" in components.webhook_spec(layout, PORTS, None).code
+    assert "dralab/driver" in components.driver_spec(layout, PORTS, "n1", "/inv.yaml", None).code
+    assert "dralab_kit/cluster/standin" in components.standin_spec(layout, PORTS, "n1").code
     assert components.apiserver_spec(layout, PORTS, BINS).code == ()

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from dralab.cluster import build
-from dralab.cluster.node import components, config, images, integration, lifecycle, tap
-from dralab.cluster.node.paths import SOCKET_BUDGET, NodePaths
 from dralab.driver.proto import dra_v1_pb2 as pb
+from dralab_kit.cluster import build
+from dralab_kit.cluster.node import components, config, images, integration, lifecycle, tap
+from dralab_kit.cluster.node.paths import SOCKET_BUDGET, NodePaths
 
 LDD = """\tlinux-vdso.so.1 (0x00007ffd)
 \tlibdl.so.2 => /lib/x86_64-linux-gnu/libdl.so.2 (0x00007f93)

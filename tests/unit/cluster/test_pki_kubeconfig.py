@@ -9,9 +9,9 @@ from pathlib import Path
 from cryptography import x509
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from dralab.cluster.kubeconfig import render_kubeconfig
-from dralab.cluster.pki import ensure_pki
 from dralab.kube import load_kubeconfig
+from dralab_kit.cluster.kubeconfig import render_kubeconfig
+from dralab_kit.cluster.pki import ensure_pki
 
 
 def _cert(path):

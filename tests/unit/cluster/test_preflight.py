@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from dralab.cluster import preflight
-from dralab.cluster.preflight import Host
 from dralab.errors import UserError
+from dralab_kit.cluster import preflight
+from dralab_kit.cluster.preflight import Host
 
 TOOLS = {"gcc": "/usr/bin/gcc", "pkg-config": "/usr/bin/pkg-config", "busybox": "/bin/busybox"}
 FILES = {"/sys/fs/cgroup", "/sys/fs/cgroup/memory"}
@@ -101,4 +101,4 @@ def test_the_package_list_has_the_profiles_make_and_ci_install() -> None:
 def test_the_shipped_list_is_the_one_the_script_reads() -> None:
     root = Path(__file__).resolve().parents[3]
     script = (root / "scripts" / "system-packages").read_text()
-    assert "dralab/cluster/debian-packages.txt" in script
+    assert "kit/dralab_kit/cluster/debian-packages.txt" in script

@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from dralab.cluster.standin import logic
-from dralab.cluster.standin.checkpoint import Checkpoint, PreparedClaim
-from dralab.cluster.standin.plugins import choose_version
+from dralab_kit.cluster.standin import logic
+from dralab_kit.cluster.standin.checkpoint import Checkpoint, PreparedClaim
+from dralab_kit.cluster.standin.plugins import choose_version
 
 
 def _pod(claims, statuses=None, uid="pod-uid", phase="Pending"):

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from dralab.cluster.standin.plugins import PluginManager
-from dralab.cluster.standin.runner import FAILED_PREPARE, StandIn
-from dralab.cluster.standin.testdriver import TestDriver
+from dralab_kit.cluster.standin.plugins import PluginManager
+from dralab_kit.cluster.standin.runner import FAILED_PREPARE, StandIn
+from dralab_kit.cluster.standin.testdriver import TestDriver
 
 DRIVER = "t.example.io"
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from dralab.cluster.standin.status import PodIPs, running_status, started
+from dralab_kit.cluster.standin.status import PodIPs, running_status, started
 
 NOW = "2026-01-01T00:00:00Z"
 

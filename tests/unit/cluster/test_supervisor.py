@@ -5,7 +5,15 @@ from __future__ import annotations
 import dataclasses
 import sys
 
-from dralab.cluster.supervisor import ProcRecord, is_alive, log_tail, parse_stat, rss_bytes, start_process, stop_process
+from dralab_kit.cluster.supervisor import (
+    ProcRecord,
+    is_alive,
+    log_tail,
+    parse_stat,
+    rss_bytes,
+    start_process,
+    stop_process,
+)
 
 
 def test_parse_stat_handles_odd_command_names():

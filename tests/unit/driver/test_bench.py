@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from dralab.bench.driver import PHASES, _across_runs, driver
+from dralab_kit.bench.driver import PHASES, _across_runs, driver
 
 
 def test_quick_memory_run_writes_the_result(tmp_path: Path) -> None:

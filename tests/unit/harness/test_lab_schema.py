@@ -18,7 +18,7 @@ from harness import lab_model
 from harness import schema as lab_format
 from harness.lab_model import LabModel, StepModel, lab_schema
 
-LABS = Path(__file__).resolve().parents[3] / "labs"
+LABS = Path(__file__).resolve().parents[3] / "kit" / "labs"
 SHIPPED = sorted(LABS.glob("*/lab.yaml"))
 HINT = "# yaml-language-server: $schema=../lab.schema.json"
 
@@ -41,7 +41,7 @@ def test_the_committed_schema_is_the_exported_one() -> None:
     result = CliRunner().invoke(schema, ["lab"])
     assert result.exit_code == 0, result.output
     committed = json.loads((LABS / "lab.schema.json").read_text())
-    assert committed == json.loads(result.output), "run: dralab schema lab --out labs/lab.schema.json"
+    assert committed == json.loads(result.output), "run: dralab schema lab --out kit/labs/lab.schema.json"
 
 
 def test_the_schema_names_every_key_the_loader_knows() -> None:

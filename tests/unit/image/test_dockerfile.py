@@ -8,7 +8,7 @@ import tomllib
 from pathlib import Path
 
 from dralab.extras import MODULE_EXTRAS
-from dralab.image.dockerfile import instructions as dockerfile_instructions
+from dralab_kit.image.dockerfile import instructions as dockerfile_instructions
 
 REPO = Path(__file__).resolve().parents[3]
 DOCKERFILE = (REPO / "Dockerfile").read_text()
@@ -23,7 +23,7 @@ def test_no_harness_labs_or_tests_are_copied() -> None:
     sources = {src.rstrip("/") for rest in copies for src in rest.split()[:-1]}
     assert sources == {"vcore", "pyproject.toml", "README.m[d]", "dralab"}
     ignored = set((REPO / ".dockerignore").read_text().split())
-    assert {"harness", "labs", "tests"} <= ignored  # not even in the build context
+    assert {"kit", "tests"} <= ignored  # not even in the build context
 
 
 def test_the_bases_are_build_args_and_every_stage_uses_one() -> None:
@@ -55,17 +55,19 @@ def test_runs_as_non_root_with_the_dralab_entrypoint() -> None:
     assert instructions()[-2:] == [("ENTRYPOINT", '["dralab"]'), ("CMD", '["--help"]')]
 
 
-def test_pytest_is_the_lab_extra_not_a_core_dependency() -> None:
+def test_pytest_is_the_kits_lab_extra_not_a_product_dependency() -> None:
     project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
     assert not [d for d in project["dependencies"] if d.startswith("pytest")]
-    extras = project["optional-dependencies"]
+    assert set(project["optional-dependencies"]) == {"nvidia"}
+    extras = tomllib.loads((REPO / "kit" / "pyproject.toml").read_text())["project"]["optional-dependencies"]
     assert extras["lab"] == ["pytest>=8,<9"]
-    assert "dralab[provision,bench,lab]" in extras["test"]
-    assert MODULE_EXTRAS["pytest"] == MODULE_EXTRAS["_pytest"] == MODULE_EXTRAS["harness"] == "lab"
+    assert "dralab-kit[provision,bench,lab]" in extras["test"]
+    assert MODULE_EXTRAS["pytest"] == MODULE_EXTRAS["_pytest"] == ("dralab-kit", "lab")
+    assert MODULE_EXTRAS["harness"] == MODULE_EXTRAS["labs"] == ("dralab-kit", None)
 
 
 def test_every_base_is_pinned_by_digest_with_its_tag_beside() -> None:
-    from dralab.image.dockerfile import base_images, unpinned
+    from dralab_kit.image.dockerfile import base_images, unpinned
 
     bases = base_images(DOCKERFILE)
     assert len(bases) == 3 and {b.split(":")[0] for b in bases} == {"python", "debian"}
@@ -73,7 +75,7 @@ def test_every_base_is_pinned_by_digest_with_its_tag_beside() -> None:
 
 
 def test_the_pin_check_refuses_a_tag_a_bare_digest_and_a_short_one() -> None:
-    from dralab.image.dockerfile import unpinned
+    from dralab_kit.image.dockerfile import unpinned
 
     digest = "sha256:" + "ab" * 32
     text = (f"ARG BASE=python:3.11-slim@{digest}\nFROM ${{BASE}} AS one\nFROM one AS two\n"
@@ -85,8 +87,8 @@ def test_the_pin_check_refuses_a_tag_a_bare_digest_and_a_short_one() -> None:
 
 def test_the_local_build_replaces_the_pinned_bases_with_its_own(tmp_path: Path) -> None:
     """dralab image build reaches no registry: its --build-arg bases are what every stage starts from."""
-    from dralab.image.build import BuildSpec, bud_args
-    from dralab.image.dockerfile import base_images
+    from dralab_kit.image.build import BuildSpec, bud_args
+    from dralab_kit.image.dockerfile import base_images
 
     spec = BuildSpec(tmp_path, "dev", "amd64", "dralab.local/base/python:bookworm-k", "dralab.local/base/python:"
                      "bookworm-k", tmp_path / "out.tar")

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from dralab.errors import UserError
-from dralab.image import oci
-from dralab.image.base import BASE_REPOSITORY, BaseSpec, config_args, mmdebstrap_argv
-from dralab.image.build import (
+from dralab_kit.image import oci
+from dralab_kit.image.base import BASE_REPOSITORY, BaseSpec, config_args, mmdebstrap_argv
+from dralab_kit.image.build import (
     DEBIAN_CA_BUNDLE,
     BuildSpec,
     StepProgress,
@@ -27,8 +27,8 @@ from dralab.image.build import (
     push_args,
     target_arch,
 )
-from dralab.image.store import Store, choose_driver, mount_fstype
-from dralab.image.tools import find_program, require_root, run_logged
+from dralab_kit.image.store import Store, choose_driver, mount_fstype
+from dralab_kit.image.tools import find_program, require_root, run_logged
 
 
 def test_base_key_changes_with_every_input_and_not_with_package_order() -> None:
@@ -248,10 +248,10 @@ def test_a_tar_that_is_not_an_oci_layout_is_a_user_error(tmp_path: Path) -> None
 
 
 def test_image_tooling_stays_out_of_the_product_and_imports_little() -> None:
-    root = Path(__file__).resolve().parents[3] / "dralab"
-    product = [p for part in ("webhook", "driver", "monitor", "model") for p in (root / part).rglob("*.py")]
-    assert [str(p) for p in product if re.search(r"\bdralab\.image\b", p.read_text())] == []
-    allowed = {"dralab", "dralab.errors", "dralab.util", "dralab.cluster.node.images"}
-    for path in (root / "image").glob("*.py"):
-        used = set(re.findall(r"^\s*(?:from|import) (dralab(?:\.\w+)*)", path.read_text(), re.M))
-        assert {m for m in used if not m.startswith("dralab.image")} <= allowed, path.name
+    root = Path(__file__).resolve().parents[3]
+    product = [p for part in ("webhook", "driver", "monitor", "model") for p in (root / "dralab" / part).rglob("*.py")]
+    assert [str(p) for p in product if re.search(r"\bdralab_kit\.image\b", p.read_text())] == []
+    allowed = {"dralab", "dralab.errors", "dralab.util", "dralab_kit.cluster.node.images"}
+    for path in (root / "kit" / "dralab_kit" / "image").glob("*.py"):
+        used = set(re.findall(r"^\s*(?:from|import) (dralab(?:_kit)?(?:\.\w+)*)", path.read_text(), re.M))
+        assert {m for m in used if not m.startswith("dralab_kit.image")} <= allowed, path.name

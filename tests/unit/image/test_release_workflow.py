@@ -47,7 +47,7 @@ def test_chart_is_pushed_as_oci_with_the_images_version_and_signed() -> None:
     assert 'helm package charts/dralab --version "$VERSION" --app-version "$VERSION"' in push
     assert 'helm push "dist/dralab-$VERSION.tgz" "oci://$CHARTS"' in push
     assert steps["Sign the chart"]["run"] == 'cosign sign --yes "${CHARTS}/dralab@${DIGEST}"'
-    assert "dralab/provision/tools.py" in steps["The helm version dralab builds for its tests"]["run"]
+    assert "kit/dralab_kit/provision/tools.py" in steps["The helm version dralab builds for its tests"]["run"]
 
 
 def test_the_charts_default_image_is_the_published_one() -> None:

@@ -16,14 +16,14 @@ from pathlib import Path
 import pytest
 import yaml
 
-from dralab.image.dockerfile import instructions
-from dralab.provision.versions import (
+from dralab.versions import (
     CERT_MANAGER_VERSION,
     KIND_NODE_IMAGE,
     KIND_VERSION,
     KUBERNETES_VERSION,
     SUPPORTED_KUBERNETES_VERSIONS,
 )
+from dralab_kit.image.dockerfile import instructions
 
 REPO = Path(__file__).resolve().parents[3]
 DOCKERFILE = (REPO / "Dockerfile").read_text()
@@ -81,7 +81,7 @@ def test_workflow_uses_the_generated_kind_config_and_the_pins() -> None:
     wf = yaml.safe_load(text)
     steps = wf["jobs"]["e2e-kind"]["steps"]
     by_name = {s["name"]: s for s in steps}
-    assert "python -m dralab.provision.kind" in by_name["Generate the kind config"]["run"]
+    assert "python -m dralab_kit.provision.kind" in by_name["Generate the kind config"]["run"]
     kind = by_name["Create the kind cluster"]
     assert kind["uses"].startswith("helm/kind-action@")
     assert kind["with"]["config"] == "kind-config.yaml"
@@ -110,7 +110,7 @@ def test_a_manual_kind_run_picks_any_supported_version_and_others_run_the_defaul
 
 
 def test_workflows_pass_actionlint() -> None:
-    from dralab.provision.tools import built_tool
+    from dralab_kit.provision.tools import built_tool
 
     actionlint = built_tool("actionlint")
     if actionlint is None:

@@ -8,8 +8,8 @@ import pulumi
 import pytest
 import yaml
 
-from dralab.provision.kubeadm import gates_by_component
-from dralab.provision.versions import GATED_COMPONENTS
+from dralab.versions import GATED_COMPONENTS
+from dralab_kit.provision.kubeadm import gates_by_component
 
 from .conftest import Recorder, run_program
 
@@ -112,7 +112,7 @@ def _baremetal(**extra) -> Recorder:
 def test_baremetal_prepares_hosts_then_runs_kubeadm_with_the_gate_everywhere() -> None:
     rec = _baremetal()
     prepare = rec.named("prepare-hosts").inputs
-    assert prepare["create"].endswith("-m dralab.provision.ansible")
+    assert prepare["create"].endswith("-m dralab_kit.provision.ansible")
     inv = json.loads(prepare["environment"]["DRALAB_ANSIBLE_INVENTORY"])
     assert "environment" in rec.named("prepare-hosts").secret_inputs  # it carries the SSH key
     assert set(inv["all"]["children"]["dralab"]["hosts"]) == {"cp", "w1"}

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 import yaml
+
 from dralab_infra.program import PLACEHOLDER_KEYS, SSH_KEY, without_placeholders
 from dralab_infra.settings import KNOWN_KEYS, parse_settings, settings_schema
 

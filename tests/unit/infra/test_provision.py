@@ -1,4 +1,4 @@
-"""dralab.provision: the kind and kubeadm config generators, versions and the Ansible inventory (pure)."""
+"""dralab_kit.provision: the kind and kubeadm config generators, versions and the Ansible inventory (pure)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,7 @@ import pytest
 import yaml
 
 from dralab.errors import UserError
-from dralab.provision import kind, kubeadm
-from dralab.provision.ansible import inventory, playbooks_digest
-from dralab.provision.versions import (
+from dralab.versions import (
     GATED_COMPONENTS,
     KIND_NODE_IMAGE,
     KIND_RELEASES,
@@ -22,6 +20,8 @@ from dralab.provision.versions import (
     kind_release,
     parse_feature_gates,
 )
+from dralab_kit.provision import kind, kubeadm
+from dralab_kit.provision.ansible import inventory, playbooks_digest
 
 
 def test_kind_config_gates_all_components_and_enables_cdi() -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from dralab.errors import UserError
-from dralab.pulumi import language_host as lh
+from dralab_kit.pulumi import language_host as lh
 
 
 def _spec(**over) -> lh.RunSpec:
@@ -66,7 +66,7 @@ def test_program_path() -> None:
 
 def test_child_command_carries_every_setting() -> None:
     cmd = lh.child_command(_spec(args=("a",)), "/py")
-    assert cmd[:5] == ["/py", "-u", "-m", "dralab.pulumi.language_host", "run-program"]
+    assert cmd[:5] == ["/py", "-u", "-m", "dralab_kit.pulumi.language_host", "run-program"]
     joined = " ".join(cmd)
     for flag in ("--monitor 127.0.0.1:1001", "--engine 127.0.0.1:1002", "--stack local", "--parallel 8"):
         assert flag in joined
@@ -97,7 +97,7 @@ def test_language_host_serves_the_protocol() -> None:
     from pulumi.runtime.proto import language_pb2, language_pb2_grpc
 
     proc = subprocess.Popen(
-        [sys.executable, "-m", "dralab.pulumi.language_host", "127.0.0.1:1"],
+        [sys.executable, "-m", "dralab_kit.pulumi.language_host", "127.0.0.1:1"],
         stdout=subprocess.PIPE,
         text=True,
     )

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from dralab.errors import UserError
-from dralab.pulumi import runner as rn
+from dralab_kit.pulumi import runner as rn
 
 
 def test_parse_config_pairs() -> None:
@@ -126,7 +126,7 @@ def test_command_error_code() -> None:
 def test_built_command_is_the_built_cli_without_running_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from pulumi.automation import PulumiCommand
 
-    from dralab.pulumi import toolchain
+    from dralab_kit.pulumi import toolchain
 
     monkeypatch.setenv("DRALAB_CACHE", str(tmp_path))  # nothing there: constructing it must not run it
     cmd = rn.built_command()

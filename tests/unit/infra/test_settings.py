@@ -8,9 +8,9 @@ from pathlib import Path
 import jsonschema
 import pytest
 import yaml
-from dralab_infra.settings import KNOWN_KEYS, parse_settings, settings_schema
 
 from dralab.errors import UserError
+from dralab_infra.settings import KNOWN_KEYS, parse_settings, settings_schema
 
 HOSTS = [
     {"name": "cp", "address": "192.0.2.1", "user": "root", "role": "control-plane", "hostKey": "ssh-ed25519 AAAA"},

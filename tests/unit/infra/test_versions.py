@@ -7,10 +7,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from dralab.cluster import build, components
+from dralab import versions
 from dralab.errors import UserError
-from dralab.provision import kubeadm, versions
-from dralab.provision.versions import KUBERNETES_VERSION, SUPPORTED_KUBERNETES_VERSIONS, feature_gates_for, gate_stage
+from dralab.versions import KUBERNETES_VERSION, SUPPORTED_KUBERNETES_VERSIONS, feature_gates_for, gate_stage
+from dralab_kit.cluster import build, components
+from dralab_kit.provision import kubeadm
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -78,7 +79,7 @@ def test_kubeadm_writes_each_versions_gates() -> None:
 
 
 def test_each_supported_version_has_its_wrapper_modules() -> None:
-    wrappers = ROOT / "dralab" / "gobuild" / "wrappers"
+    wrappers = ROOT / "kit" / "dralab_kit" / "gobuild" / "wrappers"
     for version in SUPPORTED_KUBERNETES_VERSIONS:
         for toolset in (*build.TOOLSETS, *build.NODE_TOOLSETS):
             ts = build.for_version(toolset, version)
@@ -103,9 +104,9 @@ def _role_filters():
 
 
 def test_the_roles_gate_table_and_the_readmes_are_generated_from_gate_stages() -> None:
-    from dralab.provision import gate_table
+    from dralab_kit.provision import gate_table
 
-    fix = "run python -m dralab.provision.gate_table sync"
+    fix = "run python -m dralab_kit.provision.gate_table sync"
     assert gate_table.ROLE_VARS.read_text() == gate_table.role_vars_text(), fix
     readme = gate_table.README.read_text()
     assert readme == gate_table.readme_with_table(readme), fix
@@ -116,7 +117,7 @@ def test_the_roles_gate_table_and_the_readmes_are_generated_from_gate_stages() -
 
 
 def test_the_readme_rows_say_each_gates_stage_per_version() -> None:
-    from dralab.provision import gate_table
+    from dralab_kit.provision import gate_table
 
     rows = {line.split(" (")[0].strip("| "): [c.strip() for c in line.strip("|").split("|")[1:]]
             for line in gate_table.README.read_text().splitlines() if line.startswith("| DRA")}  # fmt: skip
@@ -131,7 +132,7 @@ def test_the_readme_rows_say_each_gates_stage_per_version() -> None:
 
 @pytest.mark.parametrize("version", [*SUPPORTED_KUBERNETES_VERSIONS, "v1.34.2", "v1.38.0"])
 def test_the_roles_filter_chooses_the_gates_feature_gates_for_chooses(version: str) -> None:
-    from dralab.provision import gate_table
+    from dralab_kit.provision import gate_table
 
     stages = yaml.safe_load(gate_table.role_vars_text())["kubelet_feature_gates_stages"]
     choose = _role_filters().feature_gates_for

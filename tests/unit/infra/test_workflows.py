@@ -56,7 +56,7 @@ def test_lint_unit_chart_and_bench_jobs_run_the_projects_entry_points() -> None:
 
 def test_make_test_installs_the_arm64_cross_toolchain_and_qemu() -> None:
     """CI runs `make test`, whose `test` profile of the one package list brings the arm64 tools."""
-    from dralab.cluster.preflight import debian_packages
+    from dralab_kit.cluster.preflight import debian_packages
 
     assert {"gcc-aarch64-linux-gnu", "libc6-dev-arm64-cross", "qemu-user"} <= set(debian_packages()["test"])
     assert "scripts/system-packages local node chart test" in (REPO / "Makefile").read_text()

@@ -19,8 +19,8 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
-from dralab.cluster.kubeconfig import render_kubeconfig
-from dralab.cluster.pki import ensure_pki
+from dralab_kit.cluster.kubeconfig import render_kubeconfig
+from dralab_kit.cluster.pki import ensure_pki
 
 
 @dataclass

@@ -1,4 +1,4 @@
-"""Packaging: extras split by job, the harness plugin loaded only where asked, bounds on generated internals."""
+"""Packaging: the kit's extras split by job, the harness plugin loaded only where asked, bounds on generated code."""
 
 from __future__ import annotations
 
@@ -17,7 +17,9 @@ from dralab.extras import MODULE_EXTRAS, missing_extra
 
 ROOT = Path(__file__).resolve().parents[3]
 PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-EXTRAS: dict[str, list[str]] = PROJECT["optional-dependencies"]
+KIT = tomllib.loads((ROOT / "kit" / "pyproject.toml").read_text())["project"]
+EXTRAS: dict[str, list[str]] = KIT["optional-dependencies"]
+PYPROJECTS = {"dralab": PROJECT, "dralab-kit": KIT}
 
 
 def names(requirements: list[str]) -> set[str]:
@@ -29,14 +31,17 @@ def test_each_job_has_its_own_extra() -> None:
     assert {"matplotlib", "hypothesis"} <= names(EXTRAS["bench"])
     assert {"pytest-xdist", "pytest-testinfra", "ruff"} <= names(EXTRAS["test"])
     assert names(EXTRAS["lab"]) == {"pytest"}
-    # the tests exercise provisioning, the benchmarks and lab replays, so `.[test]` brings those extras along
-    assert "dralab[provision,bench,lab]" in EXTRAS["test"]
+    # the tests exercise provisioning, the benchmarks and lab replays, so `./kit[test]` brings those extras along
+    assert "dralab-kit[provision,bench,lab]" in EXTRAS["test"]
     # nothing of provisioning, plotting, testing or linting in what `pip install dralab` (and the image) installs
     assert not names(PROJECT["dependencies"]) & {"pulumi", "ansible-core", "matplotlib", "ruff", "pytest"}
 
 
 def test_every_mapped_extra_exists() -> None:
-    assert set(MODULE_EXTRAS.values()) <= set(EXTRAS)
+    for distribution, extra in set(MODULE_EXTRAS.values()):
+        project = PYPROJECTS[distribution]
+        assert project["name"] == distribution
+        assert extra is None or extra in project["optional-dependencies"], (distribution, extra)
 
 
 def test_kubernetes_is_bounded_above_because_its_generated_internals_are_used() -> None:
@@ -48,8 +53,9 @@ def test_kubernetes_is_bounded_above_because_its_generated_internals_are_used() 
 def test_the_harness_is_no_pytest11_plugin() -> None:
     # an entry point would load the harness (and its options) into every pytest run where dralab is installed
     assert "pytest11" not in PROJECT.get("entry-points", {})
+    assert "pytest11" not in KIT.get("entry-points", {})
     installed = {ep.value for ep in metadata.entry_points(group="pytest11")}
-    assert "harness.plugin" not in installed, "an older install of dralab registered it: pip install -e ."
+    assert "harness.plugin" not in installed, "an older install of dralab registered it: pip install -e . -e ./kit"
 
 
 def _pytest_help(cwd: Path, *args: str, autoload: bool = False) -> str:
@@ -98,17 +104,20 @@ def test_the_checkouts_conftest_does_not_register_the_plugin_twice() -> None:
 def test_a_missing_extra_is_named_with_its_install_line() -> None:
     err = missing_extra(ModuleNotFoundError("No module named 'pulumi.runtime'", name="pulumi.runtime"))
     assert err is not None
-    assert "pip install 'dralab[provision]'" in str(err)
+    assert "pip install 'dralab-kit[provision]'" in str(err)
+    assert "from a checkout: pip install -e './kit[provision]'" in str(err)
+    nvidia = missing_extra(ModuleNotFoundError("No module named 'pynvml'", name="pynvml"))
+    assert nvidia is not None and "pip install 'dralab[nvidia]'" in str(nvidia)
     assert missing_extra(ModuleNotFoundError("x", name="no_such_module")) is None
 
 
 def test_cli_says_which_extra_a_benchmark_needs(monkeypatch: pytest.MonkeyPatch, capsys) -> None:
-    monkeypatch.delitem(sys.modules, "dralab.bench.fuzz", raising=False)
+    monkeypatch.delitem(sys.modules, "dralab_kit.bench.fuzz", raising=False)
     monkeypatch.setitem(sys.modules, "hypothesis", None)  # import hypothesis -> ModuleNotFoundError
     with pytest.raises(SystemExit) as exit_info:
         main(["bench", "fuzz", "--help"])
     assert exit_info.value.code == 2
-    assert "pip install 'dralab[bench]'" in capsys.readouterr().err
+    assert "pip install 'dralab-kit[bench]'" in capsys.readouterr().err
 
 
 def test_lab_run_without_pytest_names_the_lab_extra(monkeypatch: pytest.MonkeyPatch, capsys) -> None:
@@ -116,4 +125,4 @@ def test_lab_run_without_pytest_names_the_lab_extra(monkeypatch: pytest.MonkeyPa
     with pytest.raises(SystemExit) as exit_info:
         main(["lab", "run", "lab20-ascend-hami-dra"])
     assert exit_info.value.code == 2
-    assert "pip install 'dralab[lab]'" in capsys.readouterr().err
+    assert "pip install 'dralab-kit[lab]'" in capsys.readouterr().err

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from dralab.cluster.preflight import debian_packages
+from dralab_kit.cluster.preflight import debian_packages
 
 ROOT = Path(__file__).resolve().parents[3]
-LIST = "dralab/cluster/debian-packages.txt"
+LIST = "kit/dralab_kit/cluster/debian-packages.txt"
 
 
 def test_ci_installs_no_package_of_its_own() -> None:
@@ -60,7 +60,7 @@ def test_the_script_names_the_apt_line_when_it_may_not_install(tmp_path: Path) -
     """A package that is surely missing: the script stops with the exact apt-get line, installing nothing."""
     fake_root = tmp_path / "repo"
     (fake_root / "scripts").mkdir(parents=True)
-    (fake_root / "dralab" / "cluster").mkdir(parents=True)
+    (fake_root / "kit" / "dralab_kit" / "cluster").mkdir(parents=True)
     shutil.copy(ROOT / "scripts" / "system-packages", fake_root / "scripts" / "system-packages")
     (fake_root / LIST).write_text("demo: dralab-no-such-package-xyz  # never installed\n")
     env = {**os.environ, "DRALAB_NO_APT": "1"}

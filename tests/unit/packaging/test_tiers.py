@@ -17,7 +17,7 @@ def test_no_unit_test_triggers_a_go_build() -> None:
         for n, line in enumerate(path.read_text().splitlines(), 1)
         if BUILDING.search(line)
     ]
-    assert offenders == [], "use dralab.provision.tools.built_tool and skip, or move the test to tests/integration"
+    assert offenders == [], "use dralab_kit.provision.tools.built_tool and skip, or move the test to tests/integration"
 
 
 def test_readme_tier_table_says_how_unit_tests_get_their_tools() -> None:

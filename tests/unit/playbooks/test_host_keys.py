@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from dralab.provision.ansible import inventory, runner_envvars
+from dralab_kit.provision.ansible import inventory, runner_envvars
 
 
 def _ssh_options(tmp_path: Path, check_host_keys: bool) -> list[str]:

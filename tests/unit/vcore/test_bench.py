@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from dralab.bench.vcore import Sample, parse_result, summarise, vcore
+from dralab_kit.bench.vcore import Sample, parse_result, summarise, vcore
 from dralab.errors import UserError
 
 

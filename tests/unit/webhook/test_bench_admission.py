@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from dralab.bench.admission import admission
+from dralab_kit.bench.admission import admission
 
 
 @pytest.mark.slow
@@ -40,7 +40,7 @@ def test_bench_writes_results_and_skip_reason(tmp_path: Path) -> None:
 
 
 def test_summary_takes_ratios_inside_each_run_then_the_median_and_spread() -> None:
-    from dralab.bench.admission import summarize
+    from dralab_kit.bench.admission import summarize
 
     def rnd(noop: float, conv: float, p99: float, errors: int = 0) -> dict:
         row = {"offered_rps": 100, "p99_ms": p99, "errors": errors}
@@ -56,7 +56,7 @@ def test_summary_takes_ratios_inside_each_run_then_the_median_and_spread() -> No
 
 
 def test_schedule_lag_reports_how_late_the_generator_started_requests() -> None:
-    from dralab.bench.admission import schedule_lag
+    from dralab_kit.bench.admission import schedule_lag
 
     lags = [0.001] * 99 + [0.050]
     assert schedule_lag(lags) == {"start_lag_p99_ms": 1.0, "start_lag_max_ms": 50.0}
@@ -64,7 +64,7 @@ def test_schedule_lag_reports_how_late_the_generator_started_requests() -> None:
 
 
 def test_a_run_of_some_handlers_leaves_the_missing_ratios_out() -> None:
-    from dralab.bench.admission import _targets, summarize
+    from dralab_kit.bench.admission import _targets, summarize
 
     def rnd(create: float, direct: float) -> dict:
         def row(p99: float) -> dict:
@@ -99,7 +99,7 @@ METRICS = "\n".join([
 
 
 def test_the_apiservers_own_create_latency_is_read_between_two_readings() -> None:
-    from dralab.bench.admission import claim_create_histograms, create_latency
+    from dralab_kit.bench.admission import claim_create_histograms, create_latency
 
     def reading(a: int, b: int, c: int, s: float) -> dict[str, dict[str, float]]:
         return claim_create_histograms(METRICS.replace("{a}", str(a)).replace("{b}", str(b)).replace("{c}", str(c))
@@ -119,7 +119,7 @@ def test_the_apiservers_own_create_latency_is_read_between_two_readings() -> Non
 def test_machine_cpu_counts_every_state_but_idle_and_iowait_as_busy() -> None:
     import os
 
-    from dralab.bench.cpu import machine_cpu
+    from dralab_kit.bench.cpu import machine_cpu
 
     hz = os.sysconf("SC_CLK_TCK")
     stat = "cpu  100 10 50 700 40 5 5 90 0 0\ncpu0 50 5 25 350 20 2 3 45 0 0\nintr 1\n"
@@ -128,7 +128,7 @@ def test_machine_cpu_counts_every_state_but_idle_and_iowait_as_busy() -> None:
 
 
 def test_cpu_during_gives_cores_per_process_the_rest_and_the_busy_share() -> None:
-    from dralab.bench.admission import cpu_during
+    from dralab_kit.bench.admission import cpu_during
 
     before = {"apiserver": 10.0, "bench webhook": 2.0, "generator": 1.0, "machine busy": 100.0, "machine total": 400.0}
     after = {"apiserver": 14.0, "bench webhook": 4.0, "generator": 1.5, "machine busy": 108.0, "machine total": 416.0}
@@ -138,8 +138,8 @@ def test_cpu_during_gives_cores_per_process_the_rest_and_the_busy_share() -> Non
 
 
 def test_cpu_summary_takes_the_median_per_handler_and_rate_and_the_report_shows_it() -> None:
-    from dralab.bench.admission import summarize
-    from dralab.bench.report import _machine_share
+    from dralab_kit.bench.admission import summarize
+    from dralab_kit.bench.report import _machine_share
 
     def rnd(busy: float, hook: float) -> dict:
         def row(name: str) -> dict:
@@ -163,7 +163,7 @@ def test_cpu_summary_takes_the_median_per_handler_and_rate_and_the_report_shows_
 
 
 def test_settle_machine_waits_for_a_quiet_window_and_gives_up_at_its_limit(monkeypatch: pytest.MonkeyPatch) -> None:
-    from dralab.bench import cpu
+    from dralab_kit.bench import cpu
 
     # (busy, total) readings: windows busy 90 %, 60 %, then 20 %
     readings = iter([(0, 0), (9, 10), (9, 10), (15, 20), (15, 20), (17, 30)])
@@ -176,7 +176,7 @@ def test_settle_machine_waits_for_a_quiet_window_and_gives_up_at_its_limit(monke
 
 
 def test_turns_row_gives_each_process_cpu_per_request_and_the_machine_share() -> None:
-    from dralab.bench.admission import Sample, _turns_row
+    from dralab_kit.bench.admission import Sample, _turns_row
 
     sample = Sample(ok_status=201, ok_marker=b'"uid"')
     for _ in range(400):
@@ -190,8 +190,8 @@ def test_turns_row_gives_each_process_cpu_per_request_and_the_machine_share() ->
 
 
 def test_closed_loop_cpu_splits_creates_extra_cost_by_process() -> None:
-    from dralab.bench.admission import summarize
-    from dralab.bench.report import _closed_loop_cpu
+    from dralab_kit.bench.admission import summarize
+    from dralab_kit.bench.report import _closed_loop_cpu
 
     def rnd(api_create: float, hook: float) -> dict:
         def loop(name: str, rps: float) -> dict:
@@ -212,7 +212,7 @@ def test_closed_loop_cpu_splits_creates_extra_cost_by_process() -> None:
 
 
 def test_the_report_shows_the_apiservers_etcd_writes_beside_its_requests() -> None:
-    from dralab.bench.report import _apiserver_share
+    from dralab_kit.bench.report import _apiserver_share
 
     def by_rate(create: float, direct: float) -> dict:
         return {"create": {"200": {"median": create}}, "direct": {"200": {"median": direct}}}
@@ -226,7 +226,7 @@ def test_the_report_shows_the_apiservers_etcd_writes_beside_its_requests() -> No
 
 
 def test_prefer_pods_are_judged_against_single_type_pods_by_cpu_per_admission_within_each_round() -> None:
-    from dralab.bench.admission import summarize
+    from dralab_kit.bench.admission import summarize
 
     def rnd(prefer: float, single: float) -> dict:
         row = {"offered_rps": 100, "p99_ms": 5, "errors": 0}
@@ -243,8 +243,8 @@ def test_prefer_pods_are_judged_against_single_type_pods_by_cpu_per_admission_wi
 
 
 def test_typed_bodies_carry_the_prefer_or_the_single_type_annotation() -> None:
-    from dralab.bench.admission import Bodies, typed_pod
     from dralab.model.convert import ANN_PREFER_TYPES
+    from dralab_kit.bench.admission import Bodies, typed_pod
 
     prefer = json.loads(Bodies("ns", typed_pod("prefer")).next())["request"]["object"]
     single = json.loads(Bodies("ns", typed_pod("single")).next())["request"]["object"]
@@ -254,7 +254,7 @@ def test_typed_bodies_carry_the_prefer_or_the_single_type_annotation() -> None:
 
 
 def test_the_report_shows_prefer_against_single_per_process_when_measured() -> None:
-    from dralab.bench.report import admission_section
+    from dralab_kit.bench.report import admission_section
 
     fig = {"ratio": {"median": 1.13, "min": 1.1, "max": 1.2}, "extra_ms": {"median": 0.2, "min": 0.2, "max": 0.2}}
     res = {"summary": {"prefer_vs_single_cpu": fig, "prefer_vs_single_apiserver_cpu": fig},

@@ -150,7 +150,7 @@ def feature_gates_for(stages, version, wanted):
     """The ``--feature-gates`` a component of ``version`` needs so that every ``wanted`` gate is on.
 
     ``stages`` is the role's generated ``kubelet_feature_gates_stages`` (minor -> gate -> pass,
-    default or locked). The rule is dralab.provision.versions.feature_gates_for's, and a unit test
+    default or locked). The rule is dralab.versions.feature_gates_for's, and a unit test
     runs both: a gate is passed (true) only where the version has it off by default; one that is on
     by default or locked is left out; one the version does not know is an error; a name the table
     never mentions is passed as asked. A minor newer than the table's last row behaves like that row.

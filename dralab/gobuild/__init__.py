@@ -1,6 +1,0 @@
-"""Build Go programs (Kubernetes, etcd, KWOK, helm, ...) from wrapper modules shipped with dralab."""
-
-from dralab.gobuild.builder import BuildResult, build_go_tools, cache_root, wrapper_names
-from dralab.gobuild.toolchain import MIN_GO, find_go
-
-__all__ = ["MIN_GO", "BuildResult", "build_go_tools", "cache_root", "find_go", "wrapper_names"]

@@ -1,0 +1,61 @@
+"""What every benchmark shares: percentiles, a figure's formatting, ``--sizes`` and the JSON result file."""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import click
+
+
+def percentile(values: Sequence[float], pct: float) -> float:
+    """The ``pct`` percentile (0..100) by the nearest-rank method; NaN for no values."""
+    if not values:
+        return math.nan
+    ordered = sorted(values)
+    rank = max(1, math.ceil(pct / 100 * len(ordered)))
+    return ordered[rank - 1]
+
+
+def write_result(out_dir: str | Path, name: str, result: dict[str, Any]) -> Path:
+    """Write ``<out_dir>/<name>.json`` with the run's context (see :mod:`dralab_kit.bench.results`)."""
+    from dralab_kit.bench.results import write_result as write
+
+    return write(out_dir, name, result)
+
+
+def fmt(value: Any, unit: str = "") -> str:
+    """A figure for a report table: "-" for none, three significant digits below 100, else whole."""
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        return f"{value:.3g}{unit}" if abs(value) < 100 else f"{value:.0f}{unit}"
+    return f"{value}{unit}"
+
+
+def parse_sizes(text: str, what: str = "sizes") -> tuple[int, ...]:
+    """``"200,10"`` -> ``(10, 200)`` for a ``--sizes`` option; anything else is a usage error naming the bad part."""
+    try:
+        got = tuple(sorted({int(part) for part in text.split(",") if part.strip()}))
+    except ValueError:
+        raise click.BadParameter(f"{text!r}: expected {what} as integers separated by commas, e.g. 10,200",
+                                 param_hint="--sizes") from None
+    if not got or got[0] < 1:
+        raise click.BadParameter(f"{text!r}: {what} must be 1 or more, e.g. 10,200", param_hint="--sizes")
+    return got
+
+
+def save_figure(fig: Any, path: Path) -> None:
+    """Write a matplotlib figure as PNG atomically (a reader never sees half a plot) and close it."""
+    import matplotlib.pyplot as plt
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp.png")
+    fig.savefig(tmp, dpi=110)
+    plt.close(fig)
+    os.replace(tmp, path)

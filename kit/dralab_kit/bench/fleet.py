@@ -1,0 +1,570 @@
+"""``dralab bench fleet``: dralab on a simulated fleet of KWOK nodes, against DRA without dralab in the same run.
+
+Each size is a throw-away cluster ``dralab cluster up --fleet NODESx8`` (8 shareable fake GPUs per
+node; every node's driver in one process, every node's kubelet stand-in in another:
+:mod:`dralab_kit.cluster.fleetnode`). Three phases, each run twice, alternating the two kinds:
+
+- *dralab*: pods in HAMi syntax (``nvidia.com/gpu``, ``gpumem``, ``gpucores``) through the webhook,
+  which creates their claims; the janitor releases them after the pods are gone;
+- *baseline* (DRA without dralab): the same pods already written as DRA pods, with the claims the
+  webhook would make (its own conversion, run here once) created by the bench before the clock starts
+  and deleted by it after.
+
+Phases: **fill** 8 pods per node at once (half a GPU each: about half the fleet's capacity),
+**churn** rounds that delete one pod per node and create one per node (claims released and
+reallocated), **burst** up to 1,000 smaller pods at once on the emptied fleet. Per phase and kind:
+pods bound per second, p50/p99 create-to-bound and create-to-Running, CPU per pod of every
+component (``/proc`` of the pids the cluster's state records), apiserver requests per pod by verb and
+resource (its ``apiserver_request_total``), dralab's resident memory against claims and slices, and
+at the end of a size the leaks (claims left, capacity still consumed, claims still prepared).
+
+dralab's CPU is the webhook's process tree (servers and the janitor) plus the fleet's driver process;
+the stand-in and KWOK are the simulation and are reported apart, never in dralab's figure. The local
+cluster runs no monitor: its share is not measured here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.console import Console
+
+from dralab.model.naming import claim_name
+from dralab_kit.bench import DEFAULT_OUT
+from dralab_kit.bench.common import parse_sizes, percentile, save_figure, write_result
+from dralab_kit.bench.concurrency import Burst, BurstRunner, async_client, cpu_per_pod
+from dralab_kit.bench.cpu import CpuMeter
+
+console = Console(stderr=True)
+
+DEVICES_PER_NODE = 8
+SIZES_FULL = (50, 200, 500)
+SIZES_QUICK = (10,)
+FILL_PER_NODE = 8
+FILL_POD = {"memory_mib": 8192, "cores": 50}  # half of an L4's cores: 2 per GPU, 8 per node = half the fleet
+BURST_POD = {"memory_mib": 2048, "cores": 10}
+BURST_PODS = 1000
+BURST_PODS_QUICK = 200
+BURST_SHARE = 0.5  # a burst asks for at most half of what the fleet's cores hold
+CHURN_ROUNDS, CHURN_ROUNDS_QUICK = 3, 2
+KINDS = ("dralab", "baseline")
+PHASES = ("fill", "churn", "burst")
+DRALAB_COMPONENTS = ("webhook", "driver")  # the janitor runs inside the webhook's tree
+SIMULATED = ("kubelet", "kwok")  # the simulated node layer: reported apart
+RATIO_TARGET = 0.9  # dralab ÷ baseline pods/s at the largest size, fill and burst
+CPU_GROWTH_TARGET = 1.2  # dralab CPU per pod at the largest size ÷ at the smallest
+
+
+# ---------------------------------------------------------------- pure: pods, requests, verdicts
+
+
+def hami_pod(name: str, memory_mib: int, cores: int) -> dict[str, Any]:
+    """A pod in HAMi syntax asking for a share of one NVIDIA GPU (what the webhook converts)."""
+    limits = {"nvidia.com/gpu": "1", "nvidia.com/gpumem": str(memory_mib), "nvidia.com/gpucores": str(cores)}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name},
+        "spec": {
+            "terminationGracePeriodSeconds": 0,
+            "containers": [{"name": "app", "image": "busybox", "resources": {"limits": limits}}],
+        },
+    }
+
+
+def dra_pod(name: str, namespace: str, memory_mib: int, cores: int) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The same pod as DRA without dralab: the webhook's conversion run once, with none of dralab's
+    labels or annotations on the pod or its claim (so no janitor and no webhook act on them)."""
+    from dralab.model.convert import convert_pod
+    from dralab.model.vendors import load_vendor_table
+
+    conv = convert_pod(hami_pod(name, memory_mib, cores), load_vendor_table(), namespace=namespace)
+    (claim,) = conv.objects
+    pod = conv.pod
+    pod["metadata"] = {"name": name}
+    claim["metadata"] = {"name": claim["metadata"]["name"], "namespace": namespace}
+    return pod, claim
+
+
+def burst_size(nodes: int, devices: int = DEVICES_PER_NODE, quick: bool = False) -> int:
+    """Pods in the burst: 1,000 (quick: 200), or fewer where half the fleet's cores would not hold them."""
+    fits = int(nodes * devices * (100 // BURST_POD["cores"]) * BURST_SHARE)
+    return min(BURST_PODS_QUICK if quick else BURST_PODS, fits)
+
+
+def parse_requests(text: str) -> dict[str, float]:
+    """``apiserver_request_total`` by ``VERB resource[/subresource]`` (watches and metrics reads left out)."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    out: dict[str, float] = {}
+    for family in text_string_to_metric_families(text):
+        if family.name != "apiserver_request":
+            continue
+        for sample in family.samples:
+            if sample.name != "apiserver_request_total":
+                continue
+            verb, resource = sample.labels.get("verb", ""), sample.labels.get("resource", "")
+            if verb in ("WATCH", "CONNECT") or not resource:
+                continue
+            sub = sample.labels.get("subresource", "")
+            key = f"{verb} {resource}{'/' + sub if sub else ''}"
+            out[key] = out.get(key, 0.0) + sample.value
+    return out
+
+
+def requests_per_pod(before: dict[str, float], after: dict[str, float], pods: int) -> dict[str, float]:
+    """Requests per pod by verb and resource, largest first (those under 0.01 per pod dropped)."""
+    if not pods:
+        return {}
+    diff = {k: (after.get(k, 0.0) - before.get(k, 0.0)) / pods for k in after}
+    kept = {k: round(v, 3) for k, v in diff.items() if v >= 0.01}
+    total = round(sum(kept.values()), 3)
+    return {"total": total, **dict(sorted(kept.items(), key=lambda kv: -kv[1]))}
+
+
+def _r(value: float | None, digits: int = 4) -> float | None:
+    return None if value is None or (isinstance(value, float) and math.isnan(value)) else round(value, digits)
+
+
+def summarize(burst: Burst) -> dict[str, Any]:
+    """One timed batch: pods bound per second, p50/p99 create-to-bound and create-to-Running."""
+    bound = len(burst.latencies)
+    running_done = max(burst.running) if burst.running else math.nan
+    return {
+        "pods": burst.n,
+        "pods_per_s": _r(bound / burst.completion_s) if bound and burst.completion_s > 0 else None,
+        "running_per_s": _r(len(burst.running) / running_done) if burst.running and running_done > 0 else None,
+        "bound_p50_s": _r(percentile(burst.latencies, 50)),
+        "bound_p99_s": _r(percentile(burst.latencies, 99)),
+        "running_p50_s": _r(percentile(burst.running, 50)),
+        "running_p99_s": _r(percentile(burst.running, 99)),
+        "failures": burst.failures,
+        "first_error": burst.first_error,
+    }
+
+
+def merge(rounds: list[Burst]) -> Burst:
+    """Several churn rounds as one batch (rates over the summed time of the rounds)."""
+    out = Burst(n=sum(b.n for b in rounds))
+    for b in rounds:
+        out.latencies += b.latencies
+        out.running += b.running
+        out.admitted += b.admitted
+        out.failures += b.failures
+        out.first_error = out.first_error or b.first_error
+    times = [b.completion_s for b in rounds if not math.isnan(b.completion_s)]
+    out.completion_s = sum(times) if times else math.nan
+    return out
+
+
+def dralab_cpu(cpu_ms: dict[str, float]) -> float | None:
+    """dralab's CPU per pod: webhook (with the janitor) + driver; None when neither was measured."""
+    parts = [cpu_ms[c] for c in DRALAB_COMPONENTS if c in cpu_ms]
+    return round(sum(parts), 3) if parts else None
+
+
+def _ratio(a: float | None, b: float | None) -> float | None:
+    return round(a / b, 3) if a and b else None
+
+
+def verdict(sizes: list[dict[str, Any]]) -> dict[str, Any]:
+    """The issue's targets over the sizes of one run (None where a figure is missing)."""
+    if not sizes:
+        return {}
+    small, large = sizes[0], sizes[-1]
+
+    def rate(size: dict[str, Any], phase: str, kind: str) -> float | None:
+        return ((size.get("phases") or {}).get(phase) or {}).get(kind, {}).get("pods_per_s")
+
+    def cpu(size: dict[str, Any]) -> float | None:
+        vals = [((size.get("phases") or {}).get(p) or {}).get("dralab", {}).get("dralab_cpu_ms_per_pod")
+                for p in PHASES]
+        got = [v for v in vals if v is not None]
+        return sum(got) / len(got) if got else None
+
+    def webhook(size: dict[str, Any]) -> float | None:
+        vals = [(((size.get("phases") or {}).get(p) or {}).get("dralab", {}).get("cpu_ms_per_pod") or {}).get("webhook")
+                for p in PHASES]
+        got = [v for v in vals if v is not None]
+        return sum(got) / len(got) if got else None
+
+    ratios = {p: _ratio(rate(large, p, "dralab"), rate(large, p, "baseline")) for p in PHASES}
+    growth = _ratio(cpu(large), cpu(small)) if large is not small else None
+    leaks = [s.get("leaks") or {} for s in sizes]
+    no_leaks = all(not (lk.get("claims") or lk.get("capacity") or lk.get("prepared")) for lk in leaks)
+    return {
+        "largest_nodes": large.get("nodes"),
+        "smallest_nodes": small.get("nodes"),
+        "ratio_by_phase": ratios,
+        "ratio_target": RATIO_TARGET,
+        "meets_ratio": (all(ratios[p] is not None and ratios[p] >= RATIO_TARGET for p in ("fill", "burst"))
+                        if all(ratios[p] is not None for p in ("fill", "burst")) else None),
+        "cpu_growth": growth,
+        "cpu_growth_target": CPU_GROWTH_TARGET,
+        "meets_cpu_growth": None if growth is None else growth <= CPU_GROWTH_TARGET,
+        # the webhook alone (admission and janitor): the fleet's driver process hosts every node's driver,
+        # whose per-node loops grow with the fleet in one process but stay per node in a real fleet
+        "webhook_cpu_growth": _ratio(webhook(large), webhook(small)) if large is not small else None,
+        "no_leaks": no_leaks,
+    }
+
+
+# ---------------------------------------------------------------- the cluster's processes
+
+
+def _tree_pids(pid: int) -> list[int]:
+    out, todo = [], [pid]
+    while todo:
+        current = todo.pop()
+        out.append(current)
+        try:
+            for task in Path(f"/proc/{current}/task").iterdir():
+                todo += [int(c) for c in (task / "children").read_text().split()]
+        except OSError:
+            pass
+    return out
+
+
+def tree_rss_mib(pid: int) -> float:
+    """Resident memory of ``pid`` and its descendants (the webhook's workers), MiB."""
+    total = 0
+    for p in _tree_pids(pid):
+        try:
+            for line in Path(f"/proc/{p}/status").read_text().splitlines():
+                if line.startswith("VmRSS:"):
+                    total += int(line.split()[1])
+        except OSError:
+            continue
+    return round(total / 1024, 1)
+
+
+class Runner(BurstRunner):
+    """BurstRunner whose calls survive a dropped connection: on a loaded machine the apiserver closes kept-alive
+    connections under the client now and then, and one lost DELETE must not lose a half-hour run."""
+
+    async def _ok(self, method: str, path: str, **kw: Any) -> dict[str, Any]:
+        import httpx
+
+        for attempt in range(5):
+            try:
+                return await super()._ok(method, path, **kw)
+            except httpx.TransportError:
+                if attempt == 4:
+                    raise
+                await asyncio.sleep(0.5 * (attempt + 1))  # backoff before retrying the call
+            except RuntimeError as exc:
+                if method == "POST" and attempt and "HTTP 409" in str(exc):
+                    return {}  # the retried create had reached the apiserver
+                raise
+        return {}
+
+
+class Fleet:
+    """One size's cluster: the timed batches, the meters, the clean-up and the leak check."""
+
+    def __init__(self, handle: Any, nodes: int, timeout: float) -> None:
+        self.handle = handle
+        self.nodes = nodes
+        self.meter = CpuMeter.for_cluster(handle)
+        self.timeout = timeout
+
+    def rss(self) -> dict[str, float]:
+        return {name: tree_rss_mib(pid) for name, pid in self.meter.pids.items()}
+
+    def requests(self) -> dict[str, float]:
+        kube = self.handle.kube()
+        try:
+            return parse_requests(kube.text("/metrics"))
+        finally:
+            kube.close()
+
+    async def count(self, client: Any, path: str) -> int:
+        resp = await client.get(path)
+        resp.raise_for_status()
+        return len(resp.json().get("items") or [])
+
+    async def measured(self, client: Any, pods: int, work: Any) -> dict[str, Any]:
+        """Run ``work`` (a coroutine returning a Burst) between two readings of CPU and apiserver requests."""
+        cpu0, req0 = self.meter.read(), self.requests()
+        burst = await work
+        cpu1, req1 = self.meter.read(), self.requests()
+        created = len(burst.admitted) or pods  # pods the apiserver accepted: a refused create costs little
+        cpu = cpu_per_pod(cpu0, cpu1, created)
+        row = summarize(burst)
+        row["created"] = created
+        rss = self.rss()
+        row.update({
+            "cpu_ms_per_pod": cpu,
+            "dralab_cpu_ms_per_pod": dralab_cpu(cpu),
+            "simulated_cpu_ms_per_pod": round(sum(cpu.get(c, 0.0) for c in SIMULATED), 3),
+            "rss_mib": rss,
+            "dralab_rss_mib": round(sum(rss.get(c, 0.0) for c in DRALAB_COMPONENTS), 1),
+            "claims": await self.count(client, "/apis/resource.k8s.io/v1/resourceclaims"),
+            "slices": await self.count(client, "/apis/resource.k8s.io/v1/resourceslices"),
+            "api_requests_per_pod": requests_per_pod(req0, req1, created),
+        })
+        return row
+
+    def leaks(self) -> dict[str, int]:
+        """What is left once every pod is gone: claims, capacity still consumed, claims still prepared."""
+        from dralab.model.quantity import to_int
+
+        kube = self.handle.kube()
+        try:
+            claims = (kube.list("/apis/resource.k8s.io/v1/resourceclaims").get("items")) or []
+        finally:
+            kube.close()
+        consumed = 0
+        for claim in claims:
+            results = ((claim.get("status") or {}).get("allocation") or {}).get("devices", {}).get("results") or []
+            for res in results:
+                for qty in (res.get("consumedCapacity") or {}).values():
+                    consumed += to_int(str(qty), "consumedCapacity")
+        prepared = 0
+        for node in self.handle.nodes:
+            try:
+                doc = json.loads((self.handle.node_dir(node) / "kubelet-checkpoint.json").read_text())
+            except (OSError, ValueError):
+                continue
+            prepared += len(doc.get("claims") or {})
+        return {"claims": len(claims), "capacity": consumed, "prepared": prepared}
+
+
+async def _create_claims(runner: BurstRunner, ns: str, claims: list[dict[str, Any]]) -> None:
+    base = f"/apis/resource.k8s.io/v1/namespaces/{ns}/resourceclaims"
+    sem = asyncio.Semaphore(64)
+
+    async def one(claim: dict[str, Any]) -> None:
+        async with sem:
+            await runner._ok("POST", base, json=claim)
+
+    await asyncio.gather(*(one(c) for c in claims))
+
+
+def _pods(kind: str, ns: str, stem: str, n: int, size: dict[str, int]) -> tuple[list[dict], list[dict]]:
+    if kind == "dralab":
+        return [hami_pod(f"{stem}-{i}", size["memory_mib"], size["cores"]) for i in range(n)], []
+    made = [dra_pod(f"{stem}-{i}", ns, size["memory_mib"], size["cores"]) for i in range(n)]
+    return [p for p, _ in made], [c for _, c in made]
+
+
+async def _batch(runner: BurstRunner, ns: str, kind: str, stem: str, n: int, size: dict[str, int]) -> Burst:
+    """Create ``n`` pods at once (the baseline's claims first, before the clock) and time them to Running."""
+    pods, claims = _pods(kind, ns, stem, n, size)
+    if claims:
+        await _create_claims(runner, ns, claims)
+    return await runner.run(ns, pods, wait_running=True)
+
+
+async def _delete_pods(runner: BurstRunner, ns: str, names: list[str], kind: str) -> None:
+    """Delete pods (and, for the baseline, their claims: nobody else releases them)."""
+    sem = asyncio.Semaphore(64)
+
+    async def one(name: str) -> None:
+        async with sem:
+            await runner._ok("DELETE", f"/api/v1/namespaces/{ns}/pods/{name}", params={"gracePeriodSeconds": "0"})
+            if kind == "baseline":
+                claim = claim_name(ns, name, "app", "nvidia")
+                await runner._ok("DELETE", f"/apis/resource.k8s.io/v1/namespaces/{ns}/resourceclaims/{claim}")
+
+    await asyncio.gather(*(one(n) for n in names))
+
+
+async def fill_and_churn(fleet: Fleet, client: Any, kind: str, rounds: int) -> dict[str, Any]:
+    """Fill (8 pods per node) then churn rounds on top of it, then clear; one row per phase."""
+    runner = Runner(client, timeout=fleet.timeout)
+    ns = await runner.namespace(f"fleet-{kind}")
+    n = fleet.nodes * FILL_PER_NODE
+    fill = await fleet.measured(client, n, _batch(runner, ns, kind, "f", n, FILL_POD))
+    console.print(f"[{fleet.nodes} nodes] fill {kind}: {_line(fill)}", markup=False, highlight=False)
+    per_round = fleet.nodes
+    gone: list[str] = []
+
+    async def churn_rounds() -> Burst:
+        done = []
+        for r in range(rounds):
+            victims = [f"f-{i}" for i in range(r * per_round, (r + 1) * per_round)]
+            await _delete_pods(runner, ns, victims, kind)  # released ...
+            gone.extend(victims)
+            done.append(await _batch(runner, ns, kind, f"c{r}", per_round, FILL_POD))  # ... and reallocated
+        return merge(done)
+
+    churn = await fleet.measured(client, per_round * rounds, churn_rounds())
+    console.print(f"[{fleet.nodes} nodes] churn {kind}: {_line(churn)}", markup=False, highlight=False)
+    started = time.monotonic()
+    await runner.clear(ns, kube_wait=fleet.timeout, own_claims=kind == "baseline")
+    fill["clear_s"] = round(time.monotonic() - started, 2)
+    return {"fill": fill, "churn": churn}
+
+
+async def burst(fleet: Fleet, client: Any, kind: str, quick: bool) -> dict[str, Any]:
+    runner = Runner(client, timeout=fleet.timeout)
+    ns = await runner.namespace(f"burst-{kind}")
+    n = burst_size(fleet.nodes, quick=quick)
+    row = await fleet.measured(client, n, _batch(runner, ns, kind, "b", n, BURST_POD))
+    console.print(f"[{fleet.nodes} nodes] burst {kind}: {_line(row)}", markup=False, highlight=False)
+    started = time.monotonic()
+    await runner.clear(ns, kube_wait=fleet.timeout, own_claims=kind == "baseline")
+    row["clear_s"] = round(time.monotonic() - started, 2)
+    return row
+
+
+def _line(row: dict[str, Any]) -> str:
+    return (f"{row['pods']} pods {row['pods_per_s']} bound/s running p50 {row['running_p50_s']}s "
+            f"p99 {row['running_p99_s']}s dralab {row['dralab_cpu_ms_per_pod']} ms/pod "
+            f"failures {row['failures']} {row['first_error'][:120]}")
+
+
+async def run_size(handle: Any, nodes: int, quick: bool, timeout: float) -> dict[str, Any]:
+    """Every phase of one size, the kinds taking turns (dralab first in fill/churn, baseline first in burst)."""
+    fleet = Fleet(handle, nodes, timeout)
+    rounds = CHURN_ROUNDS_QUICK if quick else CHURN_ROUNDS
+    phases: dict[str, dict[str, Any]] = {p: {} for p in PHASES}
+    async with async_client(handle) as client:
+        for kind in KINDS:
+            got = await fill_and_churn(fleet, client, kind, rounds)
+            for phase, row in got.items():
+                phases[phase][kind] = row
+        for kind in reversed(KINDS):
+            phases["burst"][kind] = await burst(fleet, client, kind, quick)
+    _wait_released(fleet, timeout)
+    return {"nodes": nodes, "devices_per_node": DEVICES_PER_NODE, "phases": phases, "leaks": fleet.leaks(),
+            "pids": dict(fleet.meter.pids)}
+
+
+def _wait_released(fleet: Fleet, timeout: float) -> None:
+    """The janitor releases dralab's last claims after their pods are gone: leaks are what stays after that."""
+    import contextlib
+
+    from dralab.util import WaitTimeout, wait_for
+
+    with contextlib.suppress(WaitTimeout):  # what is left is reported as leaks
+        wait_for(lambda: not any(fleet.leaks().values()), timeout, "the fleet's claims to be released", interval=1.0)
+
+
+def wait_fleet_slices(handle: Any, nodes: int, timeout: float) -> None:
+    """Wait until every node's pool is published (pods cannot be scheduled before)."""
+    from dralab.util import wait_for
+
+    kube = handle.kube()
+
+    def published() -> bool:
+        items = kube.list("/apis/resource.k8s.io/v1/resourceslices").get("items") or []
+        return len({(s.get("spec") or {}).get("pool", {}).get("name") for s in items}) >= nodes
+
+    try:
+        wait_for(published, timeout, f"ResourceSlices of {nodes} nodes", interval=1.0)
+    finally:
+        kube.close()
+
+
+def measure_size(nodes: int, quick: bool, keep: bool, timeout: float) -> dict[str, Any]:
+    """Bring a throw-away fleet of ``nodes`` up (timed: the cold start), run the phases, take it down."""
+    from dralab_kit.cluster.api import down, ensure_cluster
+
+    name = f"fleet{nodes}-{os.getpid() % 100000}"
+    started = time.monotonic()
+    try:
+        handle = ensure_cluster(name, devices=f"fleet:{nodes}x{DEVICES_PER_NODE}")
+        wait_fleet_slices(handle, nodes, timeout)
+        up_s = round(time.monotonic() - started, 1)
+        console.print(f"[{nodes} nodes] fleet up in {up_s}s", markup=False, highlight=False)
+        row = asyncio.run(run_size(handle, nodes, quick, timeout))
+        row["up_s"] = up_s
+        row["duration_s"] = round(time.monotonic() - started, 1)
+        return row
+    finally:
+        if not keep:
+            down(name, keep_logs=False)
+
+
+def plot(result: dict[str, Any], path: Path) -> None:
+    """Pods/s (dralab and baseline per phase) and dralab's CPU per pod against nodes."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    sizes = result.get("sizes") or []
+    xs = [s["nodes"] for s in sizes]
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4.2))
+    for phase, color in zip(PHASES, ("tab:blue", "tab:orange", "tab:green"), strict=True):
+        for kind, style in (("dralab", "-o"), ("baseline", "--s")):
+            ys = [s["phases"][phase][kind]["pods_per_s"] for s in sizes]
+            ax1.plot(xs, ys, style, color=color, label=f"{phase}, {kind}")
+        ax2.plot(xs, [s["phases"][phase]["dralab"]["dralab_cpu_ms_per_pod"] for s in sizes], "-o", color=color,
+                 label=f"{phase}: webhook + driver")
+        ax2.plot(xs, [s["phases"][phase]["dralab"]["cpu_ms_per_pod"].get("webhook") for s in sizes], ":^",
+                 color=color, label=f"{phase}: webhook alone")
+    ax1.set_ylabel("pods bound per second")
+    ax2.set_ylabel("dralab CPU ms per pod (webhook, janitor, driver)")
+    for ax in (ax1, ax2):
+        ax.set_xlabel("KWOK nodes (8 GPUs each)")
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=7)
+        ax.set_ylim(bottom=0)
+    fig.suptitle(f"Fleet scale: dralab against DRA without dralab ({os.cpu_count()} CPUs)")
+    fig.tight_layout()
+    save_figure(fig, path)
+
+
+
+@click.command()
+@click.option("--out", default=DEFAULT_OUT, show_default=True, help="folder for fleet.json and fleet.png")
+@click.option("--quick", is_flag=True, help=f"{SIZES_QUICK} nodes only, fewer churn rounds")
+@click.option("--sizes", default=None, metavar="N,N,...", help=f"node counts (default {SIZES_FULL})")
+@click.option("--keep", is_flag=True, help="leave each size's cluster running (for debugging)")
+@click.option("--timeout", type=float, default=900.0, show_default=True, help="seconds a batch may take")
+def fleet(out: str, quick: bool, sizes: str | None, keep: bool, timeout: float) -> None:
+    """Fill, churn and burst on simulated fleets of KWOK nodes; dralab against DRA without dralab.
+
+    Each size is a throw-away cluster (`dralab cluster up --fleet NODESx8`), never `dralab`.
+
+    \b
+    Example:
+      dralab bench fleet --quick --out /tmp/results
+      dralab bench fleet --sizes 50,200
+    """
+    from dralab_kit.cluster import build
+
+    build.require_binaries()
+    chosen = parse_sizes(sizes, "node counts") if sizes else (SIZES_QUICK if quick else SIZES_FULL)
+    started = time.monotonic()
+    rows: list[dict[str, Any]] = []
+    for nodes in chosen:
+        rows.append(measure_size(nodes, quick, keep, timeout))
+        path = _write(out, quick, rows, started)  # each size as soon as it is measured: a later one may fail
+    try:
+        plot(_load(path), Path(out) / "fleet.png")
+    except ImportError:
+        console.print("matplotlib not installed: no plot", markup=False)
+    v = _load(path)["verdict"]
+    click.echo(f"dralab ÷ baseline pods/s at {v.get('largest_nodes')} nodes {v.get('ratio_by_phase')}; "
+               f"CPU per pod growth {v.get('cpu_growth')}; no leaks: {v.get('no_leaks')} -> {path}")
+
+
+def _load(path: Path) -> dict[str, Any]:
+    return json.loads(path.read_text())
+
+
+def _write(out: str, quick: bool, rows: list[dict[str, Any]], started: float) -> Path:
+    result = {
+        "quick": quick,
+        "devices_per_node": DEVICES_PER_NODE,
+        "pods": {"fill_per_node": FILL_PER_NODE, "fill_pod": FILL_POD, "burst_pod": BURST_POD,
+                 "burst_max": BURST_PODS_QUICK if quick else BURST_PODS,
+                 "churn_rounds": CHURN_ROUNDS_QUICK if quick else CHURN_ROUNDS},
+        "dralab_components": list(DRALAB_COMPONENTS),
+        "simulated_components": list(SIMULATED),
+        "sizes": rows,
+        "verdict": verdict(rows),
+        "duration_s": round(time.monotonic() - started, 1),
+    }
+    return write_result(out, "fleet", result)

@@ -1,0 +1,151 @@
+"""The simulated node layer of a fleet: every node's driver in one process, every stand-in in another.
+
+A local cluster runs one ``dralab driver run`` and one kubelet stand-in per KWOK node; at 500 nodes
+that is 1,000 Python interpreters on a small machine. A fleet (``dralab cluster up --fleet``)
+runs instead:
+
+- ``driver/fleet``: one :class:`dralab.driver.runner.DriverProcess` per node, in one process: the
+  driver's own slice publisher (one pool per node), gRPC servers on each node's sockets, claim
+  status writes. Backends come from one parsed inventory. The claim cache is off by default: each
+  node's cache watches *every* claim (the apiserver cannot select claims by node), so N caches in
+  one process decode every claim event N times; Prepare then GETs its claims, as ``--no-claim-cache``.
+- ``kubelet/fleet``: one :class:`dralab_kit.cluster.standin.runner.StandIn` per node, in one process,
+  each calling its node's driver through the real gRPC sockets. This process is the simulation, not
+  dralab: benches report its CPU and memory apart.
+
+Run as ``python -m dralab_kit.cluster.fleetnode driver|kubelet --cluster NAME --port PORT``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import threading
+from pathlib import Path
+
+from dralab.util import get_logger
+from dralab_kit.cluster.layout import Layout
+
+log = get_logger("dralab.fleetnode")
+FLEET_COMPONENT = "fleet"  # driver/fleet and kubelet/fleet
+STANDIN_PLUGIN_SECONDS = 2.0  # registry scans per node: 0.25 s each for hundreds of nodes is the process's CPU
+
+
+def run_drivers(layout: Layout, port: int, config: str | None, claim_cache: bool, stop: threading.Event) -> None:
+    """Start every node's driver, serve /healthz /readyz /metrics (all nodes together), wait for ``stop``."""
+    from dralab.config import load_config
+    from dralab.driver.devices.fake import HEALTH_FILE, FakeBackend, from_inventory
+    from dralab.driver.metrics import DriverMetrics, StatusServer
+    from dralab.driver.runner import DriverProcess, RunOptions
+    from dralab.model.inventory import load_inventory
+
+    table = load_config(config).vendors
+    inventory = load_inventory(str(layout.config_dir / "inventory.yaml"), table)
+    metrics = DriverMetrics()
+    drivers: list[DriverProcess] = []
+    for node in inventory.nodes:
+        state_dir = layout.driver_state_dir(node.name)
+        options = RunOptions(
+            node=node.name,
+            backend="fake",
+            kubeconfig=str(layout.kubeconfig),
+            plugin_dir=str(layout.plugins_dir(node.name)),
+            registry_dir=str(layout.registry_dir(node.name)),
+            cdi_dir=str(layout.cdi_dir(node.name)),
+            state_dir=str(state_dir),
+            config=config,
+            claim_cache=claim_cache,
+        )
+        backend = FakeBackend(
+            node=node.name,
+            devices=[from_inventory(d) for d in node.devices],
+            table=table,
+            dev_root=state_dir / "dev",
+            health_file=state_dir / HEALTH_FILE,
+        )
+        drivers.append(DriverProcess(options, metrics=metrics, backend=backend).start())
+    log.info("fleet drivers started", extra={"fields": {"nodes": len(drivers)}})
+
+    def started() -> tuple[bool, str]:
+        return bool(drivers), f"{len(drivers)} nodes started"
+
+    def ready() -> tuple[bool, str]:
+        """Every node's pool published and its driver registered with the stand-in (no socket probes:
+        hundreds of gRPC round trips per probe would be the probe's own load)."""
+        for d in drivers:
+            for s in d.served:
+                if s.publisher is not None and not s.publisher.published.is_set():
+                    return False, f"{d.options.node}: slices not yet published"
+                if not s.server.registration.registered.is_set():
+                    return False, f"{d.options.node}: not registered with the kubelet yet"
+        return bool(drivers), f"{len(drivers)} nodes published and registered"
+
+    status = StatusServer(metrics, started, ready, port)
+    status.start()
+    try:
+        stop.wait()
+    finally:
+        status.stop()
+        for d in drivers:
+            d.stop()
+
+
+class _AllReady:
+    """What the stand-in's HTTP server reads: ``ready`` once every node's stand-in is."""
+
+    def __init__(self) -> None:
+        self.ready = threading.Event()
+
+
+def run_standins(layout: Layout, port: int, stop: threading.Event) -> None:
+    """One stand-in per node of the fleet, each on threads of its own, until ``stop``."""
+    from prometheus_client import CollectorRegistry
+
+    from dralab.kube import Kube
+    from dralab.model.inventory import load_inventory
+    from dralab_kit.cluster.standin.main import _server
+    from dralab_kit.cluster.standin.runner import StandIn
+
+    nodes = [n.name for n in load_inventory(str(layout.config_dir / "inventory.yaml")).nodes]
+    standins = []
+    for node in nodes:
+        node_dir: Path = layout.node_dir(node)
+        (node_dir / "registry").mkdir(parents=True, exist_ok=True)
+        kube = Kube.from_kubeconfig(str(layout.kubeconfig), user_agent="dralab-standin")
+        standins.append(StandIn(node, kube, node_dir, plugin_seconds=STANDIN_PLUGIN_SECONDS))
+    for s in standins:
+        threading.Thread(target=s.run, name=f"standin-{s.node}", daemon=True).start()
+    marker = _AllReady()
+    server = _server(port, CollectorRegistry(), [marker])  # type: ignore[list-item]
+    try:
+        while not stop.is_set() and not all(s.ready.is_set() for s in standins):
+            stop.wait(0.2)
+        marker.ready.set()
+        log.info("fleet stand-ins ready", extra={"fields": {"nodes": len(standins)}})
+        stop.wait()
+    finally:
+        for s in standins:
+            s.stop()
+        server.shutdown()
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="dralab-fleetnode", description=__doc__)
+    parser.add_argument("role", choices=["driver", "kubelet"])
+    parser.add_argument("--cluster", required=True, help="the local cluster's name (its folder under DRALAB_HOME)")
+    parser.add_argument("--port", type=int, required=True, help="/healthz, /readyz, /metrics")
+    parser.add_argument("--config", help="dralab config file (driver)")
+    parser.add_argument("--claim-cache", action="store_true", help="each node's driver watches every claim")
+    args = parser.parse_args(argv)
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    layout = Layout.of(args.cluster)
+    if args.role == "driver":
+        run_drivers(layout, args.port, args.config, args.claim_cache, stop)
+    else:
+        run_standins(layout, args.port, stop)
+
+
+if __name__ == "__main__":
+    main()
