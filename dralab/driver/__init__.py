@@ -15,7 +15,6 @@ Modules, one job each:
   :mod:`.limits`: size-limited claim folders.
 - :mod:`.server`: gRPC servers on unix sockets; :mod:`.runner`: one driver process; :mod:`.metrics`:
   /metrics, /healthz, /readyz; :mod:`.cli`: ``dralab driver run|slices|cdi``.
-- :mod:`.samples`: Lab 20's claims as data (for tests and benches).
 
 Host layout under ``--state-dir``: ``<driver>/checkpoint.json``, ``<driver>/claims/<claimUID>/``
 (mounted per claim), ``<driver>/shared/`` (mounted into every claim), ``<driver>/ld.so.preload``,

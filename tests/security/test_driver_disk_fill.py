@@ -27,7 +27,7 @@ from dralab.driver.claims import InMemoryClaimSource
 from dralab.driver.devices import BackendOptions
 from dralab.driver.devices.fake import FakeBackend
 from dralab.driver.library import stub_library
-from dralab.driver.samples import CLAIM_A, CLAIM_A_UID, NAMESPACE, NODE, lab20_claim
+from dralab_kit.fixtures.driver_claims import CLAIM_A, CLAIM_A_UID, NAMESPACE, NODE, lab20_claim
 from dralab.driver.state import DriverState
 from dralab.model.vendors import load_vendor_table
 
@@ -112,10 +112,10 @@ def test_a_driver_that_may_not_mount_refuses_to_start(tmp_path: Path, monkeypatc
     from dralab.driver.devices import BackendOptions
     from dralab.driver.devices.fake import FakeBackend
     from dralab.driver.library import stub_library
-    from dralab.driver.samples import NODE
     from dralab.driver.state import DriverState
     from dralab.errors import UserError
     from dralab.model.vendors import load_vendor_table
+    from dralab_kit.fixtures.driver_claims import NODE
 
     def refused(*args, **kwargs) -> None:
         raise OSError(1, "mounting: Operation not permitted")

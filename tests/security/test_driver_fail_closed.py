@@ -25,8 +25,8 @@ import yaml
 from dralab.driver.claims import InMemoryClaimSource
 from dralab.driver.proto import dra_v1_pb2, dra_v1_pb2_grpc
 from dralab.driver.runner import DriverProcess, RunOptions
-from dralab.driver.samples import CLAIM_A, CLAIM_A_UID, DRIVER, NAMESPACE, NODE, lab20_claim
 from dralab_kit.bench.fuzz import Sandbox
+from dralab_kit.fixtures.driver_claims import CLAIM_A, CLAIM_A_UID, DRIVER, NAMESPACE, NODE, lab20_claim
 
 EM = {"x86_64": 62, "aarch64": 183}
 HERE = EM.get(platform.machine(), 62)

@@ -23,8 +23,8 @@ from dralab.driver.cdi import ClaimRef
 from dralab.driver.claims import InMemoryClaimSource, allocated_claim
 from dralab.driver.library import stub_library
 from dralab.driver.runner import DriverProcess, RunOptions
-from dralab.driver.samples import NODE, lab20_claim
 from dralab_kit.bench.fuzz import Sandbox
+from dralab_kit.fixtures.driver_claims import NODE, lab20_claim
 
 NS = "tenants"
 # Lab 20's node: npu-0-0 is physical id 0, npu-1-0 physical id 2

@@ -47,11 +47,11 @@ from dralab.driver.claims import ClaimSource, InMemoryClaimSource, KubeClaimSour
 from dralab.driver.library import stub_library
 from dralab.driver.proto import dra_v1_pb2, dra_v1_pb2_grpc
 from dralab.driver.runner import DriverProcess, RunOptions
-from dralab.driver.samples import NODE, lab20_claim
 from dralab.kube import Kube, KubeError
 from dralab.util import WaitTimeout, wait_for
 from dralab_kit.bench import DEFAULT_OUT
 from dralab_kit.bench.common import percentile, write_result
+from dralab_kit.fixtures.driver_claims import NODE, lab20_claim
 
 NAMESPACE = "dralab-bench-driver"
 TARGET_1_CLAIM_P99_MS = 15.0

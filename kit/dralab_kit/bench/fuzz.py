@@ -501,7 +501,7 @@ def driver_case(draw: st.DrawFn, typed: bool = True) -> Any:
     Typed: what a real apiserver can return (every field of its type; uids, names, devices, pools
     and quantities arbitrary). Untyped: junk anywhere, as a broken or hostile claim source would.
     """
-    from dralab.driver.samples import DRIVER, NODE
+    from dralab_kit.fixtures.driver_claims import DRIVER, NODE
 
     claims = []
     for _ in range(draw(st.integers(0, 4))):
@@ -614,7 +614,7 @@ def driver_under_test() -> Iterator[tuple[Any, FuzzClaims, Path, Sandbox]]:
     """A real driver (in-process, fake backend, Lab 20's node) in a fresh folder it cannot write outside of."""
     from dralab.driver.library import stub_library
     from dralab.driver.runner import DriverProcess, RunOptions
-    from dralab.driver.samples import NODE
+    from dralab_kit.fixtures.driver_claims import NODE
 
     root = Path(tempfile.mkdtemp(prefix="dfz", dir="/tmp"))
     try:
@@ -663,7 +663,7 @@ class DriverTarget:
         import grpc
 
         from dralab.driver.proto import dra_v1_pb2, dra_v1_pb2_grpc, dra_v1beta1_pb2, dra_v1beta1_pb2_grpc
-        from dralab.driver.samples import lab20_claim
+        from dralab_kit.fixtures.driver_claims import lab20_claim
 
         self._cm = driver_under_test()
         self.proc, self.source, self.root, self.box = self._cm.__enter__()

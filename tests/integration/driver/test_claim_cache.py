@@ -12,10 +12,10 @@ from collections.abc import Iterator
 import pytest
 
 from dralab.driver.informer import ClaimInformer, Expired
-from dralab.driver.samples import DRIVER, lab20_claim
 from dralab.kube import Kube
 from dralab.kube.paths import claim_path
 from dralab.util import wait_for
+from dralab_kit.fixtures.driver_claims import DRIVER, lab20_claim
 
 from ..helpers import resource_claim
 

@@ -25,10 +25,10 @@ from dralab.driver.cdi import env_of
 from dralab.driver.library import stub_library
 from dralab.driver.proto import dra_v1_pb2, dra_v1_pb2_grpc
 from dralab.driver.runner import DriverProcess, RunOptions
-from dralab.driver.samples import lab20_claim
 from dralab.kube import Kube, KubeError
 from dralab.kube.paths import SLICES_PATH, claim_path
 from dralab.util import wait_for
+from dralab_kit.fixtures.driver_claims import lab20_claim
 
 from ..helpers import allocation, claim_pod, resource_claim
 

@@ -27,11 +27,11 @@ from dralab.driver.devices.fake import HEALTH_FILE
 from dralab.driver.library import stub_library
 from dralab.driver.proto import dra_v1_pb2, dra_v1_pb2_grpc
 from dralab.driver.runner import DriverProcess, RunOptions
-from dralab.driver.samples import lab20_claim
 from dralab.driver.status import StatusUpdate, StatusWriter
 from dralab.kube import Kube
 from dralab.kube.paths import SLICES_PATH, claim_path
 from dralab.util import wait_for
+from dralab_kit.fixtures.driver_claims import lab20_claim
 
 from ..helpers import resource_claim
 from .test_driver_cluster import DEVICE_CLASS, DRIVER, _inventory, _slices

@@ -33,7 +33,7 @@ from dralab.driver.checkpoint import (
     migrate,
     migrate_1_to_2,
 )
-from dralab.driver.samples import CLAIM_A, CLAIM_A_UID, NAMESPACE, lab20_claim
+from dralab_kit.fixtures.driver_claims import CLAIM_A, CLAIM_A_UID, NAMESPACE, lab20_claim
 
 FIXTURES = Path(__file__).parent / "fixtures" / "checkpoint"
 DRIVER = "ascend.project-hami.io"  # the golden file's driver too

@@ -9,12 +9,12 @@ import pytest
 
 from dralab.driver.cdi import ClaimRef, PreparedDevice
 from dralab.driver.claims import InMemoryClaimSource
-from dralab.driver.samples import CLAIM_A, CLAIM_A_UID, DRIVER, NAMESPACE, NODE, SHARE_A, lab20_claim
 from dralab.driver.status import StatusUpdate, StatusWriter, apply_body, device_entries, field_manager
 from dralab.kube import KubeError
 from dralab.model.enforcement import DeviceShare
 from dralab.monitor.allocation import compute
 from dralab.monitor.top import as_json
+from dralab_kit.fixtures.driver_claims import CLAIM_A, CLAIM_A_UID, DRIVER, NAMESPACE, NODE, SHARE_A, lab20_claim
 
 REF_A = ClaimRef(NAMESPACE, CLAIM_A, CLAIM_A_UID)
 T0 = 1_767_225_600.0

@@ -11,8 +11,8 @@ from dralab.driver.cdi import ClaimRef
 from dralab.driver.claims import InMemoryClaimSource
 from dralab.driver.proto import dra_v1_pb2, dra_v1_pb2_grpc, dra_v1beta1_pb2, dra_v1beta1_pb2_grpc
 from dralab.driver.runner import DriverProcess, RunOptions
-from dralab.driver.samples import CLAIM_A, CLAIM_A_UID, NAMESPACE, NODE, lab20_claim
 from dralab.driver.state import MAX_UID_LENGTH, ClaimError, claim_uid_problem
+from dralab_kit.fixtures.driver_claims import CLAIM_A, CLAIM_A_UID, NAMESPACE, NODE, lab20_claim
 
 REF_A = ClaimRef(NAMESPACE, CLAIM_A, CLAIM_A_UID)
 BAD_UIDS = ["", ".", "..", "../..", "../x", "/", "/tmp/x", "a/b", "a\x00b", "a.b", "*", "common", "ü",

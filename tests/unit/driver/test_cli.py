@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from dralab.cli import main
-from dralab.driver.samples import CLAIM_A_UID, lab20_claim
+from dralab_kit.fixtures.driver_claims import CLAIM_A_UID, lab20_claim
 
 
 def _run(capsys, *args: str) -> tuple[int, str, str]:

@@ -28,11 +28,11 @@ from dralab.driver.metrics import DriverMetrics
 from dralab.driver.proto import dra_v1_pb2, dra_v1_pb2_grpc, pluginregistration_pb2, pluginregistration_pb2_grpc
 from dralab.driver.publisher import needs_publish
 from dralab.driver.runner import DriverProcess, RunOptions
-from dralab.driver.samples import CLAIM_A, CLAIM_A_UID, DRIVER, NAMESPACE, NODE, lab20_claim
 from dralab.driver.slices import ENFORCEMENT_LABEL, build_slices
 from dralab.driver.state import DriverState
 from dralab.errors import UserError
 from dralab.model.vendors import load_vendor_table
+from dralab_kit.fixtures.driver_claims import CLAIM_A, CLAIM_A_UID, DRIVER, NAMESPACE, NODE, lab20_claim
 
 REF_A = ClaimRef(NAMESPACE, CLAIM_A, CLAIM_A_UID)
 SPEC_NAME = f"k8s.ascend.project-hami.io-npu_{CLAIM_A_UID}.yaml"

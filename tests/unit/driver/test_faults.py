@@ -12,7 +12,7 @@ import yaml
 from dralab.driver.cdi import ClaimRef, env_of
 from dralab.driver.checkpoint import PREPARE_COMPLETED, PREPARE_STARTED, ClaimEntry, encode
 from dralab.driver.claims import InMemoryClaimSource, allocated_claim
-from dralab.driver.samples import CLAIM_A, CLAIM_A_UID, NAMESPACE, NODE, lab20_claim
+from dralab_kit.fixtures.driver_claims import CLAIM_A, CLAIM_A_UID, NAMESPACE, NODE, lab20_claim
 
 REF_A = ClaimRef(NAMESPACE, CLAIM_A, CLAIM_A_UID)
 SPEC_NAME = f"k8s.ascend.project-hami.io-npu_{CLAIM_A_UID}.yaml"

@@ -8,7 +8,7 @@ from pathlib import Path
 from dralab.driver.cdi import ClaimRef
 from dralab.driver.checkpoint import decode
 from dralab.driver.claims import InMemoryClaimSource
-from dralab.driver.samples import NAMESPACE, lab20_claim
+from dralab_kit.fixtures.driver_claims import NAMESPACE, lab20_claim
 
 N = 6
 WAIT_S = 30.0  # a bound on a hang, never reached when the code is right

@@ -19,9 +19,9 @@ from dralab.driver.proto import (
     pluginregistration_pb2_grpc,
 )
 from dralab.driver.runner import DriverProcess, RunOptions
-from dralab.driver.samples import CLAIM_A, CLAIM_A_UID, NAMESPACE, NODE, SHARE_A, lab20_claim
 from dralab.driver.server import SocketPaths
 from dralab.errors import UserError
+from dralab_kit.fixtures.driver_claims import CLAIM_A, CLAIM_A_UID, NAMESPACE, NODE, SHARE_A, lab20_claim
 
 KIND = "k8s.ascend.project-hami.io/npu"
 

@@ -10,7 +10,7 @@ import pytest
 from dralab.driver.cdi import ClaimRef
 from dralab.driver.claims import InMemoryClaimSource
 from dralab.driver.informer import ClaimInformer, Expired
-from dralab.driver.samples import CLAIM_A, CLAIM_A_UID, DRIVER, NAMESPACE, NODE, lab20_claim
+from dralab_kit.fixtures.driver_claims import CLAIM_A, CLAIM_A_UID, DRIVER, NAMESPACE, NODE, lab20_claim
 
 REF_A = ClaimRef(NAMESPACE, CLAIM_A, CLAIM_A_UID)
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from dralab.driver.cdi import ClaimRef
 from dralab.driver.devices.fake import FAULT_ANNOTATION
-from dralab.driver.samples import CLAIM_A, CLAIM_A_UID, NAMESPACE, lab20_claim
+from dralab_kit.fixtures.driver_claims import CLAIM_A, CLAIM_A_UID, NAMESPACE, lab20_claim
 
 REF_A = ClaimRef(NAMESPACE, CLAIM_A, CLAIM_A_UID)
 

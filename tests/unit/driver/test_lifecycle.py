@@ -10,7 +10,7 @@ import yaml
 
 from dralab.driver.cdi import ClaimRef, env_of
 from dralab.driver.claims import InMemoryClaimSource
-from dralab.driver.samples import CLAIM_A, CLAIM_A_UID, NAMESPACE, NODE, SHARE_A, lab20_claim
+from dralab_kit.fixtures.driver_claims import CLAIM_A, CLAIM_A_UID, NAMESPACE, NODE, SHARE_A, lab20_claim
 
 REF_A = ClaimRef(NAMESPACE, CLAIM_A, CLAIM_A_UID)
 KIND = "k8s.ascend.project-hami.io/npu"
