@@ -14,6 +14,7 @@ from typing import Any
 import yaml
 
 from harness.ops import Context, _outcome, _ref
+from harness.registry import handles
 from harness.resources import Ref
 from harness.results import OpOutcome
 from harness.schema import Operation
@@ -34,6 +35,7 @@ def _event_line(event: dict[str, Any]) -> str:
     return f"{when}  {event.get('type', '')}  {event.get('reason', '')}  {obj.get('kind', '')}/{obj.get('name', '')}  (x{count})  {message}"  # noqa: E501
 
 
+@handles("events")
 def collect_events(ctx: Context, body: dict[str, Any], op: Operation) -> OpOutcome:
     ref = Ref("v1", "Event", namespace=ctx.namespace)
     if body.get("resource"):
@@ -57,6 +59,7 @@ def _clean(obj: dict[str, Any]) -> dict[str, Any]:
     return {**obj, "metadata": meta}
 
 
+@handles("describe")
 def collect_describe(ctx: Context, body: dict[str, Any], op: Operation) -> OpOutcome:
     ref = _ref(ctx, body, op)
     objects = ctx.env.client.list(ref) if ref.is_list else [o for o in [ctx.env.client.get(ref)] if o]
@@ -90,6 +93,7 @@ def log_files(logs_dir: Path, patterns: list[str] | tuple[str, ...]) -> list[tup
     return found
 
 
+@handles("logs")
 def collect_logs(ctx: Context, body: dict[str, Any], op: Operation) -> OpOutcome:
     logs_dir = ctx.env.logs_dir
     if "component-logs" not in ctx.env.capabilities or logs_dir is None:
@@ -99,6 +103,3 @@ def collect_logs(ctx: Context, body: dict[str, Any], op: Operation) -> OpOutcome
     files = log_files(Path(logs_dir), patterns)
     text = "\n".join(f"==> {component} ({path}) <==\n{_tail(path, lines)}" for component, path in files)
     return _outcome(op, f"tail of {len(files)} component log(s)", text=text or f"(no logs matching {patterns})")
-
-
-COLLECTORS = {"events": collect_events, "describe": collect_describe, "logs": collect_logs}

@@ -252,7 +252,7 @@ OPERATIONS: dict[str, type[Body]] = {
     "describe": DescribeBody,
     "logs": LogsBody,
 }
-COLLECTORS = tuple(kind for kind, body in OPERATIONS.items() if body.collector)
+COLLECTOR_KINDS = tuple(kind for kind, body in OPERATIONS.items() if body.collector)
 
 
 class Measure(BaseModel):
@@ -339,8 +339,8 @@ def _operation_key(raw: Any, collectors_only: bool) -> Any:
     if len(kinds) != 1:
         found = ", ".join(kinds) or "none"
         raise problem(f"needs exactly one operation key, found {found} (one of {', '.join(OPERATIONS)})")
-    if collectors_only and kinds[0] not in COLLECTORS:
-        raise problem(f"only collectors ({', '.join(COLLECTORS)}) may run here", at=kinds[0])
+    if collectors_only and kinds[0] not in COLLECTOR_KINDS:
+        raise problem(f"only collectors ({', '.join(COLLECTOR_KINDS)}) may run here", at=kinds[0])
     return raw
 
 
@@ -359,5 +359,5 @@ AnyOperation = TypeAliasType(
     "operation", Annotated[_union(tuple(OPERATIONS)), BeforeValidator(partial(_operation_key, collectors_only=False))]
 )
 AnyCollector = TypeAliasType(
-    "collector", Annotated[_union(COLLECTORS), BeforeValidator(partial(_operation_key, collectors_only=True))]
+    "collector", Annotated[_union(COLLECTOR_KINDS), BeforeValidator(partial(_operation_key, collectors_only=True))]
 )

@@ -32,6 +32,7 @@ from dralab.util import WaitTimeout, wait_for
 from harness import cdi, jpath
 from harness import match as matching
 from harness.environment import Environment
+from harness.registry import handles
 from harness.resources import Ref, parse_ref, ref_of
 from harness.results import OpOutcome
 from harness.schema import Lab, Operation
@@ -115,6 +116,7 @@ def _namespaced_copy(ctx: Context, obj: dict[str, Any], namespace: str) -> dict[
     return obj
 
 
+@handles("apply")
 def op_apply(ctx: Context, body: dict[str, Any], op: Operation) -> OpOutcome:
     namespace = str(body.get("namespace") or ctx.namespace)
     expect_error = body.get("expectError")
@@ -152,6 +154,7 @@ def _delete_refs(ctx: Context, body: dict[str, Any], op: Operation) -> tuple[lis
     return [ref_of(_namespaced_copy(ctx, obj, ctx.namespace)) for obj in _load_manifests(ctx, body, op)], None
 
 
+@handles("delete")
 def op_delete(ctx: Context, body: dict[str, Any], op: Operation) -> OpOutcome:
     """Delete objects; a named object that does not exist (or an empty list) fails unless ``missingOk: true``.
 
@@ -182,6 +185,7 @@ def op_delete(ctx: Context, body: dict[str, Any], op: Operation) -> OpOutcome:
     return _outcome(op, f"deleted {names}" + (" (and waited until gone)" if body.get("wait", True) else ""))
 
 
+@handles("capture")
 def op_capture(ctx: Context, body: dict[str, Any], op: Operation) -> OpOutcome:
     ref = _ref(ctx, body, op)
     paths: dict[str, str] = dict(body["values"])
@@ -245,10 +249,12 @@ def brief(value: Any, limit: int = 6) -> str:
     return ", ".join(parts) + more if parts else "matched"
 
 
+@handles("assert")
 def op_assert(ctx: Context, body: dict[str, Any], op: Operation) -> OpOutcome:
     return _check_match(ctx, body, op)
 
 
+@handles("wait-for")
 def op_wait_for(ctx: Context, body: dict[str, Any], op: Operation) -> OpOutcome:
     return _check_match(ctx, body, op)
 
@@ -258,6 +264,7 @@ def _pod_events(ctx: Context, pod: str) -> list[dict[str, Any]]:
     return [e for e in ctx.env.client.list(ref) if (e.get("involvedObject") or {}).get("kind", "Pod") == "Pod"]
 
 
+@handles("expect-pending")
 def op_expect_pending(ctx: Context, body: dict[str, Any], op: Operation) -> OpOutcome:
     pod = str(body["pod"])
     reason = str(body.get("reason", "FailedScheduling"))
@@ -349,6 +356,7 @@ def _capture_from(ctx: Context, body: dict[str, Any], view: Any, op: Operation) 
     return captured
 
 
+@handles("read-cdi")
 def op_read_cdi(ctx: Context, body: dict[str, Any], op: Operation) -> OpOutcome:
     _require(ctx, "node-files", "read-cdi")
     uid, nodes = _claim_uid_and_node(ctx, body)
@@ -385,6 +393,7 @@ def op_read_cdi(ctx: Context, body: dict[str, Any], op: Operation) -> OpOutcome:
     return _outcome(op, summary, shown)
 
 
+@handles("run-with-claim-env")
 def op_run_with_claim_env(ctx: Context, body: dict[str, Any], op: Operation) -> OpOutcome:
     _require(ctx, "node-files", "run-with-claim-env")
     _require(ctx, "host-probe", "run-with-claim-env")
@@ -465,6 +474,7 @@ def _exec_command(ctx: Context, pod: str, container: str | None, argv: list[str]
     return [*cmd, "--", *argv]
 
 
+@handles("exec-in-pod")
 def op_exec_in_pod(ctx: Context, body: dict[str, Any], op: Operation) -> OpOutcome:
     _require(ctx, "container-exec", "exec-in-pod")
     command = body["command"]
@@ -526,6 +536,7 @@ def capacity_view(slices: list[dict[str, Any]], claims: list[dict[str, Any]], dr
     return view
 
 
+@handles("device-capacity")
 def op_device_capacity(ctx: Context, body: dict[str, Any], op: Operation) -> OpOutcome:
     """The driver's devices with capacity, consumed (sum over every allocated claim) and free, matched by ``expect``."""
     driver = str(body["driver"])
@@ -553,6 +564,7 @@ def op_device_capacity(ctx: Context, body: dict[str, Any], op: Operation) -> OpO
     return _outcome(op, summary, shown)
 
 
+@handles("dralab")
 def op_dralab(ctx: Context, body: dict[str, Any], op: Operation) -> OpOutcome:
     """Run one dralab command with the run's kubeconfig (once: commands such as ``migrate apply`` change things)."""
     args = [str(a) for a in body["args"]]
@@ -576,6 +588,7 @@ def op_dralab(ctx: Context, body: dict[str, Any], op: Operation) -> OpOutcome:
     return _outcome(op, f"dralab {shlex.join(args)}", shown, text=proc.stdout[-4000:])
 
 
+@handles("probe-in-pod")
 def op_probe_in_pod(ctx: Context, body: dict[str, Any], op: Operation) -> OpOutcome:
     """vcore's probe inside a running container: the CDI spec's library mount and /etc/ld.so.preload
     are what enforce the quota there, with the container's own claim env."""
@@ -620,17 +633,3 @@ def op_probe_in_pod(ctx: Context, body: dict[str, Any], op: Operation) -> OpOutc
 
 PROBE_COMMAND = "vcore-probe"  # on PATH in the node profile's lab image (dralab_kit.cluster.node.images)
 
-HANDLERS: dict[str, Handler] = {
-    "apply": op_apply,
-    "delete": op_delete,
-    "capture": op_capture,
-    "assert": op_assert,
-    "wait-for": op_wait_for,
-    "expect-pending": op_expect_pending,
-    "read-cdi": op_read_cdi,
-    "run-with-claim-env": op_run_with_claim_env,
-    "exec-in-pod": op_exec_in_pod,
-    "probe-in-pod": op_probe_in_pod,
-    "device-capacity": op_device_capacity,
-    "dralab": op_dralab,
-}

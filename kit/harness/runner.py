@@ -29,9 +29,9 @@ from typing import Any
 from dralab.errors import UserError
 from dralab.kube import KubeError
 from dralab.util import WaitTimeout, get_logger, wait_for
-from harness.collectors import COLLECTORS
 from harness.environment import Environment, describe
-from harness.ops import HANDLERS, Context, StepFailed
+from harness.ops import Context, StepFailed
+from harness.registry import handler_for
 from harness.resources import Ref
 from harness.results import (
     ERROR,
@@ -249,7 +249,7 @@ class LabRunner:
         if op.mark:
             self.ctx.marks[op.mark] = started
         body = substitute(op.body, self.ctx.vars)
-        handler = HANDLERS.get(op.kind) or COLLECTORS[op.kind]
+        handler = handler_for(op.kind)
         outcome = handler(self.ctx, body, op)
         outcome.seconds = round(time.monotonic() - started, 3)
         if op.measure:
