@@ -6,12 +6,8 @@ import threading
 
 from dralab.kube.client import Kube
 from dralab.kube.errors import KubeError
+from dralab.kube.kinds import group_path
 from dralab.kube.paths import segment
-
-
-def group_path(api_version: str) -> str:
-    """``/api/v1`` for the core group, ``/apis/<group>/<version>`` for the others."""
-    return "/api/v1" if api_version == "v1" else f"/apis/{api_version}"
 
 
 class Discovery:

@@ -2,7 +2,7 @@
 
 A reference is a mapping ``{apiVersion, kind, name, namespace, labelSelector, fieldSelector}``
 or the shorthand ``Kind`` / ``Kind/name``. Without ``name`` it names a list. ``apiVersion``
-may be left out for the kinds in :data:`KNOWN_KINDS`.
+may be left out for the kinds in :data:`KNOWN_KINDS` (``dralab.kube.kinds``).
 """
 
 from __future__ import annotations
@@ -12,48 +12,10 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from dralab.errors import UserError
+from dralab.kube.kinds import CLUSTER_SCOPED, KINDS
 
-KNOWN_KINDS: dict[str, str] = {
-    "Pod": "v1",
-    "Namespace": "v1",
-    "Node": "v1",
-    "Event": "v1",
-    "ConfigMap": "v1",
-    "Secret": "v1",
-    "Service": "v1",
-    "ServiceAccount": "v1",
-    "Deployment": "apps/v1",
-    "DaemonSet": "apps/v1",
-    "ReplicaSet": "apps/v1",
-    "Job": "batch/v1",
-    "ResourceClaim": "resource.k8s.io/v1",
-    "ResourceClaimTemplate": "resource.k8s.io/v1",
-    "ResourceSlice": "resource.k8s.io/v1",
-    "DeviceClass": "resource.k8s.io/v1",
-    "RuntimeClass": "node.k8s.io/v1",
-    "MutatingWebhookConfiguration": "admissionregistration.k8s.io/v1",
-    "ValidatingWebhookConfiguration": "admissionregistration.k8s.io/v1",
-    "Lease": "coordination.k8s.io/v1",
-}
-
-# Kinds that never live in a namespace (the rest are namespaced unless discovery says otherwise).
-CLUSTER_SCOPED = frozenset(
-    {
-        "Namespace",
-        "Node",
-        "ResourceSlice",
-        "DeviceClass",
-        "RuntimeClass",
-        "MutatingWebhookConfiguration",
-        "ValidatingWebhookConfiguration",
-        "CustomResourceDefinition",
-        "ClusterRole",
-        "ClusterRoleBinding",
-        "PersistentVolume",
-        "StorageClass",
-        "PriorityClass",
-    }
-)
+# the kinds a lab may name without apiVersion, and those never in a namespace: the one kind table's
+KNOWN_KINDS: dict[str, str] = {name: kind.api_version for name, kind in KINDS.items()}
 
 _REF_KEYS = {"apiVersion", "kind", "name", "namespace", "labelSelector", "fieldSelector"}
 
