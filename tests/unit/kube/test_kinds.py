@@ -17,7 +17,7 @@ def test_paths_of_namespaced_and_cluster_scoped_kinds() -> None:
 
 
 def test_unknown_kinds_and_missing_namespaces_name_the_fix() -> None:
-    with pytest.raises(ValueError, match="no REST path known for v1 Widget: add it to dralab.kube.kinds.KINDS"):
+    with pytest.raises(ValueError, match=r"no REST path known for v1 Widget: add it to dralab\.kube\.kinds\.KINDS"):
         kinds.collection_path("v1", "Widget")
     with pytest.raises(ValueError, match="no REST path known for apps/v2 Deployment"):  # the table's version only
         kinds.collection_path("apps/v2", "Deployment", "x")
