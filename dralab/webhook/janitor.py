@@ -450,8 +450,9 @@ class ClaimIndex:
         if pod is None:
             return
         self.pods[key] = pod
-        named = tuple(claim_refs([pod]))
-        if named:
+        names = claim_names(pod, generated=False)
+        if names:
+            named = tuple(dict.fromkeys((key[0], name) for name in names))  # as claim_refs([pod]) has them
             self._named[key] = named
             for claim in named:
                 self._users.setdefault(claim, {})[key] = None
@@ -479,12 +480,14 @@ class ClaimIndex:
         if claim is None:
             return
         self.claims[key] = claim
-        owners = tuple(_pod_owners(_meta(claim)))
-        if owners:
-            self._owners[key] = owners
-            for uid in owners:
-                self._owned.setdefault(uid, set()).add(key)
-        if _unowned(claim):
+        meta = _meta(claim)
+        if meta.get("ownerReferences"):
+            owners = tuple(_pod_owners(meta))
+            if owners:
+                self._owners[key] = owners
+                for uid in owners:
+                    self._owned.setdefault(uid, set()).add(key)
+        elif not meta.get("deletionTimestamp"):  # _unowned(claim)
             self.unowned.add(key)
 
     def scheduling(self, now: float) -> bool:
