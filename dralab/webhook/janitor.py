@@ -4,12 +4,37 @@ Claims are created at admission, before the pod has a UID, so they cannot be own
 The janitor watches pods and managed claims and (a) makes the pod the claim's owner as soon as a
 pod referencing the claim exists (the garbage collector then frees the claim with the pod, dralab
 running or not), and (b) deletes managed claims whose pod never appeared or is gone, after a
-grace period. The decision is the pure :func:`plan`; the rest is watches and API calls.
+grace period. The decision for one claim is the pure :func:`decide`; :func:`plan` applies it to
+every claim; the rest is watches, indexes and API calls.
 
 Adoption is background work: its owner patches wait while dralab pods are being admitted or
 scheduled (each is an apiserver write competing with the burst's own), see :func:`adoption_delay`.
 Until a claim is adopted the janitor itself keeps it from outliving its pod (reaped at once once
 the pod it saw is gone), so holding the patch back costs no correctness.
+
+What a pass costs (issue 27: no pass may walk every claim on every event):
+
+- The informers' callbacks (watch threads) only record the event (an append under a lock) and
+  the claims a pod names as used; nothing there walks the cache.
+- An incremental pass (every pass but those below) applies the recorded events to the janitor's
+  own indexes and decides again only the *dirty* claims: the claim of a claim event; for a pod
+  event, the claims that pod names (``spec.resourceClaims``, before and after the event) and the
+  claims owned by its UID; and the claims whose deadline (grace period, adoption wait) has come,
+  from a heap. A claim's decision reads nothing else (its object, the pods naming it, whether its
+  owners' UIDs are live, the clock, the used-claim memory), so the others keep their decision.
+  The adoptions and deletions decided earlier and not yet seen done (held-back owner patches, a
+  delete whose DELETED event has not arrived) stay outstanding and are sent again, as a full pass
+  would. The counts a pass needs (the youngest unbound pod, for :func:`adoption_delay`; the
+  unowned claims, for the ``janitor_pending`` gauge) are kept from events. Cost: O(events since
+  the last pass + dirty claims + outstanding actions) and O(log n) per heap entry.
+- A full pass rebuilds the indexes from the informers' caches and decides every claim: O(pods +
+  claims). It runs first (after both caches have synced), after a relist of either informer (a
+  410 Gone replaces the cache without events), and every ``resync_seconds`` as a safety net.
+
+Both passes take every decision from :func:`decide`, so an incremental pass decides what
+:func:`plan` over the whole cache would (tests/unit/webhook/test_janitor.py checks this on random
+event sequences). Index and heap state belong to the janitor thread alone; the watch threads
+share only the event list (``_events_lock``) and the used-claim memory (``_seen_lock``).
 """
 
 from __future__ import annotations
@@ -17,11 +42,12 @@ from __future__ import annotations
 import abc
 import datetime as dt
 import functools
+import heapq
 import threading
 import time
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Callable, Collection, Container, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from dralab.kube import Kube, KubeError, ListWatch
 from dralab.kube.client import JSON
@@ -47,15 +73,30 @@ BACKOFF_S = (0.2, 5.0)  # first and largest wait after a failed list or watch
 # Background watches let events gather this long after one that was waited for (Kube.watch): a tenth of
 # the janitor's quiet time, and a third of the CPU per event at 200 claims/s.
 GATHER_S = 0.05
+ADOPT = "adopt"
+REAP = "reap"
+
+Key = tuple[str, str]  # (namespace, name)
 
 
 def _meta(obj: dict[str, Any]) -> dict[str, Any]:
     return obj.get("metadata") or {}
 
 
-def _key(obj: dict[str, Any]) -> tuple[str, str]:
+def _key(obj: dict[str, Any]) -> Key:
     m = _meta(obj)
     return (m.get("namespace", ""), m.get("name", ""))
+
+
+def _pod_owners(meta: dict[str, Any]) -> list[Any]:
+    """The UIDs of a claim's Pod owner references."""
+    return [o.get("uid") for o in meta.get("ownerReferences") or [] if o.get("kind") == "Pod"]
+
+
+def _unowned(claim: dict[str, Any]) -> bool:
+    """Counted by the ``janitor_pending`` gauge: no owner reference at all, and not being deleted."""
+    meta = _meta(claim)
+    return not meta.get("ownerReferences") and not meta.get("deletionTimestamp")
 
 
 @functools.lru_cache(maxsize=65536)
@@ -66,6 +107,22 @@ def parse_time(text: str | None) -> float | None:
     return dt.datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
 
 
+class Decision(NamedTuple):
+    """One claim's verdict now: ``action`` :data:`ADOPT` (by ``pod``), :data:`REAP` or "" (nothing to do);
+    ``due``: when (clock) it changes with no event (a grace period or an adoption wait ends), if it does;
+    ``used``: unowned and named by a pod that has a UID."""
+
+    action: str
+    pod: dict[str, Any] | None = None
+    due: float | None = None
+    used: bool = False
+
+
+_NOTHING = Decision("")
+_REAP = Decision(REAP)
+_USED = Decision("", used=True)
+
+
 @dataclass
 class Plan:
     """What to do now: claims to give an owner, claims to delete, and when to look again."""
@@ -73,12 +130,23 @@ class Plan:
     adopt: list[tuple[dict[str, Any], dict[str, Any]]] = field(default_factory=list)
     reap: list[dict[str, Any]] = field(default_factory=list)
     next_check: float | None = None
-    used: set[tuple[str, str]] = field(default_factory=set)  # unowned claims a live pod names now
+    used: set[Key] = field(default_factory=set)  # unowned claims a live pod names now
+
+    def add(self, claim: dict[str, Any], decision: Decision, now: float) -> None:
+        if decision.used:
+            self.used.add(_key(claim))
+        if decision.action == ADOPT and decision.pod is not None:
+            self.adopt.append((claim, decision.pod))
+        elif decision.action == REAP:
+            self.reap.append(claim)
+        if decision.due is not None:
+            wait = decision.due - now
+            self.next_check = wait if self.next_check is None else min(self.next_check, wait)
 
 
-def claim_refs(pods: Iterable[dict[str, Any]]) -> dict[tuple[str, str], list[dict[str, Any]]]:
+def claim_refs(pods: Iterable[dict[str, Any]]) -> dict[Key, list[dict[str, Any]]]:
     """(namespace, claim name) -> pods naming that claim in ``spec.resourceClaims``."""
-    refs: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    refs: dict[Key, list[dict[str, Any]]] = {}
     for pod in pods:
         ns = _meta(pod).get("namespace", "")
         for name in claim_names(pod, generated=False):
@@ -86,12 +154,49 @@ def claim_refs(pods: Iterable[dict[str, Any]]) -> dict[tuple[str, str], list[dic
     return refs
 
 
+def decide(
+    claim: dict[str, Any],
+    refs: Sequence[dict[str, Any]],
+    live_uids: Container[Any],
+    now: float,
+    grace: float,
+    seen_used: Container[Key] = (),
+) -> Decision:
+    """Adopt, reap or leave one claim: the only place the janitor decides (pure).
+
+    ``refs``: the cached pods naming the claim; ``live_uids``: the UIDs of all cached pods;
+    ``seen_used``: as for :func:`plan`. Several pods naming one claim: the first by name that is
+    not being deleted becomes its owner (whatever order the pods come in).
+    """
+    meta = _meta(claim)
+    if meta.get("deletionTimestamp"):
+        return _NOTHING
+    owners = _pod_owners(meta)
+    if owners:
+        # the owner is gone: the garbage collector's job, done now
+        return _NOTHING if any(uid in live_uids for uid in owners) else _REAP
+    users = [p for p in refs if _meta(p).get("uid")]
+    if users:
+        staying = [p for p in users if not _meta(p).get("deletionTimestamp")]
+        if not staying:
+            return _USED  # its pod is being deleted: no owner needed, it is reaped once the pod is gone
+        pod = staying[0] if len(staying) == 1 else min(staying, key=_key)
+        due = _adoption_due(pod)
+        if due is None or now >= due:
+            return Decision(ADOPT, pod, used=True)
+        return Decision("", due=due, used=True)
+    created = parse_time(meta.get("creationTimestamp"))
+    if created is None or now >= created + grace or _key(claim) in seen_used:
+        return _REAP
+    return Decision("", due=created + grace)
+
+
 def plan(
     claims: Iterable[dict[str, Any]],
     pods: Iterable[dict[str, Any]],
     now: float,
     grace: float,
-    seen_used: Collection[tuple[str, str]] = (),
+    seen_used: Collection[Key] = (),
 ) -> Plan:
     """Decide adoption and reaping from the current claims and pods (wall-clock ``now``, seconds).
 
@@ -104,38 +209,12 @@ def plan(
     live_uids = {_meta(p).get("uid") for p in pods}
     out = Plan()
     for claim in claims:
-        meta = _meta(claim)
-        if meta.get("deletionTimestamp"):
-            continue
-        owners = [o for o in meta.get("ownerReferences") or [] if o.get("kind") == "Pod"]
-        if owners:
-            if not any(o.get("uid") in live_uids for o in owners):
-                out.reap.append(claim)  # the owner is gone: the garbage collector's job, done now
-            continue
-        users = [p for p in refs.get(_key(claim), []) if _meta(p).get("uid")]
-        if users:
-            out.used.add(_key(claim))
-            staying = [p for p in users if not _meta(p).get("deletionTimestamp")]
-            if not staying:
-                continue  # its pod is being deleted: no owner needed, it is reaped once the pod is gone
-            wait = _adoption_wait(staying[0], now)
-            if wait <= 0:
-                out.adopt.append((claim, staying[0]))
-            else:
-                out.next_check = wait if out.next_check is None else min(out.next_check, wait)
-            continue
-        created = parse_time(meta.get("creationTimestamp"))
-        age = now - created if created is not None else grace
-        if age >= grace or _key(claim) in seen_used:
-            out.reap.append(claim)
-        else:
-            wait = grace - age
-            out.next_check = wait if out.next_check is None else min(out.next_check, wait)
+        out.add(claim, decide(claim, refs.get(_key(claim), ()), live_uids, now, grace, seen_used), now)
     return out
 
 
-def _adoption_wait(pod: dict[str, Any], now: float) -> float:
-    """Seconds until the claim of ``pod`` should be adopted (0: now).
+def _adoption_due(pod: dict[str, Any]) -> float | None:
+    """When (clock) the claim of ``pod`` should be adopted (None: now).
 
     While a new pod is being scheduled, the scheduler's DRA plugin writes the claim (finalizer, then
     allocation status, each guarded by its resourceVersion); an owner patch landing in between makes
@@ -144,21 +223,24 @@ def _adoption_wait(pod: dict[str, Any], now: float) -> float:
     most of the time). Until adoption, the janitor itself keeps the claim from outliving its pod.
     """
     if (pod.get("spec") or {}).get("nodeName"):
-        return 0.0
+        return None
     created = parse_time(_meta(pod).get("creationTimestamp"))
-    if created is None:
-        return 0.0
-    return max(0.0, created + ADOPT_PENDING_AFTER - now)
+    return None if created is None else created + ADOPT_PENDING_AFTER
+
+
+def _scheduling_since(pod: dict[str, Any]) -> float | None:
+    """The creation time of a pod that may be being scheduled (not bound, not deleting), else None."""
+    meta = _meta(pod)
+    if (pod.get("spec") or {}).get("nodeName") or meta.get("deletionTimestamp"):
+        return None
+    return parse_time(meta.get("creationTimestamp"))
 
 
 def scheduling(pods: Iterable[dict[str, Any]], now: float) -> bool:
     """Whether a dralab pod is (probably) being scheduled now: not bound, not deleting, younger than
     :data:`ADOPT_PENDING_AFTER` (an older one is pending for a reason a patch does not disturb)."""
     for pod in pods:
-        meta = _meta(pod)
-        if (pod.get("spec") or {}).get("nodeName") or meta.get("deletionTimestamp"):
-            continue
-        created = parse_time(meta.get("creationTimestamp"))
+        created = _scheduling_since(pod)
         if created is not None and now - created < ADOPT_PENDING_AFTER:
             return True
     return False
@@ -214,7 +296,8 @@ class Informer:
     The ListWatch resumes from the last resourceVersion, relists on 410 and backs off on failures;
     this keeps the objects by (namespace, name) and calls ``on_change`` after each (re)list and
     each relevant event. ``synced`` is set by the first list and stays set (a relist after an
-    expired watch keeps serving the cached state, so readiness does not flap).
+    expired watch keeps serving the cached state, so readiness does not flap). ``lists`` counts the
+    (re)lists, for a user that keeps its own indexes from the events.
     """
 
     def __init__(
@@ -239,7 +322,8 @@ class Informer:
         self.name = name
         self.relevant = relevant
         self.accept = METADATA_ONLY if metadata_only else JSON
-        self.items: dict[tuple[str, str], dict[str, Any]] = {}
+        self.items: dict[Key, dict[str, Any]] = {}
+        self.lists = 0  # (re)lists so far: a relist replaces ``items`` without events
         self.synced = threading.Event()
         self._lock = threading.Lock()
         self.watch = ListWatch(
@@ -264,6 +348,7 @@ class Informer:
     def _listed(self, items: list[dict[str, Any]], version: str) -> None:
         with self._lock:
             self.items = {_key(o): o for o in items}
+            self.lists += 1
         self.synced.set()
         self.on_change()
 
@@ -312,8 +397,113 @@ class PodClaimLoop(abc.ABC):
         return self.pods.synced.is_set() and self.claims.synced.is_set()
 
 
+class ClaimIndex:
+    """The janitor thread's view of the cached pods and claims, indexed for one claim's decision.
+
+    Fed one object at a time (:meth:`put_pod`, :meth:`put_claim`: the object now, None once deleted),
+    each call adds the claims whose decision it may change to ``dirty``. Not thread-safe: only the
+    janitor's thread uses it.
+    """
+
+    def __init__(self) -> None:
+        self.pods: dict[Key, dict[str, Any]] = {}
+        self.claims: dict[Key, dict[str, Any]] = {}
+        self.uids: dict[Any, int] = {}  # UID -> cached pods with it (the live UIDs of :func:`decide`)
+        self.unowned: set[Key] = set()  # claims the janitor_pending gauge counts (:func:`_unowned`)
+        self._named: dict[Key, tuple[Key, ...]] = {}  # pod -> the claims it names
+        self._users: dict[Key, dict[Key, None]] = {}  # claim -> the pods naming it
+        self._owners: dict[Key, tuple[Any, ...]] = {}  # claim -> its Pod owners' UIDs
+        self._owned: dict[Any, set[Key]] = {}  # pod UID -> the claims it owns
+        self._young: dict[Key, float] = {}  # pods that may be being scheduled -> creation time
+        self._young_heap: list[tuple[float, Key]] = []  # (-creation time, pod): the youngest first, lazily pruned
+
+    @classmethod
+    def build(cls, pods: Iterable[dict[str, Any]], claims: Iterable[dict[str, Any]], dirty: set[Key]) -> ClaimIndex:
+        index = cls()
+        for pod in pods:
+            index.put_pod(_key(pod), pod, dirty)
+        for claim in claims:
+            index.put_claim(_key(claim), claim, dirty)
+        return index
+
+    def refs(self, claim: Key) -> list[dict[str, Any]]:
+        """The cached pods naming ``claim`` (for :func:`decide`)."""
+        return [self.pods[p] for p in self._users.get(claim, ())]
+
+    def put_pod(self, key: Key, pod: dict[str, Any] | None, dirty: set[Key]) -> None:
+        old = self.pods.pop(key, None)
+        if old is not None:
+            for claim in self._named.pop(key, ()):
+                users = self._users[claim]
+                del users[key]
+                if not users:
+                    del self._users[claim]
+                dirty.add(claim)
+            uid = _meta(old).get("uid")
+            left = self.uids[uid] - 1
+            if left:
+                self.uids[uid] = left
+            else:
+                del self.uids[uid]
+            dirty.update(self._owned.get(uid, ()))
+            self._young.pop(key, None)
+        if pod is None:
+            return
+        self.pods[key] = pod
+        names = claim_names(pod, generated=False)
+        if names:
+            named = tuple(dict.fromkeys((key[0], name) for name in names))  # as claim_refs([pod]) has them
+            self._named[key] = named
+            for claim in named:
+                self._users.setdefault(claim, {})[key] = None
+            dirty.update(named)
+        uid = _meta(pod).get("uid")
+        self.uids[uid] = self.uids.get(uid, 0) + 1
+        dirty.update(self._owned.get(uid, ()))
+        since = _scheduling_since(pod)
+        if since is not None:
+            self._young[key] = since
+            heapq.heappush(self._young_heap, (-since, key))
+            if len(self._young_heap) > 2 * len(self._young) + 1024:  # stale entries: rebuild
+                self._young_heap = [(-t, k) for k, t in self._young.items()]
+                heapq.heapify(self._young_heap)
+
+    def put_claim(self, key: Key, claim: dict[str, Any] | None, dirty: set[Key]) -> None:
+        dirty.add(key)
+        if self.claims.pop(key, None) is not None:
+            for uid in self._owners.pop(key, ()):
+                owned = self._owned[uid]
+                owned.discard(key)
+                if not owned:
+                    del self._owned[uid]
+            self.unowned.discard(key)
+        if claim is None:
+            return
+        self.claims[key] = claim
+        meta = _meta(claim)
+        if meta.get("ownerReferences"):
+            owners = tuple(_pod_owners(meta))
+            if owners:
+                self._owners[key] = owners
+                for uid in owners:
+                    self._owned.setdefault(uid, set()).add(key)
+        elif not meta.get("deletionTimestamp"):  # _unowned(claim)
+            self.unowned.add(key)
+
+    def scheduling(self, now: float) -> bool:
+        """:func:`scheduling` over the cached pods, from the youngest candidate alone."""
+        heap = self._young_heap
+        while heap:
+            neg, key = heap[0]
+            if self._young.get(key) == -neg:
+                return now + neg < ADOPT_PENDING_AFTER
+            heapq.heappop(heap)
+        return False
+
+
 class Janitor(PodClaimLoop):
-    """Runs the watches and applies :func:`plan` whenever something changes or a grace period ends."""
+    """Runs the watches and applies :func:`decide` to the claims an event or a deadline concerns
+    (every claim in a full pass: see the module's docstring)."""
 
     def __init__(
         self,
@@ -336,22 +526,38 @@ class Janitor(PodClaimLoop):
         # arrives (not only from passes, which are rate-limited and held back during bursts): once
         # that pod is gone the claim is reaped at once instead of waiting out the grace period.
         # claim -> when it was first seen named (clock); entries go with the claim's adoption or deletion
-        self._seen_used: dict[tuple[str, str], float] = {}
+        self._seen_used: dict[Key, float] = {}
         self._seen_lock = threading.Lock()
         self._last_added: float | None = None  # when the latest new dralab pod or claim was seen (clock)
-        self._ready_since: dict[tuple[str, str], float] = {}  # claims adoptable since (clock), held back
+        # Shared with the watch threads: the events not yet applied to the index, in order (True: a pod's).
+        self._events: list[tuple[bool, str, dict[str, Any]]] = []
+        self._events_lock = threading.Lock()
+        # The janitor thread's alone from here on.
+        self._index = ClaimIndex()
+        self._dirty: set[Key] = set()  # claims to decide again at the next pass
+        self._lists_seen: tuple[int, int] | None = None  # the informers' list counts at the last full pass
+        self._last_full = float("-inf")  # when (clock) the last full pass ran
+        self._due: dict[Key, float] = {}  # claim -> when its decision changes with no event ...
+        self._due_heap: list[tuple[float, Key]] = []  # ... as a heap (stale entries skipped)
+        self._adopting: dict[Key, tuple[dict[str, Any], dict[str, Any]]] = {}  # decided: claim, pod
+        self._ready_since: dict[Key, float] = {}  # the same claims -> adoptable since (clock), oldest first
+        self._reaping: dict[Key, dict[str, Any]] = {}  # decided: delete, until the claim changes or goes
+        self._seen_expiry: list[tuple[float, Key]] = []  # remembered claims not cached: when to forget
+        self._seen_expiring: set[Key] = set()  # ... the claims in that heap
+        self.last_evaluated = 0  # claims the latest pass decided (instrumentation)
+        self.last_full = False  # whether the latest pass was a full one
         self.pods = Informer(api, pods_path(), POD_SELECTOR, self._kick.set, "pods", relevant=self._pod_event)
         self.claims = Informer(api, CLAIMS_PATH, CLAIM_SELECTOR, self._kick.set,
-                               "claims", relevant=self.claim_needs_pass, metadata_only=True)
+                               "claims", relevant=self._claim_event, metadata_only=True)
 
     def claim_needs_pass(self, kind: str, claim: dict[str, Any]) -> bool:
         """Whether a claim's watch event calls for a pass now (the webhook's own new claims mostly do not).
 
-        A pass over every cached claim per event was most of the janitor's cost under admission load.
         Only an unowned claim whose pod is already cached can be adopted now; any other new claim has
         nothing to do until its grace period ends, so it only moves the next pass earlier when its
         deadline comes before the loop's current wake-up. Deleted claims and owned ones (our own
-        adoption patches) need nothing: their pods' events drive reaping.
+        adoption patches) need nothing: their pods' events drive reaping. Every event is recorded for
+        the next pass whatever this answers.
         """
         if kind == "ADDED":
             self._last_added = self.clock()
@@ -367,8 +573,15 @@ class Janitor(PodClaimLoop):
         due = (created if created is not None else self.clock()) + self.grace
         return self._wake_at is None or due < self._wake_at
 
+    def _claim_event(self, kind: str, claim: dict[str, Any]) -> bool:
+        """The claim informer's callback (a watch thread): record the event, then :meth:`claim_needs_pass`."""
+        with self._events_lock:
+            self._events.append((False, kind, claim))
+        return self.claim_needs_pass(kind, claim)
+
     def _pod_event(self, kind: str, pod: dict[str, Any]) -> bool:
-        """Every pod event calls for a pass; a new pod also marks admissions as under way.
+        """The pod informer's callback (a watch thread): every pod event calls for a pass; a new pod
+        also marks admissions as under way.
 
         The claims the pod names are remembered as used, whatever the event (a DELETED pod existed),
         so a pod that lived only between two passes still releases its claims at once.
@@ -381,6 +594,8 @@ class Janitor(PodClaimLoop):
             with self._seen_lock:
                 for key in named:
                     self._seen_used.setdefault(key, now)
+        with self._events_lock:
+            self._events.append((True, kind, pod))
         return True
 
     def _loop(self) -> None:
@@ -395,51 +610,154 @@ class Janitor(PodClaimLoop):
                 timeout = self.reconcile_once()
             except Exception:
                 log.exception("janitor pass failed")
+                self._lists_seen = None  # the next pass is a full one
                 timeout = 2.0
             # A burst of events (many pods admitted at once) becomes one pass, not one per event.
             self._wake_at = self.clock() + max(timeout, self.min_interval)
             self._stop.wait(self.min_interval)
             self._kick.wait(max(0.0, timeout - self.min_interval))
 
-    def reconcile_once(self) -> float:
-        """One pass over the cached state; returns how long to wait before the next unprompted pass."""
-        claims = self.claims.snapshot()
-        pods = self.pods.snapshot()
+    def reconcile_once(self, full: bool = False) -> float:
+        """One pass (``full``, or when one is due: a full one); returns how long to wait before the
+        next unprompted pass."""
         now = self.clock()
-        with self._seen_lock:
-            seen = set(self._seen_used)
-        the_plan = plan(claims, pods, now, self.grace, seen)
-        self._remember_used(claims, the_plan.used, now)
-        self.metrics.janitor_pending.set(
-            sum(1 for c in claims if not _meta(c).get("ownerReferences") and not _meta(c).get("deletionTimestamp"))
-        )
-        self._ready_since = {_key(c): self._ready_since.get(_key(c), now) for c, _ in the_plan.adopt}
-        hold = 0.0
-        if the_plan.adopt:
-            hold = adoption_delay(now, self._last_added, min(self._ready_since.values()), scheduling(pods, now))
-        if hold > 0:
-            the_plan.next_check = hold if the_plan.next_check is None else min(the_plan.next_check, hold)
+        lists = (self.pods.lists, self.claims.lists)  # read before the caches: a relist after it shows next pass
+        full = full or lists != self._lists_seen or now - self._last_full >= self.resync
+        if full:
+            self._rebuild(lists, now)
         else:
-            for claim, pod in the_plan.adopt:
+            self._apply_events()
+        self._take_due(now)
+        keys, self._dirty = self._dirty, set()
+        with self._seen_lock:
+            seen = {k for k in keys if k in self._seen_used}
+        used = self._decide(keys, now, seen)
+        if full:  # drop what no claim is adoptable for any more (the claims of the others are gone)
+            for key in [k for k in self._ready_since if k not in self._adopting]:
+                del self._ready_since[key]
+        self._remember_used(used, None if full else keys, now)
+        self.last_evaluated, self.last_full = len(keys), full
+        self.metrics.janitor_pending.set(len(self._index.unowned))
+        next_check = self._next_due(now)
+        hold = 0.0
+        if self._adopting:
+            oldest = next(iter(self._ready_since.values()))
+            hold = adoption_delay(now, self._last_added, oldest, self._index.scheduling(now))
+        if hold > 0:
+            next_check = hold if next_check is None else min(next_check, hold)
+        else:
+            for claim, pod in list(self._adopting.values()):
                 self._adopt(claim, pod)
-        if the_plan.reap:
-            self._reap(the_plan.reap)
-        wait = self.resync if the_plan.next_check is None else min(self.resync, the_plan.next_check + 0.05)
+        if self._reaping:
+            self._reap(list(self._reaping.values()))
+        wait = self.resync if next_check is None else min(self.resync, next_check + 0.05)
+        wait = min(wait, self._last_full + self.resync - now)  # the next full pass
         return max(wait, 0.05)
 
-    def _remember_used(self, claims: list[dict[str, Any]], used: set[tuple[str, str]], now: float) -> None:
+    def _rebuild(self, lists: tuple[int, int], now: float) -> None:
+        """Start a full pass: the index afresh from the caches, every claim dirty, no decision kept."""
+        with self._events_lock:  # the events recorded so far are in the caches already
+            pods, claims = self.pods.snapshot(), self.claims.snapshot()
+            self._events = []
+        self._index = ClaimIndex.build(pods, claims, self._dirty)
+        self._lists_seen, self._last_full = lists, now
+        self._due.clear()
+        self._due_heap.clear()
+        self._adopting.clear()
+        self._reaping.clear()
+
+    def _apply_events(self) -> None:
+        """Start an incremental pass: the events recorded since the last pass, into the index."""
+        with self._events_lock:
+            events, self._events = self._events, []
+        index, dirty = self._index, self._dirty
+        for is_pod, kind, obj in events:
+            current = None if kind == "DELETED" else obj
+            if not is_pod:
+                index.put_claim(_key(obj), current, dirty)
+                continue
+            index.put_pod(_key(obj), current, dirty)
+            if current is None and _meta(obj).get("uid"):
+                # a pod deleted before it was indexed still marked its claims used (_pod_event)
+                dirty.update(claim_refs([obj]))
+
+    def _take_due(self, now: float) -> None:
+        """The claims whose deadline has come: dirty."""
+        heap = self._due_heap
+        while heap and heap[0][0] <= now:
+            due, key = heapq.heappop(heap)
+            if self._due.get(key) == due:
+                del self._due[key]
+                self._dirty.add(key)
+
+    def _next_due(self, now: float) -> float | None:
+        """Seconds until the earliest deadline, if any."""
+        heap = self._due_heap
+        while heap and self._due.get(heap[0][1]) != heap[0][0]:
+            heapq.heappop(heap)
+        return heap[0][0] - now if heap else None
+
+    def _decide(self, keys: Iterable[Key], now: float, seen: Container[Key]) -> set[Key]:
+        """:func:`decide` for ``keys``; keeps what it decides; returns the claims a pod uses."""
+        index, used = self._index, set()
+        for key in keys:
+            claim = index.claims.get(key)
+            d = _NOTHING if claim is None else decide(claim, index.refs(key), index.uids, now, self.grace, seen)
+            if d.used:
+                used.add(key)
+            if claim is not None and d.action == ADOPT and d.pod is not None:
+                self._adopting[key] = (claim, d.pod)
+                self._ready_since.setdefault(key, now)
+            elif self._adopting.pop(key, None) is not None:
+                self._ready_since.pop(key, None)
+            if claim is not None and d.action == REAP:
+                self._reaping[key] = claim
+            else:
+                self._reaping.pop(key, None)
+            if d.due is None:
+                self._due.pop(key, None)
+            elif self._due.get(key) != d.due:
+                self._due[key] = d.due
+                heapq.heappush(self._due_heap, (d.due, key))
+        if len(self._due_heap) > 2 * len(self._due) + 1024:  # stale entries: rebuild
+            self._due_heap = [(t, k) for k, t in self._due.items()]
+            heapq.heapify(self._due_heap)
+        return used
+
+    def _remember_used(self, used: set[Key], checked: Iterable[Key] | None, now: float) -> None:
         """Add what this pass saw used; drop adopted claims (their owner reference decides now) and
-        claims not cached for a grace period (deleted, or never dralab's)."""
-        unowned = {_key(c) for c in claims
-                   if not any(o.get("kind") == "Pod" for o in _meta(c).get("ownerReferences") or [])}
-        cached = {_key(c) for c in claims}
+        claims not cached for a grace period since first seen (deleted, or never dralab's).
+
+        ``checked``: the claims that may have changed (those decided, with the remembered claims whose
+        time is up); None: every remembered claim (a full pass).
+        """
+        claims = self._index.claims
         with self._seen_lock:
             for key in used:
                 self._seen_used.setdefault(key, now)
-            for key, since in list(self._seen_used.items()):
-                adopted = key in cached and key not in unowned
-                if adopted or (key not in cached and now - since > self.grace):
+            if checked is None:
+                self._seen_expiry.clear()
+                self._seen_expiring.clear()
+                todo: Iterable[Key] = list(self._seen_used)
+            else:
+                todo = set(checked)
+                while self._seen_expiry and self._seen_expiry[0][0] <= now:
+                    key = heapq.heappop(self._seen_expiry)[1]
+                    self._seen_expiring.discard(key)
+                    todo.add(key)
+            for key in todo:
+                since = self._seen_used.get(key)
+                if since is None:
+                    continue
+                claim = claims.get(key)
+                if claim is not None:
+                    if _pod_owners(_meta(claim)):
+                        del self._seen_used[key]
+                elif now - since > self.grace:
                     del self._seen_used[key]
+                elif key not in self._seen_expiring:
+                    self._seen_expiring.add(key)
+                    heapq.heappush(self._seen_expiry, (since + self.grace, key))
 
     def _adopt(self, claim: dict[str, Any], pod: dict[str, Any]) -> None:
         ns, name = _key(claim)

@@ -33,7 +33,7 @@ from rich.console import Console
 from rich.progress import Progress
 
 from dralab.util import free_port, wait_for
-from dralab_kit.bench.common import percentile, write_result
+from dralab_kit.bench.common import parse_sizes, percentile, write_result
 from dralab_kit.bench.cpu import CpuMeter, machine_cpu, process_cpu, settle_machine, settled_cpu, tree_cpu
 
 RATES_FULL = (50, 100, 200)
@@ -902,6 +902,66 @@ def _targets(summary: dict[str, Any], handlers: dict[str, Any]) -> dict[str, Any
     return out
 
 
+JANITOR_SIZES = (1000, 10000, 50000)
+
+
+class _QuietApi:
+    """What the janitor's passes may call, answering nothing: the measured state needs no API call."""
+
+    def list(self, path: str, **_: Any) -> dict[str, Any]:
+        return {"items": []}
+
+    def patch(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        return {}
+
+    def delete(self, path: str, **_: Any) -> None:
+        return None
+
+
+def measure_janitor_pass(sizes: tuple[int, ...] = JANITOR_SIZES, repeats: int = 5) -> dict[str, Any]:
+    """CPU of one janitor pass in memory (no cluster, no server), at each number of cached claims.
+
+    The state is the steady one: every pod bound, its claim adopted. ``incremental``: the pass after
+    one pod event (what each pod event costs now); ``full``: a full pass (index rebuilt, every claim
+    decided: at start, after a relist, every resync); ``plan``: the pure :func:`plan` over both caches,
+    the core of what every pass cost before issue 27. Milliseconds of this thread's CPU, median of
+    ``repeats``.
+    """
+    from dralab.webhook.janitor import Janitor, plan
+    from dralab.webhook.metrics import Metrics
+
+    now = 1_767_225_600.0
+    stamp = "2025-12-31T23:00:00Z"
+    out: dict[str, Any] = {}
+    for n in sizes:
+        pods = {("bench", f"p{i}"): {
+            "metadata": {"name": f"p{i}", "namespace": "bench", "uid": f"u{i}", "creationTimestamp": stamp},
+            "spec": {"nodeName": "n1", "resourceClaims": [{"name": "gpu", "resourceClaimName": f"c{i}"}]},
+        } for i in range(n)}
+        claims = {("bench", f"c{i}"): {"metadata": {
+            "name": f"c{i}", "namespace": "bench", "uid": f"cu{i}", "creationTimestamp": stamp,
+            "ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": f"p{i}", "uid": f"u{i}"}],
+        }} for i in range(n)}
+        jan = Janitor(_QuietApi(), Metrics(), resync_seconds=1e9, clock=lambda: now)  # type: ignore[arg-type]
+        jan.pods.items, jan.claims.items = pods, claims
+        figures: dict[str, list[float]] = {"incremental": [], "full": [], "plan": []}
+        for r in range(repeats):
+            t0 = time.thread_time()
+            jan.reconcile_once(full=True)
+            figures["full"].append(time.thread_time() - t0)
+            assert jan.last_evaluated == n
+            jan.pods._changed("MODIFIED", pods[("bench", f"p{r * 7919 % n}")])
+            t0 = time.thread_time()
+            jan.reconcile_once()
+            figures["incremental"].append(time.thread_time() - t0)
+            assert jan.last_evaluated == 1
+            t0 = time.thread_time()
+            plan(jan.claims.snapshot(), jan.pods.snapshot(), now, jan.grace)
+            figures["plan"].append(time.thread_time() - t0)
+        out[str(n)] = {k: round(statistics.median(v) * 1000, 3) for k, v in figures.items()}
+    return out
+
+
 @click.command("admission")
 @click.option("--out", "out_dir", default="bench/results", show_default=True, help="Directory for admission.json.")
 @click.option("--quick", is_flag=True, help="CI size: one rate (100 req/s), 3 s per run, one repeat.")
@@ -918,9 +978,14 @@ def _targets(summary: dict[str, Any], handlers: dict[str, Any]) -> dict[str, Any
 @click.option("--rate", "rates", multiple=True, type=click.IntRange(min=1),
               help="Open-loop rate in req/s (repeatable; default 50, 100, 200; quick 100).")
 @click.option("--no-closed-loop", is_flag=True, help="Skip the closed-loop (maximum throughput) runs.")
+@click.option("--janitor-pass", is_flag=True,
+              help="Measure only the janitor's pass in memory (no cluster, no server, no result file): CPU of "
+                   "one incremental pass after a pod event and of one full pass at --janitor-sizes cached claims.")
+@click.option("--janitor-sizes", default=",".join(map(str, JANITOR_SIZES)), show_default=True,
+              help="Cached claims (and pods) for --janitor-pass, separated by commas.")
 def admission(out_dir: str, quick: bool, kubeconfig: str | None, cluster_name: str, duration: float | None,
               repeats: int | None, workers: int | None, handlers: tuple[str, ...], rates: tuple[int, ...],
-              no_closed_loop: bool) -> None:
+              no_closed_loop: bool, janitor_pass: bool, janitor_sizes: str) -> None:
     """Admission latency (open loop at fixed rates) and maximum throughput (closed loop) over TLS.
 
     Baselines in the same run: the no-op handler for conversion, and the same load generator creating
@@ -929,7 +994,16 @@ def admission(out_dir: str, quick: bool, kubeconfig: str | None, cluster_name: s
     \b
     Example:
       dralab bench admission --quick --out /tmp/results
+      dralab bench admission --janitor-pass
     """
+    if janitor_pass:
+        figures = measure_janitor_pass(parse_sizes(janitor_sizes), repeats or 5)
+        console.print("cached claims: janitor pass CPU, ms (median of "
+                      f"{repeats or 5}): incremental (one pod event) / full / plan() alone")
+        for n, row in figures.items():
+            console.print(f"{int(n):>7,}: {row['incremental']} / {row['full']} / {row['plan']}")
+        click.echo(json.dumps(figures))
+        return
     result = run(quick, kubeconfig, cluster_name, duration, repeats, workers, handlers, tuple(sorted(rates)),
                  not no_closed_loop)
     path = write_result(out_dir, "admission", result)

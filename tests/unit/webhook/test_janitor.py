@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from dralab.kube.paths import claims_path
 from dralab.webhook import janitor
 from dralab.webhook.metrics import Metrics
@@ -229,7 +232,8 @@ def test_a_held_back_adoption_is_sent_once_the_burst_is_over(fake_api) -> None:
     assert "ownerReferences" not in fake_api.objects[f"{path}/c1"]["metadata"]  # held back
     assert 0 < wait <= janitor.ADOPT_QUIET + 0.05
     clock[0] = NOW + janitor.ADOPT_QUIET
-    jan.pods.items[("ns", "q")]["spec"]["nodeName"] = "n1"  # bound: the burst is over
+    jan.pods.items[("ns", "q")]["spec"]["nodeName"] = "n1"  # bound: the burst is over ...
+    jan.pods._changed("MODIFIED", jan.pods.items[("ns", "q")])  # ... as its watch event says
     jan.reconcile_once()
     assert fake_api.objects[f"{path}/c1"]["metadata"]["ownerReferences"][0]["uid"] == "u1"
 
@@ -246,7 +250,7 @@ def test_a_pod_deleted_before_adoption_gets_no_owner_patch_and_its_claim_is_reap
     jan.reconcile_once()
     assert "ownerReferences" not in fake_api.objects[f"{path}/c1"]["metadata"]
     assert fake_api.names(path) == ["c1"]  # still in use by the terminating pod: kept
-    jan.pods.items = {}  # the pod is gone (and not in the live list either)
+    jan.pods._changed("DELETED", going)  # the pod is gone (and not in the live list either)
     jan.reconcile_once()
     assert fake_api.names(path) == [] and fake_api.delete_uids == ["c-c1"]  # freed now, not after the grace
 
@@ -281,10 +285,197 @@ def test_a_claim_never_named_by_a_pod_still_gets_its_grace_period(fake_api) -> N
 def test_the_memory_of_used_claims_forgets_adopted_and_long_gone_claims(fake_api) -> None:
     clock = [NOW]
     jan = janitor.Janitor(fake_api, Metrics(), grace_seconds=GRACE, clock=lambda: clock[0])
-    jan._pod_event("ADDED", pod("a", "u1", "owned", "elsewhere"))
-    owned = claim("owned", owner_uid="u1")
-    jan._remember_used([owned], set(), clock[0])
+    jan.reconcile_once()  # the first (full) pass, over empty caches
+    jan.pods._changed("ADDED", pod("a", "u1", "owned", "elsewhere"))
+    jan.claims._changed("ADDED", claim("owned", owner_uid="u1"))
+    jan.reconcile_once()
     assert set(jan._seen_used) == {("ns", "elsewhere")}  # adopted: its owner reference decides now
     clock[0] = NOW + GRACE + 1
-    jan._remember_used([], set(), clock[0])
-    assert jan._seen_used == {}  # never cached for a whole grace period: not dralab's, or deleted
+    jan.reconcile_once()
+    assert not jan.last_full and jan._seen_used == {}  # never cached for a whole grace period: not dralab's, or deleted
+
+
+# -- the incremental pass (issue 27) -------------------------------------------------------------
+
+
+def _bound(name: str, uid: str, *claims: str) -> dict[str, Any]:
+    return _stamped(pod(name, uid, *claims), age=60, node="n1")
+
+
+def test_one_pod_event_decides_only_the_claims_that_pod_concerns_and_a_resync_decides_all(fake_api) -> None:
+    """2,000 cached pods with their adopted claims: a pod event costs a pass over its own claim, not 2,000."""
+    n = 2000
+    clock = [NOW]
+    jan = janitor.Janitor(fake_api, Metrics(), grace_seconds=GRACE, clock=lambda: clock[0])
+    jan.pods.items = {("ns", f"p{i}"): _bound(f"p{i}", f"u{i}", f"c{i}") for i in range(n)}
+    jan.claims.items = {("ns", f"c{i}"): claim(f"c{i}", age=60, owner_uid=f"u{i}") for i in range(n)}
+    jan.reconcile_once()
+    assert jan.last_full and jan.last_evaluated == n
+    clock[0] += 1
+    jan.pods._changed("MODIFIED", _bound("p7", "u7", "c7"))  # say, a status update
+    jan.reconcile_once()
+    assert not jan.last_full and jan.last_evaluated == 1
+    jan.reconcile_once()  # nothing happened since
+    assert jan.last_evaluated == 0
+    jan.pods._changed("DELETED", _bound("p8", "u8", "c8"))  # its claim is owned by it: reaped now
+    jan.reconcile_once()
+    assert jan.last_evaluated == 1 and fake_api.delete_uids == ["c-c8"]
+    clock[0] += jan.resync  # the safety net: every claim again
+    jan.reconcile_once()
+    assert jan.last_full and jan.last_evaluated == n
+    jan.pods._listed(list(jan.pods.items.values()), "9")  # a relist (after 410 Gone): every claim again
+    jan.reconcile_once()
+    assert jan.last_full and jan.last_evaluated == n
+
+
+def test_a_grace_period_ends_without_any_event_and_the_claim_is_reaped_at_its_deadline(fake_api) -> None:
+    path = claims_path("ns")
+    fake_api.objects[f"{path}/c1"] = claim("c1", age=2)
+    clock = [NOW]
+    jan = janitor.Janitor(fake_api, Metrics(), grace_seconds=GRACE, clock=lambda: clock[0])
+    jan.claims.items = {("ns", "c1"): fake_api.objects[f"{path}/c1"]}
+    wait = jan.reconcile_once()
+    assert wait == GRACE - 2 + 0.05  # woken at the deadline
+    clock[0] = NOW + GRACE - 2 - 0.5
+    jan.reconcile_once()
+    assert jan.last_evaluated == 0 and fake_api.names(path) == ["c1"]  # not yet, and nothing to decide
+    clock[0] = NOW + GRACE - 2
+    jan.reconcile_once()
+    assert not jan.last_full and jan.last_evaluated == 1
+    assert fake_api.names(path) == [] and fake_api.delete_uids == ["c-c1"]
+
+
+def test_the_counts_a_pass_needs_follow_the_events(fake_api) -> None:
+    """The janitor_pending gauge and the scheduling check come from the index, not from a walk."""
+    jan = janitor.Janitor(fake_api, Metrics(), grace_seconds=GRACE, clock=lambda: NOW)
+    jan.reconcile_once()
+    jan.claims._changed("ADDED", claim("c1"))
+    jan.claims._changed("ADDED", claim("c2", owner_uid="u1"))
+    young = _stamped(pod("q", "u2"), age=1)
+    jan.pods._changed("ADDED", young)
+    jan.reconcile_once()
+    assert b"dralab_janitor_unowned_claims 1.0" in jan.metrics.render()
+    assert jan._index.scheduling(NOW)
+    jan.pods._changed("MODIFIED", _stamped(pod("q", "u2"), age=1, node="n1"))
+    jan.claims._changed("DELETED", claim("c1"))
+    jan.reconcile_once()
+    assert b"dralab_janitor_unowned_claims 0.0" in jan.metrics.render()
+    assert not jan._index.scheduling(NOW)
+
+
+class NullApi:
+    """An API that accepts every patch and delete and has no live pods: the world changes only by events."""
+
+    def list(self, path: str, **_: Any) -> dict[str, Any]:
+        return {"items": []}
+
+    def patch(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        return {}
+
+    def delete(self, path: str, **_: Any) -> None:
+        return None
+
+
+POD_NAMES = ("a", "b")
+CLAIM_NAMES = ("c0", "c1", "c2")
+OWNER_UIDS = (None, None, None, "u-a-0", "u-a-1", "u-b-0", "u-gone")  # unowned about half the time
+_ages = st.integers(0, 40)
+_step = st.sampled_from([0.5, 1.0, 2.0, 5.0, 8.0, 10.0, 28.0, 31.0])
+EVENTS = st.lists(st.one_of(
+    st.tuples(st.just("pod"), st.sampled_from(POD_NAMES), st.integers(0, 1), st.integers(0, 5).map(bool),
+              st.lists(st.sampled_from(CLAIM_NAMES), max_size=2, unique=True), st.booleans(),
+              st.integers(0, 3).map(lambda n: n == 0), _ages),
+    st.tuples(st.just("pod-gone"), st.sampled_from(POD_NAMES)),
+    st.tuples(st.just("pod-gone"), st.sampled_from(POD_NAMES)),
+    st.tuples(st.just("claim"), st.sampled_from(CLAIM_NAMES), st.sampled_from(OWNER_UIDS),
+              st.integers(0, 3).map(lambda n: n == 0), st.one_of(st.none(), _ages)),
+    st.tuples(st.just("claim-gone"), st.sampled_from(CLAIM_NAMES)),
+    st.tuples(st.just("tick"), _step), st.tuples(st.just("tick"), _step),
+    st.tuples(st.just("pass")), st.tuples(st.just("pass")), st.tuples(st.just("pass")),
+    # rare: a relist makes the next pass a full one, which would hide what the incremental ones miss
+    st.integers(0, 5).flatmap(lambda n: st.tuples(st.just("relist" if n == 0 else "pass"), st.booleans(),
+                                                  st.sets(st.integers(0, 3), max_size=2))),
+), max_size=60)
+
+
+def _at(t: float) -> str:
+    import datetime as dt
+
+    return dt.datetime.fromtimestamp(t, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@settings(max_examples=500, deadline=None)
+@given(EVENTS)
+def test_incremental_passes_decide_what_a_full_plan_over_the_same_state_decides(events: list[tuple[Any, ...]]) -> None:
+    """Random pod and claim events, relists and clock advances: after every pass the janitor's
+    decisions (adoptions with their pod, deletions, the next deadline), its memory of used claims,
+    the gauge and the scheduling check equal what the full, pure computation gives over its caches."""
+    clock = [NOW]
+    jan = janitor.Janitor(NullApi(), Metrics(), grace_seconds=GRACE, resync_seconds=1e9, clock=lambda: clock[0])
+    ref_seen: dict[tuple[str, str], float] = {}  # the memory of used claims as the janitor kept it before issue 27
+
+    def check_pass() -> None:
+        now, seen = clock[0], set(jan._seen_used)
+        assert seen == set(ref_seen)
+        jan.reconcile_once()
+        claims, pods = jan.claims.snapshot(), jan.pods.snapshot()
+        ref = janitor.plan(claims, pods, now, GRACE, seen)
+        assert {k: janitor._key(p) for k, (_, p) in jan._adopting.items()} == {
+            janitor._key(c): janitor._key(p) for c, p in ref.adopt}
+        assert all(c is jan.claims.items[k] for k, (c, _) in jan._adopting.items())  # the cached claim
+        assert set(jan._reaping) == {janitor._key(c) for c in ref.reap}
+        due = jan._next_due(now)
+        assert (due is None) == (ref.next_check is None)
+        assert due is None or abs(due - ref.next_check) < 1e-6
+        assert len(jan._index.unowned) == sum(1 for c in claims if janitor._unowned(c))
+        assert jan._index.scheduling(now) == janitor.scheduling(pods, now)
+        cached = {janitor._key(c): c for c in claims}
+        for key in ref.used:
+            ref_seen.setdefault(key, now)
+        for key, since in list(ref_seen.items()):
+            c = cached.get(key)
+            if (c is not None and janitor._pod_owners(c["metadata"])) or (c is None and now - since > GRACE):
+                del ref_seen[key]
+        assert jan._seen_used == ref_seen
+
+    for ev in [*events, ("pass",)]:
+        kind = ev[0]
+        if kind == "pod":
+            _, name, gen, has_uid, names, bound, deleting, age = ev
+            p = pod(name, f"u-{name}-{gen}", *names)
+            if not has_uid:
+                del p["metadata"]["uid"]
+            p["metadata"]["creationTimestamp"] = _at(clock[0] - age)
+            if bound:
+                p["spec"]["nodeName"] = "n1"
+            if deleting:
+                p["metadata"]["deletionTimestamp"] = _at(clock[0])
+            if has_uid:
+                for c in names:
+                    ref_seen.setdefault(("ns", c), clock[0])
+            jan.pods._changed("ADDED" if ("ns", name) not in jan.pods.items else "MODIFIED", p)
+        elif kind == "pod-gone":  # a pod not cached: its DELETED event still counts (it existed)
+            gone = jan.pods.items.get(("ns", ev[1])) or pod(ev[1], f"u-{ev[1]}-9", *CLAIM_NAMES[:1])
+            for c in janitor.claim_refs([gone]) if gone["metadata"].get("uid") else ():
+                ref_seen.setdefault(c, clock[0])
+            jan.pods._changed("DELETED", gone)
+        elif kind == "claim":
+            _, name, owner, deleting, age = ev
+            c = claim(name, owner_uid=owner, deleting=deleting)
+            if age is None:
+                del c["metadata"]["creationTimestamp"]
+            else:
+                c["metadata"]["creationTimestamp"] = _at(clock[0] - age)
+            jan.claims._changed("ADDED" if ("ns", name) not in jan.claims.items else "MODIFIED", c)
+        elif kind == "claim-gone":
+            if ("ns", ev[1]) in jan.claims.items:
+                jan.claims._changed("DELETED", jan.claims.items[("ns", ev[1])])
+        elif kind == "tick":
+            clock[0] += ev[1]
+        elif kind == "relist":  # a relist after 410 Gone: some objects went meanwhile, with no event
+            _, of_pods, drop = ev
+            informer = jan.pods if of_pods else jan.claims
+            kept = [o for i, o in enumerate(informer.snapshot()) if i not in drop]
+            informer._listed(kept, "v")
+        else:
+            check_pass()
