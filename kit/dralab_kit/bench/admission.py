@@ -979,7 +979,7 @@ def measure_janitor_pass(sizes: tuple[int, ...] = JANITOR_SIZES, repeats: int = 
               help="Open-loop rate in req/s (repeatable; default 50, 100, 200; quick 100).")
 @click.option("--no-closed-loop", is_flag=True, help="Skip the closed-loop (maximum throughput) runs.")
 @click.option("--janitor-pass", is_flag=True,
-              help="Measure only the janitor's pass in memory (no cluster, no server, no result file): CPU of "
+              help="Measure only the janitor's pass in memory (no cluster, no server; janitor.json): CPU of "
                    "one incremental pass after a pod event and of one full pass at --janitor-sizes cached claims.")
 @click.option("--janitor-sizes", default=",".join(map(str, JANITOR_SIZES)), show_default=True,
               help="Cached claims (and pods) for --janitor-pass, separated by commas.")
@@ -998,11 +998,16 @@ def admission(out_dir: str, quick: bool, kubeconfig: str | None, cluster_name: s
     """
     if janitor_pass:
         figures = measure_janitor_pass(parse_sizes(janitor_sizes), repeats or 5)
+        path = write_result(out_dir, "janitor", {
+            "benchmark": "janitor", "repeats": repeats or 5, "unit": "ms of thread CPU, median",
+            "sizes": [{"claims": int(n), **row} for n, row in figures.items()],
+            "baseline": "plan: the pure plan() over both caches, the core of every pass before the index",
+        })
         console.print("cached claims: janitor pass CPU, ms (median of "
                       f"{repeats or 5}): incremental (one pod event) / full / plan() alone")
         for n, row in figures.items():
             console.print(f"{int(n):>7,}: {row['incremental']} / {row['full']} / {row['plan']}")
-        click.echo(json.dumps(figures))
+        console.print(f"wrote {path}")
         return
     result = run(quick, kubeconfig, cluster_name, duration, repeats, workers, handlers, tuple(sorted(rates)),
                  not no_closed_loop)

@@ -34,7 +34,7 @@ FLEET_PLOT = "fleet.png"
 # the order of the sections; results of other benchmarks follow, listed with their context
 ORDER = (
     "setup", "admission", "driver", "vcore", "cluster", "lab", "concurrency", "prefer", "taints", "fleet", "faults",
-    "fuzz", "pains", "pains-node", "node", "install",
+    "fuzz", "pains", "pains-node", "node", "install", "janitor",
 )  # fmt: skip
 
 Section = Callable[[dict[str, Any]], list[str]]
@@ -978,6 +978,18 @@ def install_section(res: dict[str, Any]) -> list[str]:
     return out
 
 
+def janitor_section(res: dict[str, Any]) -> list[str]:
+    rows = [[f"{row.get('claims'):,}", _fmt(row.get("incremental"), " ms"), _fmt(row.get("full"), " ms"),
+             _fmt(row.get("plan"), " ms")] for row in res.get("sizes") or []]
+    return [
+        "CPU of one janitor pass in memory (`dralab bench admission --janitor-pass`): after one pod event the pass",
+        "decides the claims that event touches; a full pass (start, relist, every resync) decides all of them;",
+        "`plan()` over both caches is what every pass cost before the index (the baseline, same run).",
+        "",
+        *_table(["cached claims", "incremental pass", "full pass", "plan() alone (before)"], rows),
+    ]
+
+
 SECTIONS: dict[str, tuple[str, Section]] = {
     "setup": ("First contact: a cold `make lab`", setup_section),
     "install": ("Installed the way users install it: image, chart, cert-manager", install_section),
@@ -995,6 +1007,7 @@ SECTIONS: dict[str, tuple[str, Section]] = {
     "pains": ("What DRA fixes: budgets, preemption of sharers, a failing claim", pains_section),
     "pains-node": ("What DRA fixes, on the node profile (a real kubelet)", pains_section),
     "node": ("The real node: kubelet + containerd (profile node)", node_section),
+    "janitor": ("The janitor's pass: incremental against full", janitor_section),
 }
 
 
