@@ -12,6 +12,7 @@ uses the same loaded credentials over a small bounded pool of kept-alive HTTP/1.
 - :mod:`.client`: :class:`Kube`, the synchronous client (request/get/list/create/patch/apply/delete/watch).
 - :mod:`.aio`: :class:`AsyncKube`, the same calls on asyncio; :mod:`.http1`: its connection pool.
 - :mod:`.watch`: :class:`ListWatch`, the one list-and-watch loop (resourceVersion, 410 relist, backoff).
+- :mod:`.informer`: :class:`Informer` (a cache over a ListWatch) and :class:`PodClaimLoop` (pods + claims).
 - :mod:`.paths`: URL paths with escaped segments; :mod:`.kinds`: the one table of well-known kinds (apiVersion,
   resource, scope); :mod:`.discovery`: any other kind to its resource, asked of the apiserver.
 - :mod:`.errors`: :class:`KubeError`, the one error type (``status`` 0: no answer).

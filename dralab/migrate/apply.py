@@ -8,7 +8,7 @@ from dralab.kube import Kube, KubeError
 from dralab.kube.paths import CLAIMS_PATH, claims_path, pods_path, segment
 from dralab.migrate.plan import MigrationPlan, Snapshot
 from dralab.model.podclaims import claim_names
-from dralab.webhook.adoption import adoption_patch
+from dralab.webhook.controllers.adoption import adoption_patch
 
 ADMISSION = "/apis/admissionregistration.k8s.io/v1"
 

@@ -17,13 +17,13 @@ if TYPE_CHECKING:
     from dralab.config import Config
     from dralab.kube import Kube
     from dralab.migrate.plan import MigrationPlan, Snapshot
-    from dralab.webhook.adoption import AdoptionSettings
+    from dralab.webhook.controllers.adoption import AdoptionSettings
 
 Command = TypeVar("Command", bound=Callable[..., Any])
 
 
 def _settings(cfg: Config, grace_seconds: int | None) -> AdoptionSettings:
-    from dralab.webhook.adoption import AdoptionSettings
+    from dralab.webhook.controllers.adoption import AdoptionSettings
 
     m = cfg.migration
     grace = m.grace_seconds if grace_seconds is None else grace_seconds

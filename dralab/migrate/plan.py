@@ -18,8 +18,8 @@ from dralab.model.denials import Denied
 from dralab.model.objects import MANAGED_BY
 from dralab.model.podclaims import claim_names
 from dralab.model.vendors import VendorTable
-from dralab.webhook.adoption import AdoptionSettings, fingerprint
-from dralab.webhook.adoption import plan as adoption_plan
+from dralab.webhook.controllers.adoption import AdoptionSettings, fingerprint
+from dralab.webhook.controllers.adoption import plan as adoption_plan
 
 HAMI_MARKERS = ("hami", "project-hami.io")
 

@@ -19,10 +19,10 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from dralab.kube import Kube
+from dralab.kube.informer import Informer
 from dralab.kube.paths import CLAIMS_PATH, SLICES_PATH
 from dralab.monitor.allocation import Allocation, compute
 from dralab.monitor.hami import hami_families
-from dralab.webhook.janitor import Informer
 
 SLICES = SLICES_PATH
 CLAIMS = CLAIMS_PATH

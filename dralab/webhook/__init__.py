@@ -9,7 +9,7 @@ Modules, one job each:
 - Connections and process: :mod:`.transport` (TLS and request deadlines), :mod:`.tls` (reloaded
   certificates), :mod:`.certs` (self-signed ones), :mod:`.workers` (N server workers),
   :mod:`.metrics` (Prometheus), :mod:`.cli` (``dralab convert``, ``dralab webhook serve``).
-- Background: :mod:`.janitor` (no claim outlives its pod), :mod:`.adoption` (HAMi-DRA's claims),
-  :mod:`.budgets` and :mod:`.budget_lock` (ShareBudgets), :mod:`.lease` (leader election).
-- Registration: :mod:`.registration` (the webhook configurations), :mod:`.cainject` (its CA in them).
+- Background: :mod:`.controllers` (what the elected replica runs: the janitor, adoption of HAMi-DRA's
+  claims, ShareBudgets, the Lease, the CA written into the configurations).
+- Registration: :mod:`.registration` (the webhook configurations).
 """

@@ -228,7 +228,7 @@ def serve(
       dralab webhook serve --cert /tls/tls.crt --key /tls/tls.key --port 8443 --namespace dralab-system
     """
     from dralab.webhook import workers as procs
-    from dralab.webhook.cainject import CAInjector, Target
+    from dralab.webhook.controllers.cainject import CAInjector, Target
 
     cfg = load_config(config_path, hami_config)
     targets = [Target.parse(text) for text in inject_ca_into]
@@ -246,7 +246,7 @@ def serve(
         click.echo(f"note: {line}", err=True)
 
     from dralab.kube import AsyncKube, Kube
-    from dralab.webhook.lease import LeaderElector
+    from dralab.webhook.controllers.lease import LeaderElector
     from dralab.webhook.limits import ServerLimits
     from dralab.webhook.server import Server, background, build
 

@@ -14,8 +14,8 @@ from collections.abc import Iterable
 from typing import Any
 
 from dralab.kube import Kube
+from dralab.kube.informer import Informer
 from dralab.model.convert import CONTAINER_KINDS
-from dralab.webhook.janitor import Informer
 
 DEVICE_CLASSES = "/apis/resource.k8s.io/v1/deviceclasses"
 

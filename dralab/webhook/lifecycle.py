@@ -26,7 +26,7 @@ from dralab.model.convert import (
     Converter,
 )
 from dralab.util import get_logger
-from dralab.webhook.budgets import BudgetGate
+from dralab.webhook.controllers.budgets import BudgetGate
 from dralab.webhook.limits import NamespaceRate
 from dralab.webhook.metrics import Metrics
 

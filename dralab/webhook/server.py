@@ -28,12 +28,12 @@ from dralab.jsonio import dumps
 from dralab.kube import AsyncKube, Kube
 from dralab.kube.authz import MetricsAuthorizer
 from dralab.util import get_logger
-from dralab.webhook.adoption import Adopter, build_adopter
-from dralab.webhook.budgets import BudgetGate, BudgetMetrics, BudgetReconciler
+from dralab.webhook.controllers.adoption import Adopter, build_adopter
+from dralab.webhook.controllers.budgets import BudgetGate, BudgetMetrics, BudgetReconciler
+from dralab.webhook.controllers.janitor import Janitor
 from dralab.webhook.converters import build_converters
 from dralab.webhook.extended import DeviceClassWatch
 from dralab.webhook.handlers import AdmissionHandler, BadReview, parse_review, respond
-from dralab.webhook.janitor import Janitor
 from dralab.webhook.lifecycle import ClaimLifecycle
 from dralab.webhook.limits import Inflight, NamespaceRate, ServerLimits
 from dralab.webhook.metrics import Metrics
@@ -380,7 +380,7 @@ class Server:
         metrics_auth: MetricsAuthorizer | None = None,
     ) -> None:
         """``sock``: an already listening socket (a worker's, shared with the others) instead of host/port;
-        ``elector``: a :class:`~dralab.webhook.lease.LeaderElector` whose leadership runs the background work;
+        ``elector``: a :class:`~dralab.webhook.controllers.lease.LeaderElector` (its leadership runs background work);
         ``http``: the HTTP/1.1 parser, ``httptools`` or ``h11`` (:func:`~dralab.webhook.transport.guarded_protocol`);
         ``metrics_auth``: who may read ``/metrics`` (:func:`create_app`).
         """

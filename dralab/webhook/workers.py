@@ -7,7 +7,7 @@ port (``SO_REUSEPORT``: the kernel spreads new connections evenly over the worke
 shared socket, every idle worker is woken for each connection and the first in the kernel's wait queue
 takes nearly all of them, so one worker served most requests while the other idled). Every worker
 answers admissions; each also runs a
-:class:`~dralab.webhook.lease.LeaderElector` on one Lease, and only the leader (one worker across
+:class:`~dralab.webhook.controllers.lease.LeaderElector` on one Lease, and only the leader (one worker across
 all workers *and* all replicas) runs the janitor, the budget status writer and HAMi-DRA adoption
 (:class:`Leadership`).
 

@@ -13,7 +13,7 @@ from dralab.config import parse_config
 from dralab.kube.paths import claims_path
 from dralab.model.convert import Converter
 from dralab.model.denials import Denied
-from dralab.webhook.janitor import CLAIM_SELECTOR
+from dralab.webhook.controllers.janitor import CLAIM_SELECTOR
 from dralab.webhook.lifecycle import ClaimLifecycle, LifecycleError
 from dralab.webhook.metrics import Metrics
 

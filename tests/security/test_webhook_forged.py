@@ -16,7 +16,7 @@ from dralab.config import parse_config
 from dralab.kube.paths import claims_path, pods_path, templates_path
 from dralab.model.convert import LIFECYCLE_LABEL
 from dralab.model.objects import MANAGED_BY
-from dralab.webhook.janitor import CLAIM_SELECTOR, parse_time, plan
+from dralab.webhook.controllers.janitor import CLAIM_SELECTOR, parse_time, plan
 from dralab.webhook.registration import webhook_configurations
 
 from ._webhook import answer, gpu_pod, review, serve

@@ -927,7 +927,7 @@ def measure_janitor_pass(sizes: tuple[int, ...] = JANITOR_SIZES, repeats: int = 
     the core of what every pass cost before issue 27. Milliseconds of this thread's CPU, median of
     ``repeats``.
     """
-    from dralab.webhook.janitor import Janitor, plan
+    from dralab.webhook.controllers.janitor import Janitor, plan
     from dralab.webhook.metrics import Metrics
 
     now = 1_767_225_600.0

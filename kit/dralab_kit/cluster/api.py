@@ -663,7 +663,7 @@ def _wait_background_leader(handle: ClusterHandle, notes: list[str]) -> None:
     Readiness does not include it (any worker of any replica may lead), but a lab that starts
     before the janitor runs sees its first pods' claims released only after the grace period.
     """
-    from dralab.webhook.lease import lease_path
+    from dralab.webhook.controllers.lease import lease_path
 
     kube = handle.kube()
     try:

@@ -10,7 +10,7 @@ from dralab.kube import Kube
 from dralab.kube.paths import claims_path, pods_path
 from dralab.model.vendors import load_vendor_table
 from dralab.util import wait_for
-from dralab.webhook.adoption import Adopter, AdoptionSettings, hami_dra_claim_name
+from dralab.webhook.controllers.adoption import Adopter, AdoptionSettings, hami_dra_claim_name
 
 pytestmark = pytest.mark.integration
 

@@ -25,8 +25,8 @@ from dralab.kube import Kube, KubeError
 from dralab.kube.paths import claims_path
 from dralab.util import free_port, wait_for
 from dralab.webhook import certs
-from dralab.webhook.janitor import CLAIM_SELECTOR
-from dralab.webhook.lease import lease_path
+from dralab.webhook.controllers.janitor import CLAIM_SELECTOR
+from dralab.webhook.controllers.lease import lease_path
 
 from ..helpers import resource_claim
 

@@ -10,8 +10,8 @@ import pytest
 from dralab.config import parse_config
 from dralab.kube.paths import claims_path
 from dralab.model.vendors import load_vendor_table
-from dralab.webhook import adoption
-from dralab.webhook.adoption import AdoptionSettings, fingerprint, hami_dra_claim_name, plan
+from dralab.webhook.controllers import adoption
+from dralab.webhook.controllers.adoption import AdoptionSettings, fingerprint, hami_dra_claim_name, plan
 from dralab.webhook.metrics import Metrics
 
 NOW = 1_767_225_600.0

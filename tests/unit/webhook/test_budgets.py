@@ -12,8 +12,8 @@ from dralab.config import default_config
 from dralab.kube import KubeError
 from dralab.kube.paths import claims_path
 from dralab.model import budget as model
-from dralab.webhook.budget_lock import LOCK_ANNOTATION, BudgetLock, lock_free
-from dralab.webhook.budgets import BudgetReconciler, budgets_path
+from dralab.webhook.controllers.budget_lock import LOCK_ANNOTATION, BudgetLock, lock_free
+from dralab.webhook.controllers.budgets import BudgetReconciler, budgets_path
 from dralab.webhook.server import build
 
 from .conftest import FakeApi

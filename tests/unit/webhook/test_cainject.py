@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from dralab.errors import UserError
-from dralab.webhook.cainject import CAInjector, Target, ca_patch, read_ca
+from dralab.webhook.controllers.cainject import CAInjector, Target, ca_patch, read_ca
 
 CA = b"-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"
 B64 = base64.b64encode(CA).decode()

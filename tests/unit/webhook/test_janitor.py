@@ -7,8 +7,9 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from dralab.kube import informer as informers
 from dralab.kube.paths import claims_path
-from dralab.webhook import janitor
+from dralab.webhook.controllers import janitor
 from dralab.webhook.metrics import Metrics
 
 NOW = 1_767_225_600.0  # 2026-01-01T00:00:00Z
@@ -129,7 +130,7 @@ def test_informer_applies_events_and_relists_after_expiry() -> None:
 
     api = WatchingApi()
     changes = []
-    informer = janitor.Informer(api, "/api/v1/pods", "hami.io/dra=true", lambda: changes.append(1), "pods")
+    informer = informers.Informer(api, "/api/v1/pods", "hami.io/dra=true", lambda: changes.append(1), "pods")
     informer.start()
     try:
         wait_for(lambda: api.lists == 2 and informer.synced.is_set(), 10, "the informer to relist")
@@ -420,16 +421,16 @@ def test_incremental_passes_decide_what_a_full_plan_over_the_same_state_decides(
         jan.reconcile_once()
         claims, pods = jan.claims.snapshot(), jan.pods.snapshot()
         ref = janitor.plan(claims, pods, now, GRACE, seen)
-        assert {k: janitor._key(p) for k, (_, p) in jan._adopting.items()} == {
-            janitor._key(c): janitor._key(p) for c, p in ref.adopt}
+        assert {k: informers.key_of(p) for k, (_, p) in jan._adopting.items()} == {
+            informers.key_of(c): informers.key_of(p) for c, p in ref.adopt}
         assert all(c is jan.claims.items[k] for k, (c, _) in jan._adopting.items())  # the cached claim
-        assert set(jan._reaping) == {janitor._key(c) for c in ref.reap}
+        assert set(jan._reaping) == {informers.key_of(c) for c in ref.reap}
         due = jan._next_due(now)
         assert (due is None) == (ref.next_check is None)
         assert due is None or abs(due - ref.next_check) < 1e-6
         assert len(jan._index.unowned) == sum(1 for c in claims if janitor._unowned(c))
         assert jan._index.scheduling(now) == janitor.scheduling(pods, now)
-        cached = {janitor._key(c): c for c in claims}
+        cached = {informers.key_of(c): c for c in claims}
         for key in ref.used:
             ref_seen.setdefault(key, now)
         for key, since in list(ref_seen.items()):

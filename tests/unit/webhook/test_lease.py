@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from dralab.kube import KubeError
-from dralab.webhook.lease import LeaderElector, LeaseTiming, lease_path
+from dralab.webhook.controllers.lease import LeaderElector, LeaseTiming, lease_path
 
 TIMING = LeaseTiming(lease_seconds=15, renew_deadline=10, retry_period=2)
 

@@ -8,7 +8,7 @@ from dralab.kube.paths import claims_path
 from dralab.migrate.apply import apply_plan
 from dralab.migrate.plan import Snapshot, build_plan, render_text
 from dralab.model.vendors import load_vendor_table
-from dralab.webhook.adoption import AdoptionSettings
+from dralab.webhook.controllers.adoption import AdoptionSettings
 from tests.unit.webhook.test_adoption import NOW, hami_claim, hami_pod
 
 TABLE = load_vendor_table()

@@ -24,7 +24,7 @@ from typing import Any
 from dralab.errors import UserError
 from dralab.kube import Kube, KubeError
 
-log = logging.getLogger("dralab.webhook.cainject")
+log = logging.getLogger("dralab.webhook.controllers.cainject")
 KINDS = {"mutating": "mutatingwebhookconfigurations", "validating": "validatingwebhookconfigurations"}
 _PREFIX = "/apis/admissionregistration.k8s.io/v1"
 

@@ -30,7 +30,7 @@ from dralab.kube import KubeError
 from dralab.kube.paths import segment
 from dralab.util import get_logger
 
-log = get_logger("dralab.webhook.lease")
+log = get_logger("dralab.webhook.controllers.lease")
 
 LEASE_GROUP = "/apis/coordination.k8s.io/v1"
 

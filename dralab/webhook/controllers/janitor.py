@@ -39,7 +39,6 @@ share only the event list (``_events_lock``) and the used-claim memory (``_seen_
 
 from __future__ import annotations
 
-import abc
 import datetime as dt
 import functools
 import heapq
@@ -49,8 +48,8 @@ from collections.abc import Callable, Collection, Container, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from dralab.kube import Kube, KubeError, ListWatch
-from dralab.kube.client import JSON
+from dralab.kube import Kube, KubeError
+from dralab.kube.informer import Informer, Key, PodClaimLoop, key_of
 from dralab.kube.paths import CLAIMS_PATH, claims_path, pods_path
 from dralab.model.convert import ANN_POD_NAME, DRA_LABEL, LIFECYCLE_LABEL, POD_LABEL
 from dralab.model.naming import label_value
@@ -59,33 +58,18 @@ from dralab.model.podclaims import claim_names
 from dralab.util import get_logger
 from dralab.webhook.metrics import Metrics
 
-log = get_logger("dralab.webhook.janitor")
+log = get_logger("dralab.webhook.controllers.janitor")
 
 CLAIM_SELECTOR = ",".join(f"{k}={v}" for k, v in MANAGED_BY.items()) + f",{LIFECYCLE_LABEL}=claim"
 POD_SELECTOR = f"{DRA_LABEL}=true"
 ADOPT_PENDING_AFTER = 10.0  # seconds: a pod not bound by then gets its claim's owner anyway
 ADOPT_QUIET = 1.0  # seconds without a new dralab pod or claim before owner patches go out ...
 ADOPT_DEFER_MAX = 10.0  # ... unless the longest-waiting adoption has waited this long already
-# The janitor reads only claims' metadata (names, owners, timestamps): watch just that.
-METADATA_ONLY = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json"
-WATCH_SECONDS = 240  # the server ends a watch after this; the informer resumes from the last version
-BACKOFF_S = (0.2, 5.0)  # first and largest wait after a failed list or watch
-# Background watches let events gather this long after one that was waited for (Kube.watch): a tenth of
-# the janitor's quiet time, and a third of the CPU per event at 200 claims/s.
-GATHER_S = 0.05
 ADOPT = "adopt"
 REAP = "reap"
 
-Key = tuple[str, str]  # (namespace, name)
-
-
 def _meta(obj: dict[str, Any]) -> dict[str, Any]:
     return obj.get("metadata") or {}
-
-
-def _key(obj: dict[str, Any]) -> Key:
-    m = _meta(obj)
-    return (m.get("namespace", ""), m.get("name", ""))
 
 
 def _pod_owners(meta: dict[str, Any]) -> list[Any]:
@@ -134,7 +118,7 @@ class Plan:
 
     def add(self, claim: dict[str, Any], decision: Decision, now: float) -> None:
         if decision.used:
-            self.used.add(_key(claim))
+            self.used.add(key_of(claim))
         if decision.action == ADOPT and decision.pod is not None:
             self.adopt.append((claim, decision.pod))
         elif decision.action == REAP:
@@ -180,13 +164,13 @@ def decide(
         staying = [p for p in users if not _meta(p).get("deletionTimestamp")]
         if not staying:
             return _USED  # its pod is being deleted: no owner needed, it is reaped once the pod is gone
-        pod = staying[0] if len(staying) == 1 else min(staying, key=_key)
+        pod = staying[0] if len(staying) == 1 else min(staying, key=key_of)
         due = _adoption_due(pod)
         if due is None or now >= due:
             return Decision(ADOPT, pod, used=True)
         return Decision("", due=due, used=True)
     created = parse_time(meta.get("creationTimestamp"))
-    if created is None or now >= created + grace or _key(claim) in seen_used:
+    if created is None or now >= created + grace or key_of(claim) in seen_used:
         return _REAP
     return Decision("", due=created + grace)
 
@@ -209,7 +193,7 @@ def plan(
     live_uids = {_meta(p).get("uid") for p in pods}
     out = Plan()
     for claim in claims:
-        out.add(claim, decide(claim, refs.get(_key(claim), ()), live_uids, now, grace, seen_used), now)
+        out.add(claim, decide(claim, refs.get(key_of(claim), ()), live_uids, now, grace, seen_used), now)
     return out
 
 
@@ -290,113 +274,6 @@ def owner_patch(claim: dict[str, Any], pod: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-class Informer:
-    """A list-then-watch cache of one kind of object, fed by a :class:`~dralab.kube.ListWatch`.
-
-    The ListWatch resumes from the last resourceVersion, relists on 410 and backs off on failures;
-    this keeps the objects by (namespace, name) and calls ``on_change`` after each (re)list and
-    each relevant event. ``synced`` is set by the first list and stays set (a relist after an
-    expired watch keeps serving the cached state, so readiness does not flap). ``lists`` counts the
-    (re)lists, for a user that keeps its own indexes from the events.
-    """
-
-    def __init__(
-        self,
-        api: Kube,
-        path: str,
-        label_selector: str,
-        on_change: Callable[[], None],
-        name: str,
-        relevant: Callable[[str, dict[str, Any]], bool] | None = None,
-        metadata_only: bool = False,
-        gather_seconds: float = GATHER_S,
-    ) -> None:
-        """``relevant(event type, object)``: whether a watch event calls ``on_change`` (default: every one);
-        ``metadata_only``: cache PartialObjectMetadata (no spec or status: less to send and to decode);
-        ``gather_seconds``: how long events may gather before they are read (0: each at once).
-        """
-        self.api = api
-        self.path = path
-        self.selector = label_selector
-        self.on_change = on_change
-        self.name = name
-        self.relevant = relevant
-        self.accept = METADATA_ONLY if metadata_only else JSON
-        self.items: dict[Key, dict[str, Any]] = {}
-        self.lists = 0  # (re)lists so far: a relist replaces ``items`` without events
-        self.synced = threading.Event()
-        self._lock = threading.Lock()
-        self.watch = ListWatch(
-            api, path, on_list=self._listed, on_event=self._changed, label_selector=label_selector or None,
-            accept=self.accept, watch_seconds=WATCH_SECONDS, backoff=BACKOFF_S, name=name,
-            gather_seconds=gather_seconds,
-        )
-        self._thread = threading.Thread(target=self.watch.run, name=f"informer-{name}", daemon=True)
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def stop(self) -> None:
-        self.watch.stop()
-        if self._thread.is_alive():
-            self._thread.join(timeout=5)
-
-    def snapshot(self) -> list[dict[str, Any]]:
-        with self._lock:
-            return list(self.items.values())
-
-    def _listed(self, items: list[dict[str, Any]], version: str) -> None:
-        with self._lock:
-            self.items = {_key(o): o for o in items}
-            self.lists += 1
-        self.synced.set()
-        self.on_change()
-
-    def _changed(self, kind: str, obj: dict[str, Any]) -> None:
-        with self._lock:
-            if kind == "DELETED":
-                self.items.pop(_key(obj), None)
-            else:
-                self.items[_key(obj)] = obj
-        if self.relevant is None or self.relevant(kind, obj):
-            self.on_change()
-
-
-class PodClaimLoop(abc.ABC):
-    """A background loop woken by a pod informer and a claim informer (the janitor, the adopter).
-
-    Subclasses call :meth:`_prepare_loop` before building their informers (which take ``self._kick.set``)
-    and set ``self.pods`` and ``self.claims``; the loop itself is their ``_loop``.
-    """
-
-    pods: Informer
-    claims: Informer
-
-    def _prepare_loop(self, name: str) -> None:
-        self._kick = threading.Event()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, name=name, daemon=True)
-
-    @abc.abstractmethod
-    def _loop(self) -> None:
-        """The subclass's work: runs on ``self._thread`` until ``self._stop``."""
-
-    def start(self) -> None:
-        self.pods.start()
-        self.claims.start()
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._kick.set()
-        self.pods.stop()
-        self.claims.stop()
-        self._thread.join(timeout=5)
-
-    def ready(self) -> bool:
-        return self.pods.synced.is_set() and self.claims.synced.is_set()
-
-
 class ClaimIndex:
     """The janitor thread's view of the cached pods and claims, indexed for one claim's decision.
 
@@ -421,9 +298,9 @@ class ClaimIndex:
     def build(cls, pods: Iterable[dict[str, Any]], claims: Iterable[dict[str, Any]], dirty: set[Key]) -> ClaimIndex:
         index = cls()
         for pod in pods:
-            index.put_pod(_key(pod), pod, dirty)
+            index.put_pod(key_of(pod), pod, dirty)
         for claim in claims:
-            index.put_claim(_key(claim), claim, dirty)
+            index.put_claim(key_of(claim), claim, dirty)
         return index
 
     def refs(self, claim: Key) -> list[dict[str, Any]]:
@@ -674,9 +551,9 @@ class Janitor(PodClaimLoop):
         for is_pod, kind, obj in events:
             current = None if kind == "DELETED" else obj
             if not is_pod:
-                index.put_claim(_key(obj), current, dirty)
+                index.put_claim(key_of(obj), current, dirty)
                 continue
-            index.put_pod(_key(obj), current, dirty)
+            index.put_pod(key_of(obj), current, dirty)
             if current is None and _meta(obj).get("uid"):
                 # a pod deleted before it was indexed still marked its claims used (_pod_event)
                 dirty.update(claim_refs([obj]))
@@ -760,7 +637,7 @@ class Janitor(PodClaimLoop):
                     heapq.heappush(self._seen_expiry, (since + self.grace, key))
 
     def _adopt(self, claim: dict[str, Any], pod: dict[str, Any]) -> None:
-        ns, name = _key(claim)
+        ns, name = key_of(claim)
         try:
             self.api.patch(claims_path(ns, name), owner_patch(claim, pod))
             self.metrics.janitor_adopted.inc()
@@ -773,7 +650,7 @@ class Janitor(PodClaimLoop):
     def _reap(self, claims: list[dict[str, Any]]) -> None:
         by_ns: dict[str, list[dict[str, Any]]] = {}
         for claim in claims:
-            by_ns.setdefault(_key(claim)[0], []).append(claim)
+            by_ns.setdefault(key_of(claim)[0], []).append(claim)
         for ns, group in by_ns.items():
             # Check the live pods (not the cache) before deleting anything.
             try:
@@ -786,7 +663,7 @@ class Janitor(PodClaimLoop):
             for claim in group:
                 meta = _meta(claim)
                 owners = [o.get("uid") for o in meta.get("ownerReferences") or [] if o.get("kind") == "Pod"]
-                if (owners and any(u in uids for u in owners)) or (not owners and refs.get(_key(claim))):
+                if (owners and any(u in uids for u in owners)) or (not owners and refs.get(key_of(claim))):
                     continue
                 try:
                     self.api.delete(claims_path(ns, meta.get("name", "")), uid=meta.get("uid"))

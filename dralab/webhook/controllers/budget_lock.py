@@ -25,7 +25,7 @@ from dralab.kube.aio import call_api
 from dralab.kube.client import PATCH_TYPES
 from dralab.util import get_logger
 
-log = get_logger("dralab.webhook.budget_lock")
+log = get_logger("dralab.webhook.controllers.budget_lock")
 
 LOCK_ANNOTATION = "dralab.io/admission-lock"
 LOCK_TTL_SECONDS = 30.0  # the admission deadline is at most 29 s

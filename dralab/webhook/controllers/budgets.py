@@ -3,7 +3,7 @@
 Concurrency: the gate holds one lock per namespace from the budget check until the pod's claims
 exist, so one process's admissions of a namespace queue up locally; server workers (``--workers``)
 and replicas are other processes, so the gate also holds, over the same span, an apiserver-held
-lock on each ShareBudget the pod touches (:mod:`dralab.webhook.budget_lock`: an annotation written
+lock on each ShareBudget the pod touches (:mod:`dralab.webhook.controllers.budget_lock`: an annotation written
 with the budget's resourceVersion as precondition). Inside both it reads the namespace's claims
 fresh (a quorum LIST, not a cache): whoever held the lock before has created its claims, so the
 next check sees them and the budget is not overshot, whichever worker or replica admits the pod.
@@ -42,9 +42,9 @@ from dralab.kube.paths import CLAIMS_PATH, claims_path
 from dralab.model import budget as model
 from dralab.model.denials import Denied
 from dralab.util import get_logger
-from dralab.webhook.budget_lock import BudgetLock
+from dralab.webhook.controllers.budget_lock import BudgetLock
 
-log = get_logger("dralab.webhook.budgets")
+log = get_logger("dralab.webhook.controllers.budgets")
 
 GROUP_PATH = f"/apis/{model.API_VERSION}"
 CRD_RECHECK_SECONDS = 5.0
@@ -225,7 +225,7 @@ class BudgetReconciler:
     """
 
     def __init__(self, api: Kube, metrics: BudgetMetrics, min_interval: float = 0.2) -> None:
-        from dralab.webhook.janitor import Informer
+        from dralab.kube.informer import Informer
 
         self.api = api
         self.metrics = metrics

@@ -24,14 +24,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dralab.kube import Kube, KubeError
+from dralab.kube.informer import Informer, PodClaimLoop
 from dralab.kube.paths import CLAIMS_PATH, claims_path, pods_path
 from dralab.model.convert import DRA_LABEL, LIFECYCLE_LABEL
 from dralab.model.objects import MANAGED_BY
 from dralab.model.vendors import VendorTable
 from dralab.util import get_logger
-from dralab.webhook.janitor import Informer, PodClaimLoop, claim_refs, owner_patch, parse_time
+from dralab.webhook.controllers.janitor import claim_refs, owner_patch, parse_time
 
-log = get_logger("dralab.webhook.adoption")
+log = get_logger("dralab.webhook.controllers.adoption")
 
 ADOPTED_LABEL = "dralab.io/adopted-from"
 ADOPTED_FROM = "hami-dra"
