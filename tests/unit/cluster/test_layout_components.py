@@ -201,7 +201,10 @@ def test_every_declared_code_path_exists():
     import importlib
     from pathlib import Path
 
-    for paths in (components.WEBHOOK_CODE, components.DRIVER_CODE, components.STANDIN_CODE, components.FLEET_CODE):
+    from dralab_kit.cluster.node import components as node_components
+
+    for paths in (components.WEBHOOK_CODE, components.DRIVER_CODE, components.STANDIN_CODE, components.FLEET_CODE,
+                  node_components.TAP_CODE):
         for rel in paths:
             package, _, inside = rel.partition("/")
             assert (Path(importlib.import_module(package).__file__).parent / inside).exists(), rel

@@ -32,6 +32,9 @@ def kubelet_component(node: str) -> str:
     return f"{KUBELET}/{node}"
 
 
+TAP_CODE = ("dralab_kit/cluster/node/tap.py",)  # a change restarts the tap (components.code_fingerprint)
+
+
 def tap_component(node: str) -> str:
     return f"{TAP}/{node}"
 
@@ -63,7 +66,7 @@ def tap_spec(paths: NodePaths, driver_registry: Path, records: Path) -> Componen
         "--records", str(records),
         "--node", paths.node,
     ]  # fmt: skip
-    return ComponentSpec(tap_component(paths.node), argv, None, stop_timeout=5.0, code=("cluster/node/tap.py",))
+    return ComponentSpec(tap_component(paths.node), argv, None, stop_timeout=5.0, code=TAP_CODE)
 
 
 def node_env(bin_dir: Path) -> dict[str, str]:
