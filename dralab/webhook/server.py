@@ -69,14 +69,12 @@ class Webhook:
     draining: bool = False  # stopping: not ready, each answer closes its connection (shutdown_delay_seconds)
 
     def ready(self) -> bool:
-        """Ready unless draining, or this process runs the janitor from the start (no election) and its caches
-        still sync.
+        """Ready unless this process runs the janitor from the start (no election) and its caches still sync
+        (a draining process is not ready either: ``/readyz`` says so first).
 
         An elected janitor does not count: the leader may be any worker of any replica, and a probe
         reaches whichever worker accepts it, so readiness must not depend on which one leads.
         """
-        if self.draining:
-            return False
         jan = self.janitor
         return jan is None or self.elected or jan.ready()
 

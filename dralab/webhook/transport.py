@@ -200,26 +200,23 @@ class TLSServer(uvicorn.Server):
         self.sock = sock
         self.drain_seconds = drain_seconds
         self.on_drain = on_drain
-        self.draining_since: float | None = None
-        self._exit_signal: tuple[int, FrameType | None] | None = None
+        self._drain: tuple[float, int, FrameType | None] | None = None  # since (monotonic), signal, frame
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         """The first stop signal starts a drain of ``drain_seconds``; the listener closes when it ends
         (:meth:`on_tick`) or at a second signal. uvicorn alone closes it at once, while the endpoint is still
         in the Service: connections routed to it in that window, and pooled ones the apiserver reuses, end
         in a reset or EOF, an admission error under ``failurePolicy: Fail``."""
-        if self.drain_seconds > 0 and self.draining_since is None:
-            self.draining_since = time.monotonic()
-            self._exit_signal = (sig, frame)
+        if self.drain_seconds > 0 and self._drain is None:
+            self._drain = (time.monotonic(), sig, frame)
             if self.on_drain is not None:
                 self.on_drain()
             return
         super().handle_exit(sig, frame)
 
     async def on_tick(self, counter: int) -> bool:
-        if (self.draining_since is not None and not self.should_exit and self._exit_signal is not None
-                and time.monotonic() - self.draining_since >= self.drain_seconds):
-            super().handle_exit(*self._exit_signal)
+        if self._drain is not None and not self.should_exit and time.monotonic() - self._drain[0] >= self.drain_seconds:
+            super().handle_exit(*self._drain[1:])
         return await super().on_tick(counter)
 
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
