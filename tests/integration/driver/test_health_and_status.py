@@ -110,6 +110,12 @@ def _devices(kube: Kube, node: str) -> dict[str, dict] | None:
     return {d["name"]: d for d in items[0]["spec"]["devices"]}
 
 
+def _single_generation(kube: Kube, node: str) -> int | None:
+    """The pool's generation once it is one slice (no publish half done), else None."""
+    items = _slices(kube, node)
+    return int(items[0]["spec"]["pool"]["generation"]) if len(items) == 1 else None
+
+
 def test_the_apiserver_takes_the_slice_taint_where_the_gate_is_on(driver: Driver, kube: Kube) -> None:
     wait_for(lambda: _devices(kube, driver.node), 30, "the driver's slice")
     driver.set_health("npu-0-0", healthy=False)
@@ -122,23 +128,26 @@ def test_the_apiserver_takes_the_slice_taint_where_the_gate_is_on(driver: Driver
         assert (taint["key"], taint["value"], taint["effect"]) == ("dralab.io/unhealthy", "xid-79", "NoSchedule")
         assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", taint["timeAdded"])
         assert "taints" not in devices["npu-1-0"]
-        generation = _slices(kube, driver.node)[0]["spec"]["pool"]["generation"]
+        generation = _single_generation(kube, driver.node)
         driver.set_health("npu-0-0", healthy=True)
         wait_for(
             lambda: (d := _devices(kube, driver.node)) and not any(x.get("taints") for x in d.values()),
             30,
             "the taint cleared",
         )
-        assert _slices(kube, driver.node)[0]["spec"]["pool"]["generation"] == generation + 1
+        assert generation is not None and _single_generation(kube, driver.node) == generation + 1
     else:
         # the gate is off: the apiserver drops the field, and the driver must not republish over it
         [publisher] = [s.publisher for s in driver.proc.served]
         wait_for(lambda: publisher.taint_decision().enabled is False, 30, "the driver noticing the dropped taints")
-        generation = _slices(kube, driver.node)[0]["spec"]["pool"]["generation"]
+        # the decision flips mid-publish (after the create, before the older generation is deleted):
+        # the pool is settled once it is one slice again, of the generation whose taints were dropped
+        generation = wait_for(lambda: _single_generation(kube, driver.node), 30, "the tainted publish to finish")
+        assert generation == 2  # 1: the first publish; 2: the one the apiserver stripped of its taint
         publisher.trigger()
         wait_for(lambda: not publisher._trigger.is_set(), 10, "a republish check")
         assert publisher.publish_once().changed is False
-        assert _slices(kube, driver.node)[0]["spec"]["pool"]["generation"] == generation
+        assert _single_generation(kube, driver.node) == generation
 
 
 def test_noexecute_after_the_configured_time(cluster, kube: Kube) -> None:
