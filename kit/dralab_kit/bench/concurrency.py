@@ -172,6 +172,7 @@ class Burst:
     failures: int = 0
     first_error: str = ""
     watch_restarts: int = 0
+    retries: int = 0  # creates sent again after a refusal a controller would retry (RETRY_STATUSES)
     cpu_s: dict[str, float] = field(default_factory=dict)  # component -> CPU seconds during the burst
 
 
@@ -195,6 +196,7 @@ def summarize(bursts: list[Burst]) -> dict[str, Any]:
         "running_p99_s": _r(percentile(run, 99)),
         "failures": sum(b.failures for b in bursts),
         "watch_restarts": sum(b.watch_restarts for b in bursts),
+        "retries": sum(b.retries for b in bursts),
         "first_error": next((b.first_error for b in bursts if b.first_error), ""),
     }
 
@@ -342,18 +344,57 @@ def set_scheduler_qps(handle: Any, qps: int, burst: int) -> None:
 # ---------------------------------------------------------------- one burst
 
 
-class BurstRunner:
-    """Creates bursts in fresh namespaces and times them with a watch started before the creates."""
+RETRY_STATUSES = frozenset({429, 500, 503, 504})  # overload answers: too many requests, webhook deadline, ...
+RETRY_ATTEMPTS = 8
 
-    def __init__(self, client: httpx.AsyncClient, timeout: float = 300.0) -> None:
+
+def retry_delay(attempt: int) -> float:
+    """Seconds before the ``attempt``-th resend (1-based): 0.5 doubling to at most 8, as a controller backs off."""
+    return float(min(0.5 * 2 ** (attempt - 1), 8.0))
+
+
+class BurstRunner:
+    """Creates bursts in fresh namespaces and times them with a watch started before the creates.
+
+    ``retry_refusals``: a create refused with an overload answer (``RETRY_STATUSES``, such as the
+    webhook's "could not finish this admission within 8 s; retry the pod") is sent again after a
+    backoff, up to ``RETRY_ATTEMPTS`` times, as the controllers that make pods in bulk (ReplicaSet,
+    Job) do. The pod's latency still counts from its first create, and the resends are counted.
+    """
+
+    def __init__(self, client: httpx.AsyncClient, timeout: float = 300.0, retry_refusals: bool = False) -> None:
         self.client = client
         self.timeout = timeout
+        self.retry_refusals = retry_refusals
 
     async def _ok(self, method: str, path: str, **kw: Any) -> dict[str, Any]:
         resp = await self.client.request(method, path, **kw)
         if resp.status_code >= 400 and resp.status_code != 404:
             raise RuntimeError(f"{method} {path}: HTTP {resp.status_code}: {resp.text[:300]}")
         return resp.json() if resp.content else {}
+
+    async def send_create(self, base: str, pod: dict[str, Any], burst: Burst) -> bool:
+        """POST ``pod`` (resent after overload answers where ``retry_refusals``); False, with the failure
+        counted in ``burst``, when it was not created."""
+        attempt = 0
+        while True:
+            try:
+                resp = await self.client.post(base, json=pod)
+            except httpx.HTTPError as exc:
+                burst.failures += 1
+                burst.first_error = burst.first_error or f"{type(exc).__name__}: {exc}"
+                return False
+            if attempt > 0 and resp.status_code == 409:
+                return True  # an earlier send was created after all (it was the answer that timed out)
+            if resp.status_code < 300:
+                return True
+            if not (self.retry_refusals and resp.status_code in RETRY_STATUSES and attempt < RETRY_ATTEMPTS):
+                burst.failures += 1
+                burst.first_error = burst.first_error or f"HTTP {resp.status_code}: {resp.text[:200]}"
+                return False
+            attempt += 1
+            burst.retries += 1
+            await asyncio.sleep(retry_delay(attempt))  # the controller's backoff, not a wait for a state
 
     async def namespace(self, prefix: str) -> str:
         name = f"{prefix}-{uuid.uuid4().hex[:6]}"
@@ -419,18 +460,9 @@ class BurstRunner:
         async def create(pod: dict[str, Any]) -> None:
             name = pod["metadata"]["name"]
             issued[name] = time.monotonic()
-            try:
-                resp = await self.client.post(base, json=pod)
-            except httpx.HTTPError as exc:
-                burst.failures += 1
-                burst.first_error = burst.first_error or f"{type(exc).__name__}: {exc}"
-                return
-            if resp.status_code >= 300:
-                burst.failures += 1
-                burst.first_error = burst.first_error or f"HTTP {resp.status_code}: {resp.text[:200]}"
-                return
-            burst.admitted.append(time.monotonic() - issued[name])
-            expected.add(name)
+            if await self.send_create(base, pod, burst):
+                burst.admitted.append(time.monotonic() - issued[name])
+                expected.add(name)
 
         watcher = asyncio.create_task(watch())
         await asyncio.sleep(0)  # let the watch request go out before the creates (ordering, not timing)

@@ -6,9 +6,17 @@ node; every node's driver in one process, every node's kubelet stand-in in anoth
 
 - *dralab*: pods in HAMi syntax (``nvidia.com/gpu``, ``gpumem``, ``gpucores``) through the webhook,
   which creates their claims; the janitor releases them after the pods are gone;
-- *baseline* (DRA without dralab): the same pods already written as DRA pods, with the claims the
-  webhook would make (its own conversion, run here once) created by the bench before the clock starts
-  and deleted by it after.
+- *baseline* (DRA without dralab): the same pods already written as DRA pods, each naming one
+  ResourceClaimTemplate (the webhook's own conversion, run here once, in its template form), as
+  DRA users and Kubernetes' scheduler_perf write them. The bench creates the one template before
+  the clock; kube-controller-manager's resourceclaim controller creates each pod's claim inside the
+  clock and removes it once the pod is gone. So both kinds pay a claim create per pod in the clock:
+  dralab in admission, the baseline in the controller.
+
+Both kinds' creates are resent after an overload answer (429, 500, 503, 504; the webhook answers
+504 "retry the pod" when the apiserver cannot create a claim within its deadline), with a
+controller's backoff, and the resends are counted (``retries``): a ReplicaSet or Job making pods in
+bulk does the same, so a refused create is latency, not a lost pod.
 
 Phases: **fill** 8 pods per node at once (half a GPU each: about half the fleet's capacity),
 **churn** rounds that delete one pod per node and create one per node (claims released and
@@ -36,7 +44,6 @@ from typing import Any
 import click
 from rich.console import Console
 
-from dralab.model.naming import claim_name
 from dralab_kit.bench import DEFAULT_OUT
 from dralab_kit.bench.common import parse_sizes, percentile, save_figure, write_result
 from dralab_kit.bench.concurrency import Burst, BurstRunner, async_client, cpu_per_pod
@@ -80,17 +87,19 @@ def hami_pod(name: str, memory_mib: int, cores: int) -> dict[str, Any]:
 
 
 def dra_pod(name: str, namespace: str, memory_mib: int, cores: int) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The same pod as DRA without dralab: the webhook's conversion run once, with none of dralab's
-    labels or annotations on the pod or its claim (so no janitor and no webhook act on them)."""
+    """The same pod as DRA without dralab, and the ResourceClaimTemplate it names: the webhook's
+    conversion run once in its template form, with none of dralab's labels or annotations on the pod
+    or the template (so no janitor and no webhook act on them). Pods of one size share one template."""
     from dralab.model.convert import convert_pod
     from dralab.model.vendors import load_vendor_table
 
-    conv = convert_pod(hami_pod(name, memory_mib, cores), load_vendor_table(), namespace=namespace)
-    (claim,) = conv.objects
+    conv = convert_pod(hami_pod(name, memory_mib, cores), load_vendor_table(), namespace=namespace,
+                       lifecycle="template")
+    (template,) = conv.objects
     pod = conv.pod
     pod["metadata"] = {"name": name}
-    claim["metadata"] = {"name": claim["metadata"]["name"], "namespace": namespace}
-    return pod, claim
+    template["metadata"] = {"name": template["metadata"]["name"], "namespace": namespace}
+    return pod, template
 
 
 def burst_size(nodes: int, devices: int = DEVICES_PER_NODE, quick: bool = False) -> int:
@@ -146,6 +155,7 @@ def summarize(burst: Burst) -> dict[str, Any]:
         "running_p50_s": _r(percentile(burst.running, 50)),
         "running_p99_s": _r(percentile(burst.running, 99)),
         "failures": burst.failures,
+        "retries": burst.retries,
         "first_error": burst.first_error,
     }
 
@@ -158,6 +168,7 @@ def merge(rounds: list[Burst]) -> Burst:
         out.running += b.running
         out.admitted += b.admitted
         out.failures += b.failures
+        out.retries += b.retries
         out.first_error = out.first_error or b.first_error
     times = [b.completion_s for b in rounds if not math.isnan(b.completion_s)]
     out.completion_s = sum(times) if times else math.nan
@@ -337,49 +348,45 @@ class Fleet:
         return {"claims": len(claims), "capacity": consumed, "prepared": prepared}
 
 
-async def _create_claims(runner: BurstRunner, ns: str, claims: list[dict[str, Any]]) -> None:
-    base = f"/apis/resource.k8s.io/v1/namespaces/{ns}/resourceclaims"
-    sem = asyncio.Semaphore(64)
-
-    async def one(claim: dict[str, Any]) -> None:
-        async with sem:
-            await runner._ok("POST", base, json=claim)
-
-    await asyncio.gather(*(one(c) for c in claims))
+async def _create_templates(runner: BurstRunner, ns: str, templates: list[dict[str, Any]]) -> None:
+    """The baseline's ResourceClaimTemplates (one per pod size), made once before the clock."""
+    base = f"/apis/resource.k8s.io/v1/namespaces/{ns}/resourceclaimtemplates"
+    names = await runner._ok("GET", base)
+    have = {(t.get("metadata") or {}).get("name") for t in names.get("items") or []}
+    for template in {t["metadata"]["name"]: t for t in templates}.values():
+        if template["metadata"]["name"] not in have:
+            await runner._ok("POST", base, json=template)
 
 
 def _pods(kind: str, ns: str, stem: str, n: int, size: dict[str, int]) -> tuple[list[dict], list[dict]]:
     if kind == "dralab":
         return [hami_pod(f"{stem}-{i}", size["memory_mib"], size["cores"]) for i in range(n)], []
     made = [dra_pod(f"{stem}-{i}", ns, size["memory_mib"], size["cores"]) for i in range(n)]
-    return [p for p, _ in made], [c for _, c in made]
+    return [p for p, _ in made], [t for _, t in made]
 
 
 async def _batch(runner: BurstRunner, ns: str, kind: str, stem: str, n: int, size: dict[str, int]) -> Burst:
-    """Create ``n`` pods at once (the baseline's claims first, before the clock) and time them to Running."""
-    pods, claims = _pods(kind, ns, stem, n, size)
-    if claims:
-        await _create_claims(runner, ns, claims)
+    """Create ``n`` pods at once (the baseline's template first, before the clock) and time them to Running."""
+    pods, templates = _pods(kind, ns, stem, n, size)
+    if templates:
+        await _create_templates(runner, ns, templates)
     return await runner.run(ns, pods, wait_running=True)
 
 
-async def _delete_pods(runner: BurstRunner, ns: str, names: list[str], kind: str) -> None:
-    """Delete pods (and, for the baseline, their claims: nobody else releases them)."""
+async def _delete_pods(runner: BurstRunner, ns: str, names: list[str]) -> None:
+    """Delete pods; their claims go with them (dralab: the janitor; the baseline: the resourceclaim controller)."""
     sem = asyncio.Semaphore(64)
 
     async def one(name: str) -> None:
         async with sem:
             await runner._ok("DELETE", f"/api/v1/namespaces/{ns}/pods/{name}", params={"gracePeriodSeconds": "0"})
-            if kind == "baseline":
-                claim = claim_name(ns, name, "app", "nvidia")
-                await runner._ok("DELETE", f"/apis/resource.k8s.io/v1/namespaces/{ns}/resourceclaims/{claim}")
 
     await asyncio.gather(*(one(n) for n in names))
 
 
 async def fill_and_churn(fleet: Fleet, client: Any, kind: str, rounds: int) -> dict[str, Any]:
     """Fill (8 pods per node) then churn rounds on top of it, then clear; one row per phase."""
-    runner = Runner(client, timeout=fleet.timeout)
+    runner = Runner(client, timeout=fleet.timeout, retry_refusals=True)
     ns = await runner.namespace(f"fleet-{kind}")
     n = fleet.nodes * FILL_PER_NODE
     fill = await fleet.measured(client, n, _batch(runner, ns, kind, "f", n, FILL_POD))
@@ -391,7 +398,7 @@ async def fill_and_churn(fleet: Fleet, client: Any, kind: str, rounds: int) -> d
         done = []
         for r in range(rounds):
             victims = [f"f-{i}" for i in range(r * per_round, (r + 1) * per_round)]
-            await _delete_pods(runner, ns, victims, kind)  # released ...
+            await _delete_pods(runner, ns, victims)  # released ...
             gone.extend(victims)
             done.append(await _batch(runner, ns, kind, f"c{r}", per_round, FILL_POD))  # ... and reallocated
         return merge(done)
@@ -399,19 +406,19 @@ async def fill_and_churn(fleet: Fleet, client: Any, kind: str, rounds: int) -> d
     churn = await fleet.measured(client, per_round * rounds, churn_rounds())
     console.print(f"[{fleet.nodes} nodes] churn {kind}: {_line(churn)}", markup=False, highlight=False)
     started = time.monotonic()
-    await runner.clear(ns, kube_wait=fleet.timeout, own_claims=kind == "baseline")
+    await runner.clear(ns, kube_wait=fleet.timeout)
     fill["clear_s"] = round(time.monotonic() - started, 2)
     return {"fill": fill, "churn": churn}
 
 
 async def burst(fleet: Fleet, client: Any, kind: str, quick: bool) -> dict[str, Any]:
-    runner = Runner(client, timeout=fleet.timeout)
+    runner = Runner(client, timeout=fleet.timeout, retry_refusals=True)
     ns = await runner.namespace(f"burst-{kind}")
     n = burst_size(fleet.nodes, quick=quick)
     row = await fleet.measured(client, n, _batch(runner, ns, kind, "b", n, BURST_POD))
     console.print(f"[{fleet.nodes} nodes] burst {kind}: {_line(row)}", markup=False, highlight=False)
     started = time.monotonic()
-    await runner.clear(ns, kube_wait=fleet.timeout, own_claims=kind == "baseline")
+    await runner.clear(ns, kube_wait=fleet.timeout)
     row["clear_s"] = round(time.monotonic() - started, 2)
     return row
 

@@ -30,13 +30,24 @@ def test_requests_per_pod_is_the_difference_per_pod() -> None:
     assert fleet.requests_per_pod({}, {"POST pods": 1.0}, 0) == {}
 
 
-def test_baseline_pod_is_the_webhooks_conversion_without_dralab_marks() -> None:
-    pod, claim = fleet.dra_pod("p-1", "ns", 8192, 50)
+def test_baseline_pod_names_the_webhooks_template_without_dralab_marks() -> None:
+    pod, template = fleet.dra_pod("p-1", "ns", 8192, 50)
     assert pod["metadata"] == {"name": "p-1"}
-    assert claim["metadata"] == {"name": "ns-p-1-app-nvidia", "namespace": "ns"}
-    assert pod["spec"]["resourceClaims"][0]["resourceClaimName"] == "ns-p-1-app-nvidia"
+    assert template["kind"] == "ResourceClaimTemplate"
+    assert template["metadata"]["namespace"] == "ns" and set(template["metadata"]) == {"name", "namespace"}
+    [ref] = pod["spec"]["resourceClaims"]
+    assert ref["resourceClaimTemplateName"] == template["metadata"]["name"] and "resourceClaimName" not in ref
+    [request] = template["spec"]["spec"]["devices"]["requests"]
+    assert request["exactly"]["capacity"]["requests"]["memory"] == str(8192 * 2**20)
     assert "nvidia.com/gpu" not in str(pod["spec"]["containers"][0].get("resources", {}).get("limits", {}))
     assert fleet.hami_pod("p", 8192, 50)["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpumem"] == "8192"
+
+
+def test_pods_of_one_size_share_one_template_and_sizes_differ() -> None:
+    _, a = fleet.dra_pod("p-1", "ns", 8192, 50)
+    _, b = fleet.dra_pod("p-2", "ns", 8192, 50)
+    _, c = fleet.dra_pod("p-3", "ns", 2048, 10)
+    assert a == b and a["metadata"]["name"] != c["metadata"]["name"]
 
 
 def test_burst_size_fits_half_the_fleet() -> None:
@@ -47,10 +58,10 @@ def test_burst_size_fits_half_the_fleet() -> None:
 
 def test_merge_and_summarize_rates_over_the_rounds() -> None:
     a = Burst(n=2, latencies=[0.1, 0.2], running=[0.5, 1.0], completion_s=0.5)
-    b = Burst(n=2, latencies=[0.3], running=[0.4], completion_s=1.5, failures=1, first_error="x")
+    b = Burst(n=2, latencies=[0.3], running=[0.4], completion_s=1.5, failures=1, first_error="x", retries=3)
     merged = fleet.merge([a, b])
     row = fleet.summarize(merged)
-    assert row["pods"] == 4 and row["failures"] == 1 and row["first_error"] == "x"
+    assert row["pods"] == 4 and row["failures"] == 1 and row["first_error"] == "x" and row["retries"] == 3
     assert row["pods_per_s"] == 1.5  # 3 bound in 2 s
     assert fleet.summarize(Burst(n=1))["pods_per_s"] is None
     assert math.isnan(Burst(n=1).completion_s)

@@ -1,0 +1,77 @@
+"""BurstRunner.send_create: overload answers are resent as a controller would, everything else fails at once.
+
+The apiserver is httpx's MockTransport answering from a script; the backoff is patched to 0 so the
+test waits for nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import httpx
+import pytest
+
+from dralab_kit.bench import concurrency
+from dralab_kit.bench.concurrency import Burst, BurstRunner, retry_delay
+
+REFUSED = '{"kind":"Status","message":"dralab could not finish this admission within 8 s; retry the pod"}'
+
+
+def _runner(answers: list[int], retry: bool) -> tuple[BurstRunner, list[int]]:
+    sent: list[int] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        sent.append(1)
+        code = answers[len(sent) - 1]
+        return httpx.Response(code, text=REFUSED if code >= 400 else "{}")
+
+    client = httpx.AsyncClient(transport=httpx.MockTransport(answer), base_url="https://apiserver")
+    return BurstRunner(client, retry_refusals=retry), sent
+
+
+def _send(runner: BurstRunner, burst: Burst) -> bool:
+    return asyncio.run(runner.send_create("/api/v1/namespaces/b/pods", {"metadata": {"name": "p"}}, burst))
+
+
+@pytest.fixture(autouse=True)
+def no_backoff(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(concurrency, "retry_delay", lambda attempt: 0.0)
+
+
+def test_a_refused_create_is_resent_until_it_is_admitted() -> None:
+    runner, sent = _runner([504, 429, 201], retry=True)
+    burst = Burst(n=1)
+    assert _send(runner, burst) is True
+    assert (len(sent), burst.retries, burst.failures) == (3, 2, 0)
+
+
+def test_a_resend_meeting_the_pod_already_made_counts_as_created() -> None:
+    runner, sent = _runner([504, 409], retry=True)
+    burst = Burst(n=1)
+    assert _send(runner, burst) is True and burst.failures == 0 and len(sent) == 2
+
+
+def test_without_retries_the_first_refusal_is_a_failure() -> None:
+    runner, sent = _runner([504, 201], retry=False)
+    burst = Burst(n=1)
+    assert _send(runner, burst) is False
+    assert (len(sent), burst.retries, burst.failures) == (1, 0, 1)
+    assert burst.first_error.startswith("HTTP 504") and "retry the pod" in burst.first_error
+
+
+def test_a_denial_is_never_resent_and_a_first_409_is_a_failure() -> None:
+    for code in (400, 403, 409):
+        runner, sent = _runner([code, 201], retry=True)
+        burst = Burst(n=1)
+        assert _send(runner, burst) is False and len(sent) == 1 and burst.retries == 0
+
+
+def test_resends_stop_after_the_last_attempt() -> None:
+    runner, sent = _runner([504] * (concurrency.RETRY_ATTEMPTS + 1), retry=True)
+    burst = Burst(n=1)
+    assert _send(runner, burst) is False
+    assert (len(sent), burst.retries, burst.failures) == (concurrency.RETRY_ATTEMPTS + 1, concurrency.RETRY_ATTEMPTS, 1)
+
+
+def test_backoff_doubles_to_a_ceiling() -> None:
+    assert [retry_delay(a) for a in range(1, 7)] == [0.5, 1.0, 2.0, 4.0, 8.0, 8.0]
