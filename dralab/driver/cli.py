@@ -63,6 +63,15 @@ def driver() -> None:
     help="Do not watch ResourceClaims: every Prepare GETs its claims (less apiserver watch load, slower Prepare).",
 )
 @click.option(
+    "--reconcile-seconds",
+    type=click.FloatRange(min=1.0),
+    default=60.0,
+    show_default=True,
+    help="How often prepared claims are checked against the apiserver (released where the claim is gone). "
+    "Without the claim cache each check is one GET per prepared claim: on a large fleet raise it "
+    "(README, Scale).",
+)
+@click.option(
     "--claim-dir-size",
     help="Give each claim folder its own tmpfs of this size (e.g. 64Mi) so a claim cannot fill the host's disk; "
     "needs CAP_SYS_ADMIN and bidirectional mount propagation of --state-dir.",
@@ -122,6 +131,7 @@ def run(**kw: object) -> None:
         enforcement=kw["enforcement"],  # type: ignore[arg-type]
         npu_smi=str(kw["npu_smi"]),
         resync_seconds=float(kw["resync_seconds"]),  # type: ignore[arg-type]
+        reconcile_seconds=float(kw["reconcile_seconds"]),  # type: ignore[arg-type]
         publish=not kw["no_publish"],
         claim_gid=kw["claim_gid"],  # type: ignore[arg-type]
         claim_cache=not kw["no_claim_cache"],
