@@ -136,6 +136,23 @@ def test_a_pod_in_hami_syntax_runs_with_its_quota_in_the_container(chart_cluster
                                     "/etc/ld.so.preload").stdout
 
 
+def test_the_webhooks_own_requests_run_in_its_flow_schema(kube: Kube) -> None:
+    """After an admission (the test above: the webhook created share-a's claim), the apiserver's API
+    Priority and Fairness dispatched the webhook's requests under the chart's FlowSchema."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    [schema] = kube.list(f"/apis/flowcontrol.apiserver.k8s.io/v1/flowschemas?labelSelector={SELECT}")["items"]
+    name, level = schema["metadata"]["name"], schema["spec"]["priorityLevelConfiguration"]["name"]
+    dispatched = {
+        (s.labels["flow_schema"], s.labels["priority_level"]): s.value
+        for family in text_string_to_metric_families(kube.text("/metrics"))
+        if family.name == "apiserver_flowcontrol_dispatched_requests"
+        for s in family.samples
+        if s.name.endswith("_total")
+    }
+    assert dispatched.get((name, level), 0) > 0, {k: v for k, v in dispatched.items() if "dralab" in k[0]}
+
+
 def test_admission_survives_the_loss_of_one_webhook_pod(kube: Kube) -> None:
     victim = ready_pods(kube, "webhook")[0]["metadata"]["name"]
     kube.delete(f"/api/v1/namespaces/{install.DRALAB_NAMESPACE}/pods/{victim}")

@@ -38,8 +38,8 @@ def test_default_render_has_every_component(render: Render) -> None:
     assert kinds == sorted(
         [
             "Certificate", "ClusterRole", "ClusterRoleBinding", "ConfigMap", "DaemonSet", "Deployment",
-            "DeviceClass", "Issuer", "MutatingWebhookConfiguration", "PodDisruptionBudget", "Role", "RoleBinding",
-            "RuntimeClass", "Service",
+            "DeviceClass", "FlowSchema", "Issuer", "MutatingWebhookConfiguration", "PodDisruptionBudget", "Role",
+            "RoleBinding", "RuntimeClass", "Service",
             "ServiceAccount", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding",
             "ValidatingWebhookConfiguration",
         ]
@@ -161,6 +161,20 @@ def test_webhook_pods_drain_before_they_stop_within_their_grace_period(render: R
         args = pod["containers"][0]["args"]
         assert args[args.index("--shutdown-delay") + 1] == str(delay)
         assert pod["terminationGracePeriodSeconds"] == delay + 20  # the drain, then in-flight answers end
+
+
+def test_the_webhooks_own_requests_get_their_own_flow_schema(render: Render) -> None:
+    fs = one(render(), "FlowSchema")
+    assert fs["apiVersion"] == "flowcontrol.apiserver.k8s.io/v1"
+    spec = fs["spec"]
+    assert spec["priorityLevelConfiguration"] == {"name": "workload-high"}
+    assert spec["matchingPrecedence"] < 9000  # matched before the service-accounts schema (workload-low)
+    [rule] = spec["rules"]
+    assert rule["subjects"] == [{"kind": "ServiceAccount",
+                                 "serviceAccount": {"name": "dralab-webhook", "namespace": "dralab-system"}}]
+    assert rule["resourceRules"][0]["resources"] == ["*"] and rule["resourceRules"][0]["clusterScope"] is True
+    assert not by_kind(render({"webhook": {"flowSchema": {"enabled": False}}}), "FlowSchema")
+    assert not by_kind(render({"webhook": {"enabled": False}}), "FlowSchema")
 
 
 def test_without_cert_manager_a_given_secret_and_ca_are_used(render: Render) -> None:
