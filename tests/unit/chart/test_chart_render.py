@@ -215,15 +215,17 @@ def test_driver_daemonset_mounts_host_paths_at_the_same_paths(render: Render) ->
     assert env["NODE_NAME"]["valueFrom"]["fieldRef"]["fieldPath"] == "spec.nodeName"
 
 
-def test_driver_claim_cache_and_reconcile_period_are_values(render: Render) -> None:
+def test_driver_claim_cache_and_periods_are_values(render: Render) -> None:
     def args(values: dict[str, Any] | None = None) -> list[str]:
         return one(render(values), "DaemonSet")["spec"]["template"]["spec"]["containers"][0]["args"]
 
     default = args()
     assert "--no-claim-cache" not in default  # small clusters keep the cache
     assert default[default.index("--reconcile-seconds") + 1] == "60"
-    fleet = args({"driver": {"claimCache": False, "reconcileSeconds": 600}})
+    assert default[default.index("--resync-seconds") + 1] == "30"
+    fleet = args({"driver": {"claimCache": False, "reconcileSeconds": 600, "resyncSeconds": 300}})
     assert "--no-claim-cache" in fleet and fleet[fleet.index("--reconcile-seconds") + 1] == "600"
+    assert fleet[fleet.index("--resync-seconds") + 1] == "300"
 
 
 def test_fake_backend_driver_is_unprivileged_and_gets_its_inventory(render: Render) -> None:
