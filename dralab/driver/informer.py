@@ -19,6 +19,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from dralab.kube import Expired, Kube, ListWatch
+from dralab.kube.informer import slim
 from dralab.kube.paths import CLAIMS_PATH
 from dralab.util import get_logger
 
@@ -93,7 +94,7 @@ class ClaimInformer:
         return str(meta.get("namespace", "")), str(meta.get("name", ""))
 
     def _listed(self, items: list[dict[str, Any]], version: str) -> None:
-        claims = {self._key(item): item for item in items if self.relevant(item)}
+        claims = {self._key(item): slim(item) for item in items if self.relevant(item)}
         with self._lock:
             self._claims = claims
         log.info("claim cache listed", extra={"fields": {"node": self.node, "claims": len(claims)}})
@@ -102,7 +103,7 @@ class ClaimInformer:
         key = self._key(claim)
         with self._lock:
             if kind != "DELETED" and self.relevant(claim):
-                self._claims[key] = claim
+                self._claims[key] = slim(claim)
             else:
                 self._claims.pop(key, None)
 

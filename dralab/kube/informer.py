@@ -1,7 +1,8 @@
 """Informers: list-then-watch caches of one kind, and the loop two of them wake (pods and claims).
 
 :class:`Informer` keeps objects by (namespace, name) from a :class:`~dralab.kube.ListWatch` and
-calls back after each (re)list and each relevant event; :class:`PodClaimLoop` is a background loop
+calls back after each (re)list and each relevant event, keeping each object without its
+``managedFields`` (:func:`slim`); :class:`PodClaimLoop` is a background loop
 woken by a pod informer and a claim informer. The janitor, the adopter, the budget reconciler, the
 extended-resource warnings and the monitor build on them.
 """
@@ -24,6 +25,20 @@ BACKOFF_S = (0.2, 5.0)  # first and largest wait after a failed list or watch
 # Background watches let events gather this long after one that was waited for (Kube.watch): a tenth of
 # the janitor's quiet time, and a third of the CPU per event at 200 claims/s.
 GATHER_S = 0.05
+
+
+def slim(obj: dict[str, Any]) -> dict[str, Any]:
+    """``obj`` without ``metadata.managedFields``, changed in place (it was just decoded for the cache).
+
+    Server-side apply's field ownership is no cache reader's business, yet it is often the largest part
+    of an object: every manager that wrote the object (the webhook, the scheduler, the kubelet, the
+    driver) keeps an entry with the set of fields it owns. A cache holding every claim and pod of a
+    fleet would carry them all (``dralab bench caches``).
+    """
+    meta = obj.get("metadata")
+    if isinstance(meta, dict):
+        meta.pop("managedFields", None)
+    return obj
 
 
 def key_of(obj: dict[str, Any]) -> Key:
@@ -89,7 +104,7 @@ class Informer:
 
     def _listed(self, items: list[dict[str, Any]], version: str) -> None:
         with self._lock:
-            self.items = {key_of(o): o for o in items}
+            self.items = {key_of(o): slim(o) for o in items}
             self.lists += 1
         self.synced.set()
         self.on_change()
@@ -99,7 +114,7 @@ class Informer:
             if kind == "DELETED":
                 self.items.pop(key_of(obj), None)
             else:
-                self.items[key_of(obj)] = obj
+                self.items[key_of(obj)] = slim(obj)
         if self.relevant is None or self.relevant(kind, obj):
             self.on_change()
 

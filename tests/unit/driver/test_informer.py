@@ -129,3 +129,14 @@ def test_a_claim_the_cache_does_not_hold_is_read_with_a_get(tmp_path: Path, libr
     assert out["new-uid"].error == ""
     assert claims.gets == 1
     assert _cache_reads(state, "miss") == 1
+
+
+def test_cached_claims_leave_their_managed_fields_behind() -> None:
+    informer = _informer()
+    claim = lab20_claim()
+    claim["metadata"]["managedFields"] = [{"manager": "kube-scheduler", "operation": "Apply",
+                                          "fieldsType": "FieldsV1", "fieldsV1": {"f:status": {}}}]
+    informer.apply(_event("ADDED", claim))
+    cached = informer.lookup(NAMESPACE, CLAIM_A, CLAIM_A_UID)
+    assert cached is not None and "managedFields" not in cached["metadata"]
+    assert cached["metadata"]["uid"] == CLAIM_A_UID and cached["status"] == claim["status"]
