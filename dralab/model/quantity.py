@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from fractions import Fraction
+from functools import lru_cache
 
 from dralab.errors import UserError
 
@@ -61,11 +62,26 @@ def parse_quantity(text: str | int, what: str = "quantity") -> Quantity:
             f"{what}: {raw[:20]!r}... is {len(raw)} characters long; a quantity has at most {MAX_TEXT} "
             "(write it with a suffix such as 16Gi or 14k)"
         )
+    try:
+        return _parse(raw)
+    except _Invalid as exc:
+        raise UserError(f"{what}: {exc}") from None
+
+
+class _Invalid(ValueError):
+    """Why a quantity's text is refused (its field is named by :func:`parse_quantity`)."""
+
+
+@lru_cache(maxsize=4096)
+def _parse(raw: str) -> Quantity:
+    """The quantity of ``raw`` (at most MAX_TEXT characters), remembered: a fleet's claims, slices and pods
+    repeat a handful of texts ("8Gi", "50") thousands of times, and exact parsing is the monitor's and the
+    accounting's largest cost per claim. Quantities are frozen, so a remembered one is safe to share;
+    refusals are not remembered."""
     match = _QUANTITY.match(raw)
     if not match:
-        raise UserError(
-            f"{what}: {raw!r} is not a valid quantity (expected a number with an optional suffix "
-            "such as 8192, 14k, 16Gi)"
+        raise _Invalid(
+            f"{raw!r} is not a valid quantity (expected a number with an optional suffix such as 8192, 14k, 16Gi)"
         )
     number = Fraction(match["num"])
     suffix = match["suffix"] or ""
@@ -76,8 +92,8 @@ def parse_quantity(text: str | int, what: str = "quantity") -> Quantity:
     else:  # exponent form
         exponent = int(suffix[1:])
         if abs(exponent) > MAX_EXPONENT:
-            raise UserError(
-                f"{what}: {raw!r} has exponent {exponent}; exponents beyond +-{MAX_EXPONENT} are refused "
+            raise _Invalid(
+                f"{raw!r} has exponent {exponent}; exponents beyond +-{MAX_EXPONENT} are refused "
                 "(write the value with a suffix such as 16Gi or 14k)"
             )
         scale = Fraction(10) ** exponent

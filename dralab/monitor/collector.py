@@ -84,12 +84,18 @@ def enforcement_family(alloc: Allocation) -> GaugeMetricFamily:
 
 
 class AllocationWatch:
-    """Watches slices and claims; :meth:`allocation` is the picture now; ``changed`` fires on every event."""
+    """Watches slices and claims; :meth:`allocation` is the picture now; ``changed`` fires on every event
+    and ``version`` counts the events (a reader that remembers it knows whether anything changed since)."""
 
     def __init__(self, api: Kube) -> None:
         self.changed = threading.Event()
-        self.slices = Informer(api, SLICES, "", self.changed.set, "monitor-slices")
-        self.claims = Informer(api, CLAIMS, "", self.changed.set, "monitor-claims")
+        self.version = 0
+        self.slices = Informer(api, SLICES, "", self._bump, "monitor-slices")
+        self.claims = Informer(api, CLAIMS, "", self._bump, "monitor-claims")
+
+    def _bump(self) -> None:
+        self.version += 1  # informer threads only; a reader compares, never writes
+        self.changed.set()
 
     def start(self) -> None:
         self.slices.start()
@@ -107,14 +113,28 @@ class AllocationWatch:
 
 
 class AllocationCollector(Collector):
-    """Computes the gauges at scrape time from an :class:`AllocationWatch`."""
+    """Computes the gauges at scrape time from an :class:`AllocationWatch`, again only after a change.
+
+    A scrape walks every slice and claim (``dralab bench caches``: about 0.1 ms per claim with HAMi's
+    names), so an unchanged picture answers the families of the last scrape; an event between two
+    scrapes makes the next one compute afresh.
+    """
 
     def __init__(self, watch: AllocationWatch, hami: bool = True) -> None:
         self.watch = watch
         self.hami = hami
+        self.computed = 0  # scrapes that computed the picture (the others answered the last one)
+        self._lock = threading.Lock()
+        self._last: tuple[int, list[GaugeMetricFamily]] | None = None
 
     def collect(self) -> Iterator[Any]:
-        yield from families(self.watch.allocation(), self.hami)
+        with self._lock:  # concurrent scrapes wait for one computation instead of each doing it
+            version = self.watch.version  # read before computing: an event during it makes the next scrape redo it
+            if self._last is None or self._last[0] != version:
+                self._last = (version, families(self.watch.allocation(), self.hami))
+                self.computed += 1
+            fams = self._last[1]
+        yield from fams
 
 
 def registry_for(watch: AllocationWatch, hami: bool = True) -> CollectorRegistry:

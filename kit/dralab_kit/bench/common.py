@@ -38,6 +38,13 @@ def fmt(value: Any, unit: str = "") -> str:
     return f"{value}{unit}"
 
 
+def md_table(header: list[str], rows: list[list[Any]]) -> list[str]:
+    """A Markdown table for a report section, then a blank line (a ``|`` inside a cell becomes ``/``)."""
+    out = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    out += ["| " + " | ".join(str(c).replace("|", "/") for c in row) + " |" for row in rows]
+    return [*out, ""]
+
+
 def parse_sizes(text: str, what: str = "sizes") -> tuple[int, ...]:
     """``"200,10"`` -> ``(10, 200)`` for a ``--sizes`` option; anything else is a usage error naming the bad part."""
     try:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from dralab_kit.bench.common import fmt as _f
+from dralab_kit.bench.common import md_table
 
 PHASES = ("fill", "churn", "burst")
 
@@ -67,9 +68,7 @@ def fleet_section(res: dict[str, Any], plot: str | None = None) -> list[str]:
     header = ["nodes", "phase", "kind", "pods", "bound/s", "create→Running p50 / p99 s", "dralab CPU ms/pod",
               "simulated CPU ms/pod", "apiserver CPU ms/pod", "dralab RSS MiB", "claims", "API requests/pod",
               "failures"]
-    out += ["| " + " | ".join(header) + " |", "|" + "|".join(["---"] * len(header)) + "|"]
-    out += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
-    out.append("")
+    out += md_table(header, rows)
     rows_raw = [r for s in res.get("sizes") or [] for ph in (s.get("phases") or {}).values() for r in ph.values()]
     if any(r.get("failures") and "created" not in r for r in rows_raw):
         out += ["Per-pod CPU and requests of this result are divided by the pods *requested*; in rows with "

@@ -28,7 +28,7 @@ from typing import Any
 import click
 
 from dralab_kit.bench import DEFAULT_OUT
-from dralab_kit.bench.common import write_result
+from dralab_kit.bench.common import md_table, write_result
 
 NODE = "prefer-node"
 VENDOR = "nvidia"
@@ -253,11 +253,6 @@ def prefer(out: str, quick: bool, size: int | None, repeats: int | None, keep: b
 # ---------------------------------------------------------------- the report's section
 
 
-def _md_table(header: list[str], rows: list[list[Any]]) -> list[str]:
-    out = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
-    return out + ["| " + " | ".join(str(c).replace("|", "/") for c in row) + " |" for row in rows] + [""]
-
-
 def _g(value: Any) -> str:
     """A figure to 3 significant digits (``-`` for none)."""
     if not isinstance(value, int | float) or isinstance(value, bool):
@@ -299,7 +294,7 @@ def prefer_section(res: dict[str, Any]) -> list[str]:
         "figures. The scheduler's attempts and their time, the webhook's time per admission (their own "
         "histograms) and the scheduler's CPU per pod are from the last round.",
         "",
-        *_md_table(["kind", "pods", "pods/s", "p50 s", "p99 s", "bursts with failures", "cold pods/s",
+        *md_table(["kind", "pods", "pods/s", "p50 s", "p99 s", "bursts with failures", "cold pods/s",
                     "scheduler attempts/pod", "attempt ms/pod", "webhook ms/admission", "scheduler CPU ms/pod",
                     "allocated as (last round)"], rows),
         f"firstAvailable pods/s ÷ single-type pods/s, inside each round: {_mid(ratio)} (no target set by the issue).",

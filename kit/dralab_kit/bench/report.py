@@ -21,6 +21,7 @@ import click
 
 from dralab.util import atomic_write
 from dralab_kit.bench import DEFAULT_OUT
+from dralab_kit.bench.caches import caches_section
 from dralab_kit.bench.common import fmt as _fmt
 from dralab_kit.bench.fleet_report import fleet_section, fleet_verdicts
 from dralab_kit.bench.pains import pains_section
@@ -34,7 +35,7 @@ FLEET_PLOT = "fleet.png"
 # the order of the sections; results of other benchmarks follow, listed with their context
 ORDER = (
     "setup", "admission", "driver", "vcore", "cluster", "lab", "concurrency", "prefer", "taints", "fleet", "faults",
-    "fuzz", "pains", "pains-node", "node", "install", "janitor",
+    "fuzz", "pains", "pains-node", "node", "install", "janitor", "caches",
 )  # fmt: skip
 
 Section = Callable[[dict[str, Any]], list[str]]
@@ -1008,6 +1009,7 @@ SECTIONS: dict[str, tuple[str, Section]] = {
     "pains-node": ("What DRA fixes, on the node profile (a real kubelet)", pains_section),
     "node": ("The real node: kubelet + containerd (profile node)", node_section),
     "janitor": ("The janitor's pass: incremental against full", janitor_section),
+    "caches": ("Watch caches: bytes per cached object, and the monitor's scrape", caches_section),
 }
 
 

@@ -104,6 +104,12 @@ def test_monitor_objects(render: Render) -> None:
         assert metric in exprs
 
 
+def test_a_fleet_turns_hamis_metric_names_off(render: Render) -> None:
+    objs = render({"monitor": {"enabled": True, "hamiMetrics": False}})
+    container = _named(objs, "Deployment", "-monitor")["spec"]["template"]["spec"]["containers"][0]
+    assert container["args"] == ["monitor", "--host", "0.0.0.0", "--port", "9464", "--no-hami-metrics"]
+
+
 def test_a_hami_config_sends_every_domain_qualified_resource(render: Render) -> None:
     def condition(values: dict[str, Any]) -> str:
         (mutating,) = _kind(render(values), "MutatingWebhookConfiguration")
