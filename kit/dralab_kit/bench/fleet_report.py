@@ -39,13 +39,24 @@ def fleet_verdicts(res: dict[str, Any] | None) -> list[list[str]]:
     ]
 
 
+def _templates(res: dict[str, Any]) -> bool:
+    """Whether the baseline named a ResourceClaimTemplate (runs since the retries were recorded) or used
+    claims the bench made before the clock (earlier runs)."""
+    return any("retries" in (r or {}) for s in res.get("sizes") or [] for ph in (s.get("phases") or {}).values()
+               for r in ph.values())
+
+
 def fleet_section(res: dict[str, Any], plot: str | None = None) -> list[str]:
     """Per size and phase: pods/s of both kinds, latencies, dralab's CPU and memory, API requests per pod."""
     pods = res.get("pods") or {}
     out = [
         f"Each size is a throw-away `dralab cluster up --fleet NODESx{res.get('devices_per_node')}` (every "
         "node's driver in one process, every node's kubelet stand-in in another). *dralab*: HAMi pods "
-        "through the webhook; *baseline*: the same pods as DRA pods with claims the bench made first. "
+        "through the webhook; *baseline*: the same pods as DRA pods"
+        + (" naming one ResourceClaimTemplate (kube-controller-manager makes each claim, in the clock). "
+           if _templates(res) else " with claims the bench made first, before the clock. ")
+        + "A create refused with an overload answer (429, 500, 503, 504) is sent again after a backoff, as "
+        "a controller would (*retries*); failures are pods never created or never bound. "
         f"Fill: {pods.get('fill_per_node')} pods per node ({(pods.get('fill_pod') or {}).get('cores')} % "
         f"cores each); churn: {pods.get('churn_rounds')} rounds deleting and creating one pod per node; "
         f"burst: up to {pods.get('burst_max')} pods of {(pods.get('burst_pod') or {}).get('cores')} % at once. "
@@ -63,11 +74,12 @@ def fleet_section(res: dict[str, Any], plot: str | None = None) -> list[str]:
                     _f(r.get("dralab_cpu_ms_per_pod")), _f(r.get("simulated_cpu_ms_per_pod")),
                     _f((r.get("cpu_ms_per_pod") or {}).get("apiserver")),
                     _f(r.get("dralab_rss_mib")), r.get("claims"),
-                    _f((r.get("api_requests_per_pod") or {}).get("total")), r.get("failures"),
+                    _f((r.get("api_requests_per_pod") or {}).get("total")), r.get("retries", "-"),
+                    r.get("failures"),
                 ])
     header = ["nodes", "phase", "kind", "pods", "bound/s", "create→Running p50 / p99 s", "dralab CPU ms/pod",
               "simulated CPU ms/pod", "apiserver CPU ms/pod", "dralab RSS MiB", "claims", "API requests/pod",
-              "failures"]
+              "retries", "failures"]
     out += md_table(header, rows)
     rows_raw = [r for s in res.get("sizes") or [] for ph in (s.get("phases") or {}).values() for r in ph.values()]
     if any(r.get("failures") and "created" not in r for r in rows_raw):
