@@ -235,9 +235,11 @@ class SlicePublisher:
                     "publishing ResourceSlices failed", extra={"fields": {"driver": self.driver, "error": str(exc)}}
                 )
                 wait, backoff = backoff, min(backoff * 2, 10.0)
+            # Sleep until a trigger or the resync, without polling: whoever sets ``stop`` triggers too
+            # (DriverProcess.stop), so a fleet's thousands of idle publishers never wake for nothing.
             deadline = time.monotonic() + wait
             while not stop.is_set() and not self._trigger.is_set() and time.monotonic() < deadline:
-                self._trigger.wait(min(0.5, max(0.0, deadline - time.monotonic())))
+                self._trigger.wait(max(0.0, deadline - time.monotonic()))
 
     def watch(self, stop: threading.Event) -> None:
         """Trigger a republish whenever a slice of this pool is deleted or changed by someone else.

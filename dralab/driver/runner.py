@@ -319,7 +319,11 @@ class DriverProcess:
     def stop(self) -> None:
         self._stop.set()
         for s in self.served:
+            if s.publisher is not None:
+                s.publisher.trigger()  # it sleeps until a trigger or its resync: wake it to see the stop
             s.server.stop()
+        if self.status_writer is not None:
+            self.status_writer.close()
         if self.status:
             self.status.stop()
         if self.kube:

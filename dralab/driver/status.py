@@ -40,6 +40,7 @@ READY = "Ready"
 ATTEMPTS = 4
 GONE = (404, 409)  # the claim is gone or was replaced under its name: nothing to write
 FINAL = (400, 403, 422)  # refused (no permission, not allocated these devices any more): retrying cannot help
+IDLE_CHECK_S = 60.0  # an idle writer looks at its stop flag this often (close() ends it at once)
 
 
 def field_manager(driver: str) -> str:
@@ -151,10 +152,15 @@ class StatusWriter:
             self.on_result(update.driver, result)
         return result
 
+    def close(self) -> None:
+        """End :meth:`run` once what is queued before it is written."""
+        self._queue.put(None)
+
     def run(self, stop: threading.Event) -> None:
+        """Write queued updates until :meth:`close` (or ``stop``, seen at the next update or minute)."""
         while not stop.is_set():
             try:
-                update = self._queue.get(timeout=0.5)
+                update = self._queue.get(timeout=IDLE_CHECK_S)
             except queue.Empty:
                 continue
             if update is None:
