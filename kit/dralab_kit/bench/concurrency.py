@@ -491,9 +491,12 @@ class BurstRunner:
 
         ``own_claims``: the claims are the benchmark's own (no janitor, no owner): delete them too.
         """
-        await self._ok("DELETE", f"/api/v1/namespaces/{ns}/pods", params={"gracePeriodSeconds": "0"})
+        # A delete of the whole collection answers only once every pod is deleted: thousands take longer
+        # than the client's default timeout on a loaded machine, so it gets the whole wait.
+        await self._ok("DELETE", f"/api/v1/namespaces/{ns}/pods", params={"gracePeriodSeconds": "0"},
+                       timeout=kube_wait)
         if own_claims:
-            await self._ok("DELETE", f"/apis/resource.k8s.io/v1/namespaces/{ns}/resourceclaims")
+            await self._ok("DELETE", f"/apis/resource.k8s.io/v1/namespaces/{ns}/resourceclaims", timeout=kube_wait)
         deadline = time.monotonic() + kube_wait
         while time.monotonic() < deadline:
             pods = await self._ok("GET", f"/api/v1/namespaces/{ns}/pods")
