@@ -458,12 +458,18 @@ def _wait_released(fleet: Fleet, timeout: float) -> None:
 
 def wait_fleet_slices(handle: Any, nodes: int, timeout: float) -> None:
     """Wait until every node's pool is published (pods cannot be scheduled before)."""
+    from dralab.kube import KubeError
     from dralab.util import wait_for
 
     kube = handle.kube()
 
     def published() -> bool:
-        items = kube.list("/apis/resource.k8s.io/v1/resourceslices").get("items") or []
+        try:
+            items = kube.list("/apis/resource.k8s.io/v1/resourceslices").get("items") or []
+        except KubeError as exc:  # a loaded apiserver may cut a large list short: ask again
+            if exc.status and exc.status < 500:
+                raise
+            return False
         return len({(s.get("spec") or {}).get("pool", {}).get("name") for s in items}) >= nodes
 
     try:
@@ -475,21 +481,28 @@ def wait_fleet_slices(handle: Any, nodes: int, timeout: float) -> None:
 def measure_size(nodes: int, quick: bool, keep: bool, timeout: float) -> dict[str, Any]:
     """Bring a throw-away fleet of ``nodes`` up (timed: the cold start), run the phases, take it down."""
     from dralab_kit.cluster.api import down, ensure_cluster
+    from dralab_kit.cluster.layout import Layout
 
     name = f"fleet{nodes}-{os.getpid() % 100000}"
     started = time.monotonic()
+    failed = True
     try:
         handle = ensure_cluster(name, devices=f"fleet:{nodes}x{DEVICES_PER_NODE}")
+        for note in handle.state.get("notes") or []:
+            console.print(f"[{nodes} nodes] {note}", markup=False, highlight=False)
         wait_fleet_slices(handle, nodes, timeout)
         up_s = round(time.monotonic() - started, 1)
         console.print(f"[{nodes} nodes] fleet up in {up_s}s", markup=False, highlight=False)
         row = asyncio.run(run_size(handle, nodes, quick, timeout))
         row["up_s"] = up_s
         row["duration_s"] = round(time.monotonic() - started, 1)
+        failed = False
         return row
     finally:
         if not keep:
-            down(name, keep_logs=False)
+            down(name, keep_logs=failed)  # a failed size keeps its components' logs to be read
+            if failed:
+                console.print(f"[{nodes} nodes] failed: the logs stay in {Layout.of(name).root}", markup=False)
 
 
 def plot(result: dict[str, Any], path: Path) -> None:
