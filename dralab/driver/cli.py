@@ -68,8 +68,7 @@ def driver() -> None:
     default=60.0,
     show_default=True,
     help="How often prepared claims are checked against the apiserver (released where the claim is gone). "
-    "Without the claim cache each check is one GET per prepared claim: on a large fleet raise it "
-    "(README, Scale).",
+    "Each check is one GET per prepared claim: on a large fleet raise it (README, Scale).",
 )
 @click.option(
     "--claim-dir-size",
