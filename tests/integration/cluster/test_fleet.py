@@ -43,7 +43,7 @@ async def _churn(handle) -> tuple[list, str]:
         ns = await runner.namespace("fleet-churn")
         batches = [await bench._batch(runner, ns, "dralab", "f", 2 * NODES, POD)]
         for r in range(2):
-            await bench._delete_pods(runner, ns, [f"f-{i}" for i in range(r * NODES, (r + 1) * NODES)], "dralab")
+            await bench._delete_pods(runner, ns, [f"f-{i}" for i in range(r * NODES, (r + 1) * NODES)])
             batches.append(await bench._batch(runner, ns, "dralab", f"c{r}", NODES, POD))
         events = (await client.get(f"/api/v1/namespaces/{ns}/events")).json().get("items") or []
         await runner.clear(ns, kube_wait=150)
