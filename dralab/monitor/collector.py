@@ -90,11 +90,13 @@ class AllocationWatch:
     def __init__(self, api: Kube) -> None:
         self.changed = threading.Event()
         self.version = 0
+        self._bumping = threading.Lock()  # two informer threads: ``+=`` alone could lose one of two events
         self.slices = Informer(api, SLICES, "", self._bump, "monitor-slices")
         self.claims = Informer(api, CLAIMS, "", self._bump, "monitor-claims")
 
     def _bump(self) -> None:
-        self.version += 1  # informer threads only; a reader compares, never writes
+        with self._bumping:  # a reader compares, never writes
+            self.version += 1
         self.changed.set()
 
     def start(self) -> None:
