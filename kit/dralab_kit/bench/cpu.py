@@ -61,9 +61,13 @@ def settled_cpu(pid: int, quiet: float = 0.02, limit: float = 5.0) -> float:
 
 @dataclass
 class CpuMeter:
-    """CPU seconds of the cluster's processes (each with its children: the webhook's workers), from /proc."""
+    """CPU seconds of the cluster's processes (each with its children: the webhook's workers), from /proc.
 
-    pids: dict[str, int]
+    A component may be several processes (a fleet's node layer: ``driver/shard-0``, ``driver/shard-1``,
+    ...): its reading is their sum.
+    """
+
+    pids: dict[str, list[int]]
 
     @classmethod
     def for_cluster(cls, handle: Any) -> CpuMeter:
@@ -73,11 +77,11 @@ class CpuMeter:
             found = [rec["pid"] for key, rec in comps.items()
                      if (key == name or key.startswith(f"{name}/")) and rec.get("pid")]
             if found:
-                pids[name] = found[0]  # the benchmark's cluster has one node
+                pids[name] = found
         return cls(pids)
 
     def read(self) -> dict[str, float]:
-        return {name: tree_cpu(pid) for name, pid in self.pids.items()}
+        return {name: sum(tree_cpu(pid) for pid in pids) for name, pids in self.pids.items()}
 
 
 def machine_cpu(stat: str | None = None) -> tuple[float, float]:

@@ -1,7 +1,7 @@
 """``dralab bench fleet``: dralab on a simulated fleet of KWOK nodes, against DRA without dralab in the same run.
 
 Each size is a throw-away cluster ``dralab cluster up --fleet NODESx8`` (8 shareable fake GPUs per
-node; every node's driver in one process, every node's kubelet stand-in in another:
+node; the nodes' drivers and kubelet stand-ins hosted 50 nodes to a process:
 :mod:`dralab_kit.cluster.fleetnode`). Three phases, each run twice, alternating the two kinds:
 
 - *dralab*: pods in HAMi syntax (``nvidia.com/gpu``, ``gpumem``, ``gpucores``) through the webhook,
@@ -26,7 +26,7 @@ component (``/proc`` of the pids the cluster's state records), apiserver request
 resource (its ``apiserver_request_total``), dralab's resident memory against claims and slices, and
 at the end of a size the leaks (claims left, capacity still consumed, claims still prepared).
 
-dralab's CPU is the webhook's process tree (servers and the janitor) plus the fleet's driver process;
+dralab's CPU is the webhook's process tree (servers and the janitor) plus the fleet's driver processes;
 the stand-in and KWOK are the simulation and are reported apart, never in dralab's figure. The local
 cluster runs no monitor: its share is not measured here.
 """
@@ -47,7 +47,7 @@ from rich.console import Console
 from dralab_kit.bench import DEFAULT_OUT
 from dralab_kit.bench.common import parse_sizes, percentile, save_figure, write_result
 from dralab_kit.bench.concurrency import Burst, BurstRunner, async_client, cpu_per_pod
-from dralab_kit.bench.cpu import CpuMeter
+from dralab_kit.bench.cpu import CpuMeter, settle_machine
 
 console = Console(stderr=True)
 
@@ -67,6 +67,7 @@ DRALAB_COMPONENTS = ("webhook", "driver")  # the janitor runs inside the webhook
 SIMULATED = ("kubelet", "kwok")  # the simulated node layer: reported apart
 RATIO_TARGET = 0.9  # dralab ÷ baseline pods/s at the largest size, fill and burst
 CPU_GROWTH_TARGET = 1.2  # dralab CPU per pod at the largest size ÷ at the smallest
+IDLE_WINDOW_S = 20.0  # the fleet at rest, before the phases: each component's CPU per second
 
 
 # ---------------------------------------------------------------- pure: pods, requests, verdicts
@@ -181,6 +182,20 @@ def dralab_cpu(cpu_ms: dict[str, float]) -> float | None:
     return round(sum(parts), 3) if parts else None
 
 
+def above_rest(per_pod: float | None, idle_ms_per_s: dict[str, float], window_s: float, pods: int) -> float | None:
+    """dralab's CPU per pod less what its components burn at rest over the same window.
+
+    The fleet's driver processes host every node: at rest they spend a fixed amount per node and
+    second, so over a phase of W seconds and P pods they add idle * nodes * W / P to each pod, a
+    share that grows with the fleet whatever a pod costs. Subtracting the rate measured before the
+    phases leaves the work the pods caused; both figures are kept.
+    """
+    idle = [idle_ms_per_s[c] for c in DRALAB_COMPONENTS if c in idle_ms_per_s]
+    if per_pod is None or not idle or not pods:
+        return None
+    return round(per_pod - sum(idle) * window_s / pods, 3)
+
+
 def _ratio(a: float | None, b: float | None) -> float | None:
     return round(a / b, 3) if a and b else None
 
@@ -194,9 +209,8 @@ def verdict(sizes: list[dict[str, Any]]) -> dict[str, Any]:
     def rate(size: dict[str, Any], phase: str, kind: str) -> float | None:
         return ((size.get("phases") or {}).get(phase) or {}).get(kind, {}).get("pods_per_s")
 
-    def cpu(size: dict[str, Any]) -> float | None:
-        vals = [((size.get("phases") or {}).get(p) or {}).get("dralab", {}).get("dralab_cpu_ms_per_pod")
-                for p in PHASES]
+    def cpu(size: dict[str, Any], field: str = "dralab_cpu_ms_per_pod") -> float | None:
+        vals = [((size.get("phases") or {}).get(p) or {}).get("dralab", {}).get(field) for p in PHASES]
         got = [v for v in vals if v is not None]
         return sum(got) / len(got) if got else None
 
@@ -208,6 +222,8 @@ def verdict(sizes: list[dict[str, Any]]) -> dict[str, Any]:
 
     ratios = {p: _ratio(rate(large, p, "dralab"), rate(large, p, "baseline")) for p in PHASES}
     growth = _ratio(cpu(large), cpu(small)) if large is not small else None
+    rest = "dralab_cpu_ms_per_pod_above_rest"
+    growth_above_rest = _ratio(cpu(large, rest), cpu(small, rest)) if large is not small else None
     leaks = [s.get("leaks") or {} for s in sizes]
     no_leaks = all(not (lk.get("claims") or lk.get("capacity") or lk.get("prepared")) for lk in leaks)
     return {
@@ -220,6 +236,9 @@ def verdict(sizes: list[dict[str, Any]]) -> dict[str, Any]:
         "cpu_growth": growth,
         "cpu_growth_target": CPU_GROWTH_TARGET,
         "meets_cpu_growth": None if growth is None else growth <= CPU_GROWTH_TARGET,
+        # the same with each size's CPU at rest taken out (above_rest): the work pods cause, per pod
+        "cpu_growth_above_rest": growth_above_rest,
+        "meets_cpu_growth_above_rest": None if growth_above_rest is None else growth_above_rest <= CPU_GROWTH_TARGET,
         # the webhook alone (admission and janitor): the fleet's driver process hosts every node's driver,
         # whose per-node loops grow with the fleet in one process but stay per node in a real fleet
         "webhook_cpu_growth": _ratio(webhook(large), webhook(small)) if large is not small else None,
@@ -285,9 +304,10 @@ class Fleet:
         self.nodes = nodes
         self.meter = CpuMeter.for_cluster(handle)
         self.timeout = timeout
+        self.idle_ms_per_s: dict[str, float] = {}
 
     def rss(self) -> dict[str, float]:
-        return {name: tree_rss_mib(pid) for name, pid in self.meter.pids.items()}
+        return {name: round(sum(tree_rss_mib(pid) for pid in pids), 1) for name, pids in self.meter.pids.items()}
 
     def requests(self) -> dict[str, float]:
         kube = self.handle.kube()
@@ -301,19 +321,32 @@ class Fleet:
         resp.raise_for_status()
         return len(resp.json().get("items") or [])
 
+    async def at_rest(self, seconds: float = IDLE_WINDOW_S) -> dict[str, float]:
+        """Each component's CPU per second (ms/s) while nothing is asked of the fleet: the cost of its
+        nodes existing (publishers, watches, gRPC servers' wake-ups), which a phase pays for its whole
+        length whatever its pods do."""
+        settle_machine()
+        before, started = self.meter.read(), time.monotonic()
+        await asyncio.sleep(seconds)  # the window being measured, not a wait for anything
+        after, elapsed = self.meter.read(), time.monotonic() - started
+        self.idle_ms_per_s = {k: round((after[k] - before.get(k, 0.0)) * 1000 / elapsed, 3) for k in after}
+        return self.idle_ms_per_s
+
     async def measured(self, client: Any, pods: int, work: Any) -> dict[str, Any]:
         """Run ``work`` (a coroutine returning a Burst) between two readings of CPU and apiserver requests."""
-        cpu0, req0 = self.meter.read(), self.requests()
+        cpu0, req0, started = self.meter.read(), self.requests(), time.monotonic()
         burst = await work
-        cpu1, req1 = self.meter.read(), self.requests()
+        cpu1, req1, elapsed = self.meter.read(), self.requests(), time.monotonic() - started
         created = len(burst.admitted) or pods  # pods the apiserver accepted: a refused create costs little
         cpu = cpu_per_pod(cpu0, cpu1, created)
         row = summarize(burst)
         row["created"] = created
+        row["window_s"] = round(elapsed, 2)
         rss = self.rss()
         row.update({
             "cpu_ms_per_pod": cpu,
             "dralab_cpu_ms_per_pod": dralab_cpu(cpu),
+            "dralab_cpu_ms_per_pod_above_rest": above_rest(dralab_cpu(cpu), self.idle_ms_per_s, elapsed, created),
             "simulated_cpu_ms_per_pod": round(sum(cpu.get(c, 0.0) for c in SIMULATED), 3),
             "rss_mib": rss,
             "dralab_rss_mib": round(sum(rss.get(c, 0.0) for c in DRALAB_COMPONENTS), 1),
@@ -435,6 +468,8 @@ async def run_size(handle: Any, nodes: int, quick: bool, timeout: float) -> dict
     rounds = CHURN_ROUNDS_QUICK if quick else CHURN_ROUNDS
     phases: dict[str, dict[str, Any]] = {p: {} for p in PHASES}
     async with async_client(handle) as client:
+        idle = await fleet.at_rest()
+        console.print(f"[{nodes} nodes] at rest: {idle} ms/s", markup=False, highlight=False)
         for kind in KINDS:
             got = await fill_and_churn(fleet, client, kind, rounds)
             for phase, row in got.items():
@@ -443,7 +478,7 @@ async def run_size(handle: Any, nodes: int, quick: bool, timeout: float) -> dict
             phases["burst"][kind] = await burst(fleet, client, kind, quick)
     _wait_released(fleet, timeout)
     return {"nodes": nodes, "devices_per_node": DEVICES_PER_NODE, "phases": phases, "leaks": fleet.leaks(),
-            "pids": dict(fleet.meter.pids)}
+            "pids": dict(fleet.meter.pids), "idle_cpu_ms_per_s": idle, "idle_window_s": IDLE_WINDOW_S}
 
 
 def _wait_released(fleet: Fleet, timeout: float) -> None:

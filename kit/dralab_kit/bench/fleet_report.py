@@ -30,6 +30,9 @@ def fleet_verdicts(res: dict[str, Any] | None) -> list[list[str]]:
         ["fleet", f"dralab CPU per pod at {large} nodes ÷ at {small} nodes", _f(v.get("cpu_growth")),
          f"<= {_f(v.get('cpu_growth_target'))}",
          _met(v.get("meets_cpu_growth"), "not judged: one size only")],
+        ["fleet", f"... less each size's CPU at rest (the work pods cause), at {large} ÷ at {small} nodes",
+         _f(v.get("cpu_growth_above_rest")), f"<= {_f(v.get('cpu_growth_target'))}",
+         _met(v.get("meets_cpu_growth_above_rest"), "not judged: no rest measured (older run) or one size only")],
         ["fleet", f"... the webhook's share alone (admission and janitor), at {large} ÷ at {small} nodes",
          _f(v.get("webhook_cpu_growth")), f"<= {_f(v.get('cpu_growth_target'))}",
          _met(None if v.get("webhook_cpu_growth") is None else v["webhook_cpu_growth"] <= v["cpu_growth_target"],
@@ -46,12 +49,19 @@ def _templates(res: dict[str, Any]) -> bool:
                for r in ph.values())
 
 
+def _at_rest(res: dict[str, Any]) -> float | None:
+    """The rest window of a run that measured one (runs since the node layer was sharded), else None."""
+    return next((s["idle_window_s"] for s in res.get("sizes") or [] if s.get("idle_window_s")), None)
+
+
 def fleet_section(res: dict[str, Any], plot: str | None = None) -> list[str]:
     """Per size and phase: pods/s of both kinds, latencies, dralab's CPU and memory, API requests per pod."""
     pods = res.get("pods") or {}
     out = [
-        f"Each size is a throw-away `dralab cluster up --fleet NODESx{res.get('devices_per_node')}` (every "
-        "node's driver in one process, every node's kubelet stand-in in another). *dralab*: HAMi pods "
+        f"Each size is a throw-away `dralab cluster up --fleet NODESx{res.get('devices_per_node')}` ("
+        + ("the nodes' drivers and kubelet stand-ins hosted 50 nodes to a process" if _at_rest(res) else
+           "every node's driver in one process, every node's kubelet stand-in in another")
+        + "). *dralab*: HAMi pods "
         "through the webhook; *baseline*: the same pods as DRA pods"
         + (" naming one ResourceClaimTemplate (kube-controller-manager makes each claim, in the clock). "
            if _templates(res) else " with claims the bench made first, before the clock. ")
@@ -60,7 +70,9 @@ def fleet_section(res: dict[str, Any], plot: str | None = None) -> list[str]:
         f"Fill: {pods.get('fill_per_node')} pods per node ({(pods.get('fill_pod') or {}).get('cores')} % "
         f"cores each); churn: {pods.get('churn_rounds')} rounds deleting and creating one pod per node; "
         f"burst: up to {pods.get('burst_max')} pods of {(pods.get('burst_pod') or {}).get('cores')} % at once. "
-        "dralab CPU = webhook (servers and janitor) + driver; the simulated layer (stand-in, KWOK) is apart.",
+        "dralab CPU = webhook (servers and janitor) + driver; the simulated layer (stand-in, KWOK) is apart."
+        + (" *Above rest*: the same less what dralab's processes burn at rest (measured for "
+           f"{_at_rest(res)} s before the phases) over the phase's window, per pod." if _at_rest(res) else ""),
         "",
     ]
     rows = []
@@ -71,21 +83,27 @@ def fleet_section(res: dict[str, Any], plot: str | None = None) -> list[str]:
                 rows.append([
                     size.get("nodes"), phase, kind, r.get("pods"), _f(r.get("pods_per_s")),
                     f"{_f(r.get('running_p50_s'))} / {_f(r.get('running_p99_s'))}",
-                    _f(r.get("dralab_cpu_ms_per_pod")), _f(r.get("simulated_cpu_ms_per_pod")),
+                    _f(r.get("dralab_cpu_ms_per_pod")), _f(r.get("dralab_cpu_ms_per_pod_above_rest")),
+                    _f(r.get("simulated_cpu_ms_per_pod")),
                     _f((r.get("cpu_ms_per_pod") or {}).get("apiserver")),
                     _f(r.get("dralab_rss_mib")), r.get("claims"),
                     _f((r.get("api_requests_per_pod") or {}).get("total")), r.get("retries", "-"),
                     r.get("failures"),
                 ])
     header = ["nodes", "phase", "kind", "pods", "bound/s", "create→Running p50 / p99 s", "dralab CPU ms/pod",
-              "simulated CPU ms/pod", "apiserver CPU ms/pod", "dralab RSS MiB", "claims", "API requests/pod",
-              "retries", "failures"]
+              "... above rest", "simulated CPU ms/pod", "apiserver CPU ms/pod", "dralab RSS MiB", "claims",
+              "API requests/pod", "retries", "failures"]
     out += md_table(header, rows)
     rows_raw = [r for s in res.get("sizes") or [] for ph in (s.get("phases") or {}).values() for r in ph.values()]
     if any(r.get("failures") and "created" not in r for r in rows_raw):
         out += ["Per-pod CPU and requests of this result are divided by the pods *requested*; in rows with "
                 "failures (creates the webhook did not answer in time) they are per created pod only after "
                 "multiplying by pods ÷ (pods - failures). Later runs divide by created pods (`created`).", ""]
+    for size in res.get("sizes") or []:
+        if size.get("idle_cpu_ms_per_s"):
+            rest = ", ".join(f"{k} {_f(v)}" for k, v in sorted(size["idle_cpu_ms_per_s"].items()))
+            out.append(f"- {size.get('nodes')} nodes at rest, CPU ms per second: {rest}")
+    out.append("")
     leaks = [f"{s.get('nodes')} nodes: {s.get('leaks')}" for s in res.get("sizes") or []]
     out += [f"Leaks at the end of each size: {'; '.join(leaks) or '-'}.", ""]
     for size in res.get("sizes") or []:

@@ -237,7 +237,7 @@ def _specs(handle: ClusterHandle) -> dict[str, ComponentSpec]:
     if "webhook" in state["order"]:
         specs["webhook"] = components.webhook_spec(layout, ports, config)
     if state.get("fleet"):
-        specs.update(components.fleet_specs(layout, ports, config))
+        specs.update(components.fleet_specs(layout, ports, config, len(state["nodes"])))
     for node in [] if state.get("fleet") else state["nodes"]:
         if node == state.get("realNode"):
             specs.update(integration.specs(handle, node, str(handle.devices), config))
@@ -550,8 +550,9 @@ def _up_locked(
     is_fleet = fleet.is_fleet_ref(devices)
     if is_fleet and real_node:
         raise UserError("--fleet simulates every node: it cannot be combined with --real-node")
+    shards = fleet.shard_keys(len(nodes))
     if is_fleet:
-        order += ["driver/fleet", "kubelet/fleet"] if with_driver else []
+        order += [f"{role}/{s}" for role in ("driver", "kubelet") for s in shards] if with_driver else []
     for node in [] if is_fleet else nodes:
         if node == real:
             order += integration.order(node, with_driver, pod_network)
@@ -570,7 +571,7 @@ def _up_locked(
             "config": str(Path(config).resolve()) if config else None,
             "nodes": nodes,
             "order": order,
-            "ports": _allocate_ports(["fleet"] if is_fleet else nodes, (previous or {}).get("ports")),
+            "ports": _allocate_ports(shards if is_fleet else nodes, (previous or {}).get("ports")),
             "fleet": is_fleet,
             "realNode": real,
             "podNetwork": {"apiAddress": podnet.API_ADDRESS} if pod_network else None,
@@ -683,7 +684,8 @@ def _wait_optional(handle: ClusterHandle, spec: ComponentSpec, notes: list[str],
     """Wait for a dralab component; a failure is reported (note + status), not fatal to the cluster."""
     failed = handle.state.setdefault("failed", [])
     try:
-        _wait_healthy(handle, spec, FLEET_TIMEOUT if spec.name.endswith("/fleet") else COMPONENT_TIMEOUT)
+        in_fleet = spec.name.partition("/")[2].startswith(fleet.SHARD_PREFIX)
+        _wait_healthy(handle, spec, FLEET_TIMEOUT if in_fleet else COMPONENT_TIMEOUT)
         if spec.name in failed:
             failed.remove(spec.name)
     except UserError as exc:

@@ -363,18 +363,23 @@ def standin_spec(layout: Layout, ports: dict[str, Any], node: str) -> ComponentS
 FLEET_CODE = ("dralab_kit/cluster/fleetnode.py", "dralab_kit/cluster/standin", *DRIVER_CODE)
 
 
-def fleet_specs(layout: Layout, ports: dict[str, Any], config: str | None) -> dict[str, ComponentSpec]:
-    """A fleet's simulated node layer: ``driver/fleet`` (every node's driver) and ``kubelet/fleet``
-    (every node's stand-in), one process each (dralab_kit.cluster.fleetnode)."""
+def fleet_specs(layout: Layout, ports: dict[str, Any], config: str | None, nodes: int) -> dict[str, ComponentSpec]:
+    """A fleet's simulated node layer: per shard of nodes (:func:`dralab_kit.cluster.fleet.shard_keys`),
+    ``driver/shard-N`` (its nodes' drivers) and ``kubelet/shard-N`` (their stand-ins), one process each
+    (dralab_kit.cluster.fleetnode)."""
+    from dralab_kit.cluster.fleet import shard_keys
+
     env = {"DRALAB_HOME": str(layout.root.parent.parent)}  # the process finds the cluster's folders by name
     specs = {}
-    for role, group in (("driver", "driver"), ("kubelet", "kubelet")):
-        port = ports[group]["fleet"]
-        argv = [sys.executable, "-m", "dralab_kit.cluster.fleetnode", role, "--cluster", layout.name,
-                "--port", str(port)]
-        if config and role == "driver":
-            argv += ["--config", config]
-        name = f"{role}/fleet"
-        path = "/readyz"  # the drivers': every node's pool published and registered with its stand-in
-        specs[name] = ComponentSpec(name, argv, Health(f"http://127.0.0.1:{port}{path}"), env=env, code=FLEET_CODE)
+    for role in ("driver", "kubelet"):
+        for shard in shard_keys(nodes):
+            port = ports[role][shard]
+            argv = [sys.executable, "-m", "dralab_kit.cluster.fleetnode", role, "--cluster", layout.name,
+                    "--shard", shard, "--port", str(port)]
+            if config and role == "driver":
+                argv += ["--config", config]
+            name = f"{role}/{shard}"
+            path = "/readyz"  # the drivers': every node's pool published and registered with its stand-in
+            specs[name] = ComponentSpec(name, argv, Health(f"http://127.0.0.1:{port}{path}"), env=env,
+                                        code=FLEET_CODE)
     return specs

@@ -1,12 +1,12 @@
 """A fleet's device inventory: NODES simulated nodes with DEVICES shareable fake GPUs each (pure).
 
 ``dralab cluster up --fleet 50x8`` writes this inventory (the format of ``dralab/model/inventories``,
-read by the fake backend) and runs the fleet's drivers and kubelet stand-ins in one process each
-(:mod:`dralab_kit.cluster.fleetnode`). Nodes are homogeneous, as real fleets are bought, and the models
-rotate node by node so type selection has something to choose between. On each node the devices
-sit on PCIe roots of two devices and the first half on NUMA node 0, the second on NUMA node 1 (a
-two-socket host). Everything is derived from the node's and device's position: the same
-``NODESxDEVICES`` gives the same inventory, uuids included.
+read by the fake backend) and runs the fleet's drivers and kubelet stand-ins in a few processes, one
+per :data:`SHARD_NODES` nodes and role (:mod:`dralab_kit.cluster.fleetnode`). Nodes are homogeneous,
+as real fleets are bought, and the models rotate node by node so type selection has something to
+choose between. On each node the devices sit on PCIe roots of two devices and the first half on NUMA
+node 0, the second on NUMA node 1 (a two-socket host). Everything is derived from the node's and
+device's position: the same ``NODESxDEVICES`` gives the same inventory, uuids included.
 """
 
 from __future__ import annotations
@@ -22,6 +22,8 @@ FLEET_PREFIX = "fleet:"
 NODE_PREFIX = "fleet-"
 FLEET_LABEL = "dralab.io/fleet"
 ZONES = 3
+SHARD_NODES = 50  # simulated nodes per process of the node layer (see shard_keys)
+SHARD_PREFIX = "shard-"
 DEVICES_PER_ROOT = 2
 MAX_NODES = 5000
 MAX_DEVICES = 16
@@ -78,6 +80,29 @@ def is_fleet_ref(ref: str | None) -> bool:
 def node_name(index: int, nodes: int) -> str:
     """``fleet-007`` of a fleet of up to 999 nodes: zero-padded so names sort as the nodes are numbered."""
     return f"{NODE_PREFIX}{index:0{max(3, len(str(nodes - 1)))}d}"
+
+
+def shard_keys(nodes: int) -> list[str]:
+    """The node layer's processes for a fleet of ``nodes``: ``shard-0`` .. one per :data:`SHARD_NODES` nodes.
+
+    One process per role hosting every node stalled at 500 nodes: about 4,200 threads (each node's
+    gRPC servers, watches and loops), some 300 of them runnable at once, queued on one interpreter
+    lock, so the driver's own apiserver reads timed out unread. Shards of 50 nodes keep each
+    interpreter's queue short; the kernel spreads the processes over the cores.
+    """
+    return [f"{SHARD_PREFIX}{i}" for i in range(-(-nodes // SHARD_NODES))]
+
+
+def shard_of(names: list[str], key: str) -> list[str]:
+    """The nodes shard ``key`` hosts: a contiguous block of :data:`SHARD_NODES`, in inventory order."""
+    if not key.startswith(SHARD_PREFIX) or not key.removeprefix(SHARD_PREFIX).isdigit():
+        raise UserError(f"fleet shard {key!r}: write {SHARD_PREFIX}N, N from 0 to {len(shard_keys(len(names))) - 1}")
+    index = int(key.removeprefix(SHARD_PREFIX))
+    block = names[index * SHARD_NODES:(index + 1) * SHARD_NODES]
+    if not block:
+        raise UserError(f"fleet shard {key!r}: a fleet of {len(names)} nodes has shards 0 to "
+                        f"{len(shard_keys(len(names))) - 1}")
+    return block
 
 
 def model_of(node_index: int) -> Model:

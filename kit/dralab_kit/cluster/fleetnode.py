@@ -1,19 +1,19 @@
-"""The simulated node layer of a fleet: every node's driver in one process, every stand-in in another.
+"""The simulated node layer of a fleet: nodes' drivers and stand-ins, a shard of nodes per process.
 
 A local cluster runs one ``dralab driver run`` and one kubelet stand-in per KWOK node; at 500 nodes
 that is 1,000 Python interpreters on a small machine. A fleet (``dralab cluster up --fleet``)
-runs instead:
+runs instead, per shard of :data:`dralab_kit.cluster.fleet.SHARD_NODES` nodes (``shard-0``, ...):
 
-- ``driver/fleet``: one :class:`dralab.driver.runner.DriverProcess` per node, in one process: the
+- ``driver/shard-N``: one :class:`dralab.driver.runner.DriverProcess` per node, in one process: the
   driver's own slice publisher (one pool per node), gRPC servers on each node's sockets, claim
   status writes. Backends come from one parsed inventory. The claim cache is off by default: each
   node's cache watches *every* claim (the apiserver cannot select claims by node), so N caches in
   one process decode every claim event N times; Prepare then GETs its claims, as ``--no-claim-cache``.
-- ``kubelet/fleet``: one :class:`dralab_kit.cluster.standin.runner.StandIn` per node, in one process,
+- ``kubelet/shard-N``: one :class:`dralab_kit.cluster.standin.runner.StandIn` per node, in one process,
   each calling its node's driver through the real gRPC sockets. This process is the simulation, not
   dralab: benches report its CPU and memory apart.
 
-Run as ``python -m dralab_kit.cluster.fleetnode driver|kubelet --cluster NAME --port PORT``.
+Run as ``python -m dralab_kit.cluster.fleetnode driver|kubelet --cluster NAME --shard shard-N --port PORT``.
 """
 
 from __future__ import annotations
@@ -22,28 +22,40 @@ import argparse
 import signal
 import threading
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from dralab.util import get_logger
 from dralab_kit.cluster.layout import Layout
 
+if TYPE_CHECKING:
+    from dralab.model.vendors import VendorTable
+
 log = get_logger("dralab.fleetnode")
-FLEET_COMPONENT = "fleet"  # driver/fleet and kubelet/fleet
 STANDIN_PLUGIN_SECONDS = 2.0  # registry scans per node: 0.25 s each for hundreds of nodes is the process's CPU
 
 
-def run_drivers(layout: Layout, port: int, config: str | None, claim_cache: bool, stop: threading.Event) -> None:
-    """Start every node's driver, serve /healthz /readyz /metrics (all nodes together), wait for ``stop``."""
+def _shard(layout: Layout, shard: str, table: VendorTable | None = None) -> list[Any]:
+    """The inventory's nodes this process hosts."""
+    from dralab.model.inventory import load_inventory
+    from dralab_kit.cluster.fleet import shard_of
+
+    nodes = load_inventory(str(layout.config_dir / "inventory.yaml"), table).nodes
+    hosted = set(shard_of([n.name for n in nodes], shard))
+    return [n for n in nodes if n.name in hosted]
+
+
+def run_drivers(layout: Layout, shard: str, port: int, config: str | None, claim_cache: bool,
+                stop: threading.Event) -> None:
+    """Start the shard's nodes' drivers, serve /healthz /readyz /metrics (its nodes together), wait for ``stop``."""
     from dralab.config import load_config
     from dralab.driver.devices.fake import HEALTH_FILE, FakeBackend, from_inventory
     from dralab.driver.metrics import DriverMetrics, StatusServer
     from dralab.driver.runner import DriverProcess, RunOptions
-    from dralab.model.inventory import load_inventory
 
     table = load_config(config).vendors
-    inventory = load_inventory(str(layout.config_dir / "inventory.yaml"), table)
     metrics = DriverMetrics()
     drivers: list[DriverProcess] = []
-    for node in inventory.nodes:
+    for node in _shard(layout, shard, table):
         state_dir = layout.driver_state_dir(node.name)
         options = RunOptions(
             node=node.name,
@@ -64,7 +76,7 @@ def run_drivers(layout: Layout, port: int, config: str | None, claim_cache: bool
             health_file=state_dir / HEALTH_FILE,
         )
         drivers.append(DriverProcess(options, metrics=metrics, backend=backend).start())
-    log.info("fleet drivers started", extra={"fields": {"nodes": len(drivers)}})
+    log.info("fleet drivers started", extra={"fields": {"shard": shard, "nodes": len(drivers)}})
 
     def started() -> tuple[bool, str]:
         return bool(drivers), f"{len(drivers)} nodes started"
@@ -97,16 +109,15 @@ class _AllReady:
         self.ready = threading.Event()
 
 
-def run_standins(layout: Layout, port: int, stop: threading.Event) -> None:
-    """One stand-in per node of the fleet, each on threads of its own, until ``stop``."""
+def run_standins(layout: Layout, shard: str, port: int, stop: threading.Event) -> None:
+    """One stand-in per node of the shard, each on threads of its own, until ``stop``."""
     from prometheus_client import CollectorRegistry
 
     from dralab.kube import Kube
-    from dralab.model.inventory import load_inventory
     from dralab_kit.cluster.standin.main import _server
     from dralab_kit.cluster.standin.runner import StandIn
 
-    nodes = [n.name for n in load_inventory(str(layout.config_dir / "inventory.yaml")).nodes]
+    nodes = [n.name for n in _shard(layout, shard)]
     standins = []
     for node in nodes:
         node_dir: Path = layout.node_dir(node)
@@ -121,7 +132,7 @@ def run_standins(layout: Layout, port: int, stop: threading.Event) -> None:
         while not stop.is_set() and not all(s.ready.is_set() for s in standins):
             stop.wait(0.2)
         marker.ready.set()
-        log.info("fleet stand-ins ready", extra={"fields": {"nodes": len(standins)}})
+        log.info("fleet stand-ins ready", extra={"fields": {"shard": shard, "nodes": len(standins)}})
         stop.wait()
     finally:
         for s in standins:
@@ -133,6 +144,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="dralab-fleetnode", description=__doc__)
     parser.add_argument("role", choices=["driver", "kubelet"])
     parser.add_argument("--cluster", required=True, help="the local cluster's name (its folder under DRALAB_HOME)")
+    parser.add_argument("--shard", required=True, help="which block of nodes this process hosts (shard-0, ...)")
     parser.add_argument("--port", type=int, required=True, help="/healthz, /readyz, /metrics")
     parser.add_argument("--config", help="dralab config file (driver)")
     parser.add_argument("--claim-cache", action="store_true", help="each node's driver watches every claim")
@@ -142,9 +154,9 @@ def main(argv: list[str] | None = None) -> None:
     signal.signal(signal.SIGINT, lambda *_: stop.set())
     layout = Layout.of(args.cluster)
     if args.role == "driver":
-        run_drivers(layout, args.port, args.config, args.claim_cache, stop)
+        run_drivers(layout, args.shard, args.port, args.config, args.claim_cache, stop)
     else:
-        run_standins(layout, args.port, stop)
+        run_standins(layout, args.shard, args.port, stop)
 
 
 if __name__ == "__main__":

@@ -89,7 +89,24 @@ def test_report_renders_the_fleet_section_and_verdicts() -> None:
            "sizes": [_size(50, 9.5, 10.0), _size(200, 9.5, 11.0)]}
     res["verdict"] = fleet.verdict(res["sizes"])
     rows = fleet_verdicts(res)
-    assert [r[-1] for r in rows] == ["met", "met", "not judged: one size only", "met"]
+    assert [r[-1] for r in rows] == ["met", "met", "not judged: no rest measured (older run) or one size only",
+                                     "not judged: one size only", "met"]
     text = "\n".join(fleet_section(res, "results/fleet.png"))
     assert "| 200 | burst | baseline |" in text and "![fleet](results/fleet.png)" in text
     assert "## Fleet scale" in render({"fleet": res})
+
+
+def test_cpu_above_rest_takes_out_what_the_fleet_burns_idle_over_the_window() -> None:
+    # 10 ms/pod measured; webhook 2 + driver 30 ms/s at rest over a 50 s window for 400 pods: 4 ms/pod of it
+    assert fleet.above_rest(10.0, {"webhook": 2.0, "driver": 30.0, "apiserver": 500.0}, 50.0, 400) == 6.0
+    assert fleet.above_rest(10.0, {}, 50.0, 400) is None  # older runs measured no rest
+    assert fleet.above_rest(None, {"driver": 1.0}, 50.0, 400) is None
+
+
+def test_verdict_judges_growth_above_rest_apart() -> None:
+    small, large = _size(50, 9.5, 10.0), _size(500, 9.5, 30.0)
+    small["phases"]["fill"]["dralab"]["dralab_cpu_ms_per_pod_above_rest"] = 5.0
+    large["phases"]["fill"]["dralab"]["dralab_cpu_ms_per_pod_above_rest"] = 5.5
+    v = fleet.verdict([small, large])
+    assert v["meets_cpu_growth"] is False
+    assert v["cpu_growth_above_rest"] == 1.1 and v["meets_cpu_growth_above_rest"] is True

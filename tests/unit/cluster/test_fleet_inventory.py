@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from dralab.driver.devices.fake import from_inventory
@@ -53,3 +55,32 @@ def test_inventory_is_deterministic_and_names_pad_to_the_fleet() -> None:
     assert fleet.inventory(fleet.FleetSize(2, 2)) == fleet.inventory(fleet.FleetSize(2, 2))
     assert fleet.node_name(7, 5000) == "fleet-0007"
     assert fleet.is_fleet_ref("fleet:2x2") and not fleet.is_fleet_ref("lab20")
+
+
+@pytest.mark.parametrize("nodes,shards", [(1, 1), (50, 1), (51, 2), (200, 4), (500, 10)])
+def test_a_fleet_is_hosted_fifty_nodes_to_a_process(nodes: int, shards: int) -> None:
+    keys = fleet.shard_keys(nodes)
+    assert keys == [f"shard-{i}" for i in range(shards)]
+    names = [fleet.node_name(i, nodes) for i in range(nodes)]
+    hosted = [n for key in keys for n in fleet.shard_of(names, key)]
+    assert hosted == names  # every node exactly once, in inventory order
+
+
+@pytest.mark.parametrize("key,fragment", [("shard-4", "shards 0 to 3"), ("fleet", "write shard-N"),
+                                          ("shard-x", "write shard-N")])
+def test_an_unknown_shard_is_refused_by_name(key: str, fragment: str) -> None:
+    names = [fleet.node_name(i, 200) for i in range(200)]
+    with pytest.raises(UserError, match=fragment):
+        fleet.shard_of(names, key)
+
+
+def test_the_node_layer_runs_one_driver_and_one_stand_in_process_per_shard(tmp_path: Path) -> None:
+    from dralab_kit.cluster.components import fleet_specs
+    from dralab_kit.cluster.layout import Layout
+
+    layout = Layout.of("f", home=tmp_path)
+    ports = {"driver": {"shard-0": 1001, "shard-1": 1002}, "kubelet": {"shard-0": 2001, "shard-1": 2002}}
+    specs = fleet_specs(layout, ports, None, 60)
+    assert sorted(specs) == ["driver/shard-0", "driver/shard-1", "kubelet/shard-0", "kubelet/shard-1"]
+    argv = specs["driver/shard-1"].argv
+    assert argv[argv.index("--shard") + 1] == "shard-1" and argv[argv.index("--port") + 1] == "1002"
