@@ -17,6 +17,17 @@ uses the same loaded credentials over a small bounded pool of kept-alive HTTP/1.
   resource, scope); :mod:`.discovery`: any other kind to its resource, asked of the apiserver.
 - :mod:`.errors`: :class:`KubeError`, the one error type (``status`` 0: no answer).
 - :mod:`.authz`: callers of ``/metrics`` checked with TokenReview and SubjectAccessReview.
+
+Which client does which job (one of each; issue 28):
+
+- Talking to an apiserver from the product: :class:`Kube` (threads, watches) or :class:`AsyncKube`
+  (the admission path). Their credentials and TLS come from :mod:`.config` (:meth:`KubeConfig.ssl_context`),
+  and so do those of the kit's own API clients (the local cluster's ``ClusterHandle.admin_config``).
+- HTTP/1.1 on the wire: :class:`.http1.Connection`. The admission benchmark times its POSTs on
+  one of these per worker, bare (no pool, no resend), so what it measures is one request and its
+  answer on a kept-alive connection, on the same code the webhook's own calls go through.
+- The kit's plain HTTP (health probes, ``/metrics`` scrapes of any component, the concurrency
+  benchmarks' bursts, which stream a watch while they create): httpx. No product code calls it.
 """
 
 from __future__ import annotations

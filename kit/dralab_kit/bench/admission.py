@@ -1,7 +1,8 @@
 """``dralab bench admission``: webhook latency and throughput over TLS, three handlers, one server.
 
 The server is the real ``dralab webhook serve`` in its own process; this process only generates
-load, with a minimal HTTP/1.1 keep-alive client so the generator costs little CPU. Three handlers
+load, over the product's own small HTTP/1.1 transport (:mod:`dralab.kube.http1`, one kept-alive
+connection per worker, see :class:`Wire`) so the generator costs little CPU. Three handlers
 on the same server: ``noop`` (parse and allow: the baseline), ``convert`` (conversion, no API
 calls) and ``create`` (conversion plus ResourceClaim creation against the local apiserver).
 
@@ -28,10 +29,12 @@ from pathlib import Path
 from typing import Any
 
 import click
+import httpx
 import yaml
 from rich.console import Console
 from rich.progress import Progress
 
+from dralab.kube.http1 import Connection, ConnectionLost, Endpoint, request_bytes
 from dralab.util import free_port, wait_for
 from dralab_kit.bench.common import parse_sizes, percentile, write_result
 from dralab_kit.bench.cpu import CpuMeter, machine_cpu, process_cpu, settle_machine, settled_cpu, tree_cpu
@@ -125,43 +128,44 @@ class ClaimBodies:
 class Target:
     """Where the load goes: the webhook, or the apiserver itself (the direct baseline)."""
 
-    port: int
+    endpoint: Endpoint
     ctx: ssl.SSLContext
-    server_hostname: str = "localhost"
     ok_status: int = 200
     ok_marker: bytes = b'"allowed":true'
 
+    @property
+    def port(self) -> int:
+        return self.endpoint.port
 
-class Connection:
-    """One keep-alive TLS connection speaking just enough HTTP/1.1."""
 
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self.reader = reader
-        self.writer = writer
+POST_HEADERS = {"Content-Type": "application/json"}
+
+
+class Wire:
+    """One kept-alive TLS connection to a target: the bench's wire transport.
+
+    It is the product's :class:`dralab.kube.http1.Connection` (the admission path's own client) with
+    nothing around it: no pool, no resend of a call that met a closed connection, no credentials. A
+    timed :meth:`post` is exactly one request written and its answer read on this connection, so what
+    the loops measure is the server and the wire, not a client's queueing or retries.
+    """
+
+    def __init__(self, target: Target, conn: Connection) -> None:
+        self.target = target
+        self.conn = conn
 
     @classmethod
-    async def open(cls, port: int, ctx: ssl.SSLContext, server_hostname: str = "localhost") -> Connection:
-        reader, writer = await asyncio.open_connection("127.0.0.1", port, ssl=ctx, server_hostname=server_hostname)
-        return cls(reader, writer)
+    async def open(cls, target: Target) -> Wire:
+        return cls(target, await Connection.open(target.endpoint, target.ctx))
 
     async def post(self, path: str, body: bytes) -> tuple[int, bytes]:
-        head = (f"POST {path} HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
-                f"Content-Length: {len(body)}\r\n\r\n").encode()
-        self.writer.write(head + body)
-        status_line = await self.reader.readline()
-        status = int(status_line.split()[1])
-        length = 0
-        while True:
-            line = await self.reader.readline()
-            if line in (b"\r\n", b""):
-                break
-            name, _, value = line.partition(b":")
-            if name.strip().lower() == b"content-length":
-                length = int(value.strip())
-        return status, await self.reader.readexactly(length)
+        """POST ``body`` to ``path``; the answer's status and body (:class:`ConnectionLost` when cut off)."""
+        status, _, answer, _ = await self.conn.call(request_bytes("POST", self.target.endpoint, path, POST_HEADERS,
+                                                                  body))
+        return status, answer
 
     def close(self) -> None:
-        self.writer.close()
+        self.conn.close()
 
 
 @dataclass
@@ -199,11 +203,11 @@ async def open_loop(target: Target, path: str, bodies: Bodies | ClaimBodies, rat
     Connections are reused; up to ``max_connections`` are opened when all are busy (as an apiserver
     would), beyond that requests wait, and the wait counts in their latency.
     """
-    idle: asyncio.Queue[Connection] = asyncio.Queue()
+    idle: asyncio.Queue[Wire] = asyncio.Queue()
     opened = 4
 
     def connect() -> Any:
-        return Connection.open(target.port, target.ctx, target.server_hostname)
+        return Wire.open(target)
 
     for _ in range(opened):
         idle.put_nowait(await connect())
@@ -219,7 +223,7 @@ async def open_loop(target: Target, path: str, bodies: Bodies | ClaimBodies, rat
             conn = await idle.get()
         try:
             status, answer = await conn.post(path, body)
-        except (OSError, asyncio.IncompleteReadError, ValueError, IndexError) as exc:
+        except (OSError, ConnectionLost) as exc:
             sample.errors += 1
             sample.first_error = sample.first_error or f"{type(exc).__name__}: {exc}"
             conn.close()
@@ -267,10 +271,10 @@ async def closed_loop(target: Target, path: str, bodies: Bodies | ClaimBodies, w
                       duration: float) -> dict[str, Any]:
     """``workers`` clients sending back to back for ``duration`` seconds: the maximum throughput."""
     sample = Sample(ok_status=target.ok_status, ok_marker=target.ok_marker)
-    conns = [await Connection.open(target.port, target.ctx, target.server_hostname) for _ in range(workers)]
+    conns = [await Wire.open(target) for _ in range(workers)]
     stop_at = time.perf_counter() + duration
 
-    async def worker(conn: Connection) -> None:
+    async def worker(conn: Wire) -> None:
         while time.perf_counter() < stop_at:
             body = bodies.next()
             t0 = time.perf_counter()
@@ -298,17 +302,16 @@ async def closed_loop_turns(loops: dict[str, tuple[Target, str, Bodies | ClaimBo
     the same spread. ``cpu()`` (:func:`cpu_reader`) is read around every turn; each handler's row has
     the CPU every process spent per request over its turns, and the machine's busy share.
     """
-    conns: dict[int, list[Connection]] = {}
+    conns: dict[int, list[Wire]] = {}
     for target, _, _ in loops.values():
         if id(target) not in conns:
-            conns[id(target)] = [await Connection.open(target.port, target.ctx, target.server_hostname)
-                                 for _ in range(workers)]
+            conns[id(target)] = [await Wire.open(target) for _ in range(workers)]
     samples = {name: Sample(ok_status=target.ok_status, ok_marker=target.ok_marker)
                for name, (target, _, _) in loops.items()}
     elapsed = dict.fromkeys(loops, 0.0)
     used: dict[str, dict[str, float]] = {name: {} for name in loops}  # CPU seconds by reading, over the turns
 
-    async def worker(conn: Connection, name: str, stop_at: float) -> None:
+    async def worker(conn: Wire, name: str, stop_at: float) -> None:
         _, path, bodies = loops[name]
         while time.perf_counter() < stop_at:
             t0 = time.perf_counter()
@@ -399,26 +402,28 @@ def _start_server(workdir: Path, kubeconfig: str | None, workers: int,
     argv += ["--kubeconfig", kubeconfig] if kubeconfig else ["--no-kube"]
     log = open(workdir / "webhook.log", "wb")  # noqa: SIM115 - handed to the child process
     proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
-    ctx = ssl.create_default_context(cafile=str(ca))
+    target = Target(Endpoint.parse(f"https://127.0.0.1:{port}"), ssl.create_default_context(cafile=str(ca)))
 
     def get(path: str) -> tuple[int, str]:
         if proc.poll() is not None:
             raise RuntimeError(f"webhook exited: {(workdir / 'webhook.log').read_text()[-2000:]}")
-        try:
-            import http.client
-
-            conn = http.client.HTTPSConnection("127.0.0.1", port, context=ctx, timeout=2)
-            conn.request("GET", path)
-            resp = conn.getresponse()
-            return resp.status, resp.read().decode()
-        except (OSError, ssl.SSLError):
-            return 0, ""
+        return webhook_get(target, path, timeout=2)
 
     wait_for(lambda: get("/readyz")[0] == 200, 90, "the benchmark webhook server to be ready")
     if kubeconfig:  # the janitor's CPU counts: wait until a worker leads and its caches are synced
         wait_for(lambda: "dralab_webhook_leader 1.0" in get("/metrics")[1] and get("/readyz")[0] == 200, 90,
                  "a benchmark webhook worker to win its Lease")
-    return proc, Target(port, ctx)
+    return proc, target
+
+
+def webhook_get(target: Target, path: str, timeout: float) -> tuple[int, str]:
+    """GET one of the webhook's own endpoints (``/readyz``, ``/metrics``): status and text, ``(0, "")`` when it
+    does not answer. Not timed, so the kit's plain HTTP client (httpx, as the cluster's health probes) does it."""
+    try:
+        resp = httpx.get(f"https://{target.endpoint.authority}{path}", verify=target.ctx, timeout=timeout)
+    except (httpx.HTTPError, OSError):
+        return 0, ""
+    return resp.status_code, resp.text
 
 
 def _cluster_meter(kubeconfig: str | None, cluster_name: str) -> CpuMeter | None:
@@ -431,40 +436,25 @@ def _cluster_meter(kubeconfig: str | None, cluster_name: str) -> CpuMeter | None
     return CpuMeter.for_cluster(handle) if handle is not None else None
 
 
-def _apiserver_target(kubeconfig: str, workdir: Path) -> tuple[Target, int]:
-    """The apiserver as a load target, with the kubeconfig's client certificate (the direct baseline)."""
-    import base64
-    from urllib.parse import urlparse
+def apiserver_target(kubeconfig: str) -> Target:
+    """The apiserver as a load target, with the kubeconfig's client certificate (the direct baseline).
 
-    doc = yaml.safe_load(Path(kubeconfig).read_text())
-    current = doc.get("current-context")
-    context = next(c["context"] for c in doc["contexts"] if c["name"] == current)
-    cluster = next(c["cluster"] for c in doc["clusters"] if c["name"] == context["cluster"])
-    user = next(u["user"] for u in doc["users"] if u["name"] == context["user"])
-    if "client-certificate-data" not in user:
-        raise RuntimeError("the direct baseline needs a kubeconfig with client-certificate-data (the local cluster's)")
-    url = urlparse(cluster["server"])
-    ca = workdir / "apiserver-ca.crt"
-    ca.write_bytes(base64.b64decode(cluster["certificate-authority-data"]))
-    cert, key = workdir / "client.crt", workdir / "client.key"
-    cert.write_bytes(base64.b64decode(user["client-certificate-data"]))
-    key.write_bytes(base64.b64decode(user["client-key-data"]))
-    key.chmod(0o600)
-    ctx = ssl.create_default_context(cafile=str(ca))
-    ctx.load_cert_chain(str(cert), str(key))
-    port = url.port or 443
-    return Target(port, ctx, server_hostname=url.hostname or "127.0.0.1", ok_status=201, ok_marker=b'"uid"'), port
+    The credentials come from the product's one loader (:func:`dralab.kube.load_kubeconfig`) and its
+    TLS context, as for every other apiserver client: the key stays in memory, no file is written. A
+    :class:`Wire` sends no token, hence the client certificate.
+    """
+    from dralab.kube import load_kubeconfig
+
+    config = load_kubeconfig(kubeconfig)
+    if not config.configuration.cert_file:
+        raise RuntimeError("the direct baseline needs a kubeconfig with a client certificate (the local cluster's)")
+    return Target(Endpoint.parse(config.host), config.ssl_context(), ok_status=201, ok_marker=b'"uid"')
 
 
 def inflight(target: Target) -> float | None:
     """Admissions the webhook is still working on (summed over its workers); None if it does not say."""
-    import http.client
-
-    try:
-        conn = http.client.HTTPSConnection("127.0.0.1", target.port, context=target.ctx, timeout=5)
-        conn.request("GET", "/metrics")
-        text = conn.getresponse().read().decode()
-    except (OSError, ssl.SSLError):
+    status, text = webhook_get(target, "/metrics", timeout=5)
+    if not status:
         return None
     for line in text.splitlines():
         if line.startswith("dralab_webhook_inflight_requests"):
@@ -796,11 +786,11 @@ def run(quick: bool, kubeconfig: str | None, cluster_name: str, duration: float 
             if kube is None:
                 targets.pop("create")
             else:
-                direct, port = _apiserver_target(kube, Path(tmp))
+                direct = apiserver_target(kube)
                 from dralab.kube.paths import claims_path
 
                 targets["direct"] = (direct, claims_path(namespace), ClaimBodies(namespace))
-                api_pid = apiserver_pid(port)
+                api_pid = apiserver_pid(direct.port)
             cpu = cpu_reader(proc.pid, _cluster_meter(kubeconfig, cluster_name) if kube else None, api_pid)
             if handlers:
                 targets = {name: t for name, t in targets.items() if name in handlers}

@@ -27,7 +27,6 @@ import contextlib
 import json
 import math
 import os
-import ssl
 import statistics
 import tempfile
 import time
@@ -314,12 +313,12 @@ def wait_slices(handle: Any, devices: int = DEVICES, timeout: float = 90.0) -> N
 
 
 def async_client(handle: Any, limit: int = 256) -> httpx.AsyncClient:
-    """An HTTP/1.1 client with the admin identity (many connections: the creates of a burst overlap)."""
-    from dralab_kit.cluster.pki import Pki
+    """An HTTP/1.1 client with the admin identity (many connections: the creates of a burst overlap).
 
-    pki = Pki(handle.layout.pki_dir)
-    ctx = ssl.create_default_context(cafile=str(pki.ca_cert))
-    ctx.load_cert_chain(str(pki.cert("admin")), str(pki.key("admin")))
+    httpx, not :class:`dralab.kube.AsyncKube`: a burst streams a watch while it creates, which the product's
+    asyncio client does not do. The TLS is the product's, from :meth:`ClusterHandle.admin_config`.
+    """
+    ctx = handle.admin_config().ssl_context()
     limits = httpx.Limits(max_connections=limit, max_keepalive_connections=limit)
     return httpx.AsyncClient(base_url=handle.server, verify=ctx, limits=limits, timeout=60.0)
 

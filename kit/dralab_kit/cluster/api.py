@@ -23,7 +23,7 @@ import httpx
 
 from dralab.config import load_config
 from dralab.errors import UserError
-from dralab.kube import Kube, load_files
+from dralab.kube import Kube, KubeConfig, load_files
 from dralab.kube.paths import node_path
 from dralab.model.budget import crd as sharebudget_crd
 from dralab.model.inventory import load_inventory
@@ -148,10 +148,16 @@ class ClusterHandle:
     def components(self) -> list[str]:
         return list(self.state.get("order", []))
 
+    def admin_config(self) -> KubeConfig:
+        """The admin identity's credentials: the cluster's own PKI files, used in place. Every client of this
+        cluster's apiserver takes its TLS from here: :meth:`kube`, and the benchmarks' httpx load client
+        through :meth:`KubeConfig.ssl_context`."""
+        pki = Pki(self.layout.pki_dir)
+        return load_files(self.server, str(pki.ca_cert), str(pki.cert("admin")), str(pki.key("admin")))
+
     def kube(self) -> Kube:
         """A REST client with the admin identity."""
-        pki = Pki(self.layout.pki_dir)
-        return Kube(load_files(self.server, str(pki.ca_cert), str(pki.cert("admin")), str(pki.key("admin"))))
+        return Kube(self.admin_config())
 
 
 # ---------------------------------------------------------------- state and lock
