@@ -387,15 +387,15 @@ def run_action(
     try:
         stack = Stack.select(target.stack, workspace(target, target.infra_dir))
         if action == "preview":
-            result = stack.preview(**common)
-            run.changes = op_counts(result.change_summary)
+            previewed = stack.preview(**common)
+            run.changes = op_counts(previewed.change_summary)
         elif action == "up":
-            result = stack.up(show_secrets=False, **common)
-            run.changes = op_counts(result.summary.resource_changes)
-            run.outputs = {k: v.value for k, v in result.outputs.items() if not v.secret}
+            updated = stack.up(show_secrets=False, **common)
+            run.changes = op_counts(updated.summary.resource_changes)
+            run.outputs = {k: v.value for k, v in updated.outputs.items() if not v.secret}
         else:
-            result = stack.destroy(show_secrets=False, **common)
-            run.changes = op_counts(result.summary.resource_changes)
+            destroyed = stack.destroy(show_secrets=False, **common)
+            run.changes = op_counts(destroyed.summary.resource_changes)
     except CommandError as exc:
         run.returncode = command_error_code(exc)
     run.seconds = time.monotonic() - start
