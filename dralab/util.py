@@ -55,13 +55,13 @@ class WaitTimeout(TimeoutError):
 
 
 def wait_for(
-    condition: Callable[[], T],
+    condition: Callable[[], T | None],
     timeout: float,
     what: str,
     interval: float = 0.05,
     max_interval: float = 1.0,
 ) -> T:
-    """Poll ``condition`` until it returns a truthy value and return that value.
+    """Poll ``condition`` until it returns a truthy value and return that value (never None, so typed ``T``).
 
     Used instead of sleeps: the wait ends as soon as the condition holds, and a timeout names
     ``what`` was awaited. Exceptions from ``condition`` propagate.

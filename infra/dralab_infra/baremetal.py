@@ -20,7 +20,7 @@ import pulumi_kubernetes as k8s
 from dralab_infra import k8s as objects
 from dralab_infra.component import Profile
 from dralab_infra.settings import Host, Settings
-from dralab_kit.provision.ansible import inventory, playbooks_digest
+from dralab_kit.provision.ansible import InventoryHost, inventory, playbooks_digest
 from dralab_kit.provision.kubeadm import kubeadm_config, render
 
 KUBEADM_CONFIG = "/etc/dralab/kubeadm.yaml"
@@ -99,7 +99,7 @@ class BaremetalProfile(Profile):
         super().__init__(name, settings, opts)
         # Host keys are checked unless the user opted out; the opt-out travels in the inventory.
         inv = inventory(
-            [h.__dict__ for h in settings.hosts],
+            [InventoryHost(name=h.name, address=h.address, user=h.user, port=h.port) for h in settings.hosts],
             settings.backend,
             check_host_keys=not settings.insecure_skip_host_key_check,
         )

@@ -23,17 +23,21 @@ def local_kubeconfig(settings: Settings) -> str:
         return settings.kubeconfig
     if os.environ.get("KUBECONFIG"):
         return os.environ["KUBECONFIG"]
+    kubeconfig: str | None = None
     try:
         from dralab_kit.cluster.api import get_cluster
-    except ImportError:
-        get_cluster = None
-    handle = get_cluster(settings.cluster_name) if get_cluster else None
-    if handle is None:
+    except ImportError:  # no kit installed: no local clusters to look up
+        pass
+    else:
+        handle = get_cluster(settings.cluster_name)
+        if handle is not None:
+            kubeconfig = str(handle.kubeconfig)
+    if kubeconfig is None:
         raise UserError(
             f"no local cluster named {settings.cluster_name!r}: run `dralab cluster up` first, "
             "or set dralab:kubeconfig to a kubeconfig file"
         )
-    return str(handle.kubeconfig)
+    return kubeconfig
 
 
 class LocalProfile(Profile):

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pulumi
 from pulumi.runtime.config import is_config_secret
 
 from dralab.errors import UserError
 from dralab_infra.settings import KNOWN_KEYS, Settings, parse_settings
+
+if TYPE_CHECKING:
+    from dralab_infra.component import Profile
 
 _OBJECT_KEYS = ("namespaces", "vendors", "chartValues", "hosts")
 # Keys whose Pulumi.yaml default is an empty placeholder meaning "not set" (their real default
@@ -58,7 +61,7 @@ def ssh_private_key() -> pulumi.Output[str]:
     return key
 
 
-def build(settings: Settings) -> pulumi.ComponentResource:
+def build(settings: Settings) -> Profile:
     """The chosen profile's ComponentResource (``dralab:profiles:<Profile>``, named ``dralab-<profile>``)."""
     name = f"dralab-{settings.profile}"
     if settings.profile == "local":

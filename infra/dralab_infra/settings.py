@@ -34,7 +34,7 @@ def _or_text(kind: dict[str, Any], pattern: str) -> Any:
     """Schema of a scalar Pulumi may hand over as text ("2", "true"): the typed form or matching text."""
 
     def extra(schema: dict[str, Any]) -> None:
-        keep = {k: schema[k] for k in ("title", "description", "default") if k in schema}
+        keep: dict[str, Any] = {k: schema[k] for k in ("title", "description", "default") if k in schema}
         schema.clear()
         schema.update(keep, anyOf=[kind, {"type": "string", "pattern": pattern}])
 

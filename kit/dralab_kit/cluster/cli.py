@@ -3,15 +3,22 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
 from dralab_kit.cluster.layout import DEFAULT_NAME
 
+if TYPE_CHECKING:
+    from rich.console import Console
+
+Command = TypeVar("Command", bound=Callable[..., Any])
+
 _name_option = click.option("--name", default=DEFAULT_NAME, show_default=True, help="cluster name")
 
 
-def _console():  # rich is imported lazily: `dralab cluster --help` stays fast
+def _console() -> Console:  # rich is imported lazily: `dralab cluster --help` stays fast
     from rich.console import Console
 
     return Console(stderr=True)
@@ -30,7 +37,7 @@ def cluster() -> None:
     """
 
 
-def _kubernetes_option(func):  # type: ignore[no-untyped-def]
+def _kubernetes_option(func: Command) -> Command:
     from dralab.versions import KUBERNETES_VERSION, SUPPORTED_KUBERNETES_VERSIONS
 
     return click.option(
@@ -214,7 +221,7 @@ def kubeconfig(name: str) -> None:
     click.echo(str(handle.kubeconfig))
 
 
-def _component_command(verb: str, helptext: str):
+def _component_command(verb: str, helptext: str) -> click.Command:
     @cluster.command(name=verb, help=helptext)
     @_name_option
     @click.argument("component")

@@ -67,7 +67,9 @@ def feature_gates(version: str = K8S_VERSION) -> str:
     if bad:
         raise UserError(f"{EXTRA_GATES_ENV}: {', '.join(bad)} is not Name=true|false (e.g. DRAExtendedResource=true)")
     gates = {k: "true" if v else "false" for k, v in feature_gates_for(version).items()}
-    gates.update(g.split("=", 1) for g in extra)
+    for gate in extra:
+        name, _, value = gate.partition("=")  # _GATE matched: exactly one "="
+        gates[name] = value
     return ",".join(f"{k}={v}" for k, v in gates.items())
 
 

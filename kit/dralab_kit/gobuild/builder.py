@@ -27,13 +27,16 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 import filelock
 
 from dralab.errors import UserError
 from dralab.util import atomic_write
 from dralab_kit.gobuild.toolchain import GoToolchain, explain_failure, find_go, go_env, is_error_line
+
+if TYPE_CHECKING:
+    from rich.progress import Progress, TaskID
 
 _MAJOR_SUFFIX = re.compile(r"^v[0-9]+$")
 
@@ -150,8 +153,8 @@ class _Progress:
         self.interval = interval
         self.downloads = 0
         self.packages = 0
-        self._progress = None
-        self._task = None
+        self._progress: Progress | None = None
+        self._task: TaskID | None = None
         self._started = time.monotonic()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -204,7 +207,7 @@ class _Progress:
             self.downloads += 1
         elif text and not text.startswith(("go:", "#", " ")):
             self.packages += 1
-        if self._progress is not None:
+        if self._progress is not None and self._task is not None:  # both set together in __enter__
             detail = f"{self.downloads} modules downloaded, " if self.downloads else ""
             self._progress.update(self._task, description=f"{self.title} ({detail}{self.packages} packages compiled)")
 

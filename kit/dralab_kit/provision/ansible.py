@@ -17,8 +17,9 @@ import json
 import os
 import sys
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 from dralab.errors import UserError
 from dralab_kit import CHECKOUT
@@ -36,11 +37,20 @@ def collections_dir() -> Path:
     return playbooks_dir() / "collections"
 
 
-def inventory(hosts: list[dict[str, Any]], backend: str, check_host_keys: bool = True) -> dict[str, Any]:
+class InventoryHost(TypedDict):
+    """What the inventory needs of one host (infra/'s baremetal hosts hand these over)."""
+
+    name: str
+    address: str
+    user: str
+    port: NotRequired[int]  # SSH port, 22 when absent
+
+
+def inventory(hosts: Sequence[InventoryHost], backend: str, check_host_keys: bool = True) -> dict[str, Any]:
     """An Ansible YAML/JSON inventory: group ``dralab`` with every host, ``ascend`` with the Ascend ones.
 
-    ``hosts`` entries: ``{name, address, user, port?, role?}``. ``check_host_keys=False`` (the user's
-    explicit ``insecureSkipHostKeyCheck``) writes ``ansible_host_key_checking: false`` into it.
+    ``check_host_keys=False`` (the user's explicit ``insecureSkipHostKeyCheck``) writes
+    ``ansible_host_key_checking: false`` into it.
     """
     members = {
         h["name"]: {

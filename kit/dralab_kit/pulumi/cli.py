@@ -9,17 +9,24 @@ from __future__ import annotations
 import os
 import shlex
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
 from dralab.errors import UserError
 from dralab_kit.pulumi import toolchain
 
+if TYPE_CHECKING:
+    from rich.console import Console
+
+Command = TypeVar("Command", bound=Callable[..., Any])
+
 PROFILES = ("local", "kind", "baremetal", "node")  # runner.PROFILES, repeated to keep the runner out of --help
 
 
-def _console():  # rich is imported lazily: `dralab infra --help` stays fast
+def _console() -> Console:  # rich is imported lazily: `dralab infra --help` stays fast
     from rich.console import Console
 
     return Console(stderr=True)
@@ -86,13 +93,16 @@ _config_option = click.option(
 )
 
 
-def _stack_options(func):
+def _stack_options(func: Command) -> Command:
     for option in (_config_option, _state_option, _infra_option, _cluster_option, _stack_option, _profile_option):
         func = option(func)
     return func
 
 
-def _run(action: str, profile, stack, cluster_name, infra_dir, state_dir, config_pairs) -> None:
+def _run(
+    action: str, profile: str, stack: str | None, cluster_name: str, infra_dir: Path | None, state_dir: Path | None,
+    config_pairs: tuple[str, ...],
+) -> None:
     from dralab_kit.pulumi import runner
 
     target = runner.prepare_target(
@@ -113,7 +123,10 @@ def _run(action: str, profile, stack, cluster_name, infra_dir, state_dir, config
 
 @infra.command()
 @_stack_options
-def preview(profile, stack, cluster_name, infra_dir, state_dir, config_pairs) -> None:
+def preview(
+    profile: str, stack: str | None, cluster_name: str, infra_dir: Path | None, state_dir: Path | None,
+    config_pairs: tuple[str, ...],
+) -> None:
     """Show what `up` would change.
 
     \b
@@ -125,7 +138,10 @@ def preview(profile, stack, cluster_name, infra_dir, state_dir, config_pairs) ->
 
 @infra.command()
 @_stack_options
-def up(profile, stack, cluster_name, infra_dir, state_dir, config_pairs) -> None:
+def up(
+    profile: str, stack: str | None, cluster_name: str, infra_dir: Path | None, state_dir: Path | None,
+    config_pairs: tuple[str, ...],
+) -> None:
     """Create or update the stack's resources (no prompt).
 
     The passphrase comes from PULUMI_CONFIG_PASSPHRASE (or _FILE); on the local and kind
@@ -140,7 +156,10 @@ def up(profile, stack, cluster_name, infra_dir, state_dir, config_pairs) -> None
 
 @infra.command()
 @_stack_options
-def destroy(profile, stack, cluster_name, infra_dir, state_dir, config_pairs) -> None:
+def destroy(
+    profile: str, stack: str | None, cluster_name: str, infra_dir: Path | None, state_dir: Path | None,
+    config_pairs: tuple[str, ...],
+) -> None:
     """Delete every resource of the stack (no prompt); the stack and its history stay.
 
     \b
@@ -154,7 +173,7 @@ def destroy(profile, stack, cluster_name, infra_dir, state_dir, config_pairs) ->
 @_profile_option
 @_cluster_option
 @_state_option
-def env_command(profile, cluster_name, state_dir) -> None:
+def env_command(profile: str, cluster_name: str, state_dir: Path | None) -> None:
     """Print shell exports for running the built `pulumi` yourself in infra/.
 
     \b

@@ -22,12 +22,15 @@ import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dralab.errors import UserError
+
+if TYPE_CHECKING:
+    from pulumi.runtime.proto import language_pb2
 
 USER_PROGRAM_EXIT = 32  # the exit code meaning "the error was already shown to the user"
 RUN_PROGRAM = "run-program"
@@ -129,7 +132,7 @@ def sdk_version(dist: str = "pulumi") -> str:
         return ""
 
 
-def _run_spec(request: Any, engine: str) -> RunSpec:
+def _run_spec(request: language_pb2.RunRequest, engine: str) -> RunSpec:
     from google.protobuf.json_format import MessageToDict
 
     info = request.info
@@ -163,24 +166,33 @@ def serve(argv: Sequence[str]) -> None:
     version = sdk_version("pulumi")
 
     class Host(language_pb2_grpc.LanguageRuntimeServicer):
-        def Handshake(self, request, context):
+        def Handshake(
+            self, request: language_pb2.LanguageHandshakeRequest, context: grpc.ServicerContext
+        ) -> language_pb2.LanguageHandshakeResponse:
             return language_pb2.LanguageHandshakeResponse()
 
-        def GetPluginInfo(self, request, context):
+        def GetPluginInfo(self, request: Any, context: grpc.ServicerContext) -> plugin_pb2.PluginInfo:
+            # request: google.protobuf's Empty (protobuf ships no stubs, so Any)
             return plugin_pb2.PluginInfo(version=version)
 
-        def GetRequiredPlugins(self, request, context):
+        def GetRequiredPlugins(
+            self, request: language_pb2.GetRequiredPluginsRequest, context: grpc.ServicerContext
+        ) -> language_pb2.GetRequiredPluginsResponse:
             # Providers load on first use (from PATH): nothing to install up front.
             return language_pb2.GetRequiredPluginsResponse()
 
-        def GetRequiredPackages(self, request, context):
+        def GetRequiredPackages(
+            self, request: language_pb2.GetRequiredPackagesRequest, context: grpc.ServicerContext
+        ) -> language_pb2.GetRequiredPackagesResponse:
             return language_pb2.GetRequiredPackagesResponse()
 
-        def InstallDependencies(self, request, context):
+        def InstallDependencies(
+            self, request: language_pb2.InstallDependenciesRequest, context: grpc.ServicerContext
+        ) -> Iterator[language_pb2.InstallDependenciesResponse]:
             # The interpreter is dralab's own environment: its dependencies are installed with dralab.
             return iter(())
 
-        def Run(self, request, context):
+        def Run(self, request: language_pb2.RunRequest, context: grpc.ServicerContext) -> language_pb2.RunResponse:
             spec = _run_spec(request, engine)
             python = choose_interpreter(spec.options, spec.root_directory, os.environ, sys.executable)
             if not Path(python).is_file() and not shutil.which(python):
@@ -233,8 +245,12 @@ def run_program(opts: Mapping[str, Any], program: str, args: Sequence[str]) -> i
     executor = ThreadPoolExecutor(max_workers=max(opts["parallel"], 1) * 4)
     loop.set_default_executor(executor)
     code = USER_PROGRAM_EXIT
+
+    def body() -> None:  # run_in_stack awaits an awaitable result; run_path's namespace is not one
+        runpy.run_path(program, run_name="__main__")
+
     try:
-        loop.run_until_complete(pulumi.runtime.run_in_stack(lambda: runpy.run_path(program, run_name="__main__")))
+        loop.run_until_complete(pulumi.runtime.run_in_stack(body))
         code = 0
     except pulumi.RunError as exc:
         pulumi.log.error(str(exc))

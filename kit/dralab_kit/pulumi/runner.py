@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from dralab.errors import UserError
 from dralab_kit import CHECKOUT
@@ -160,19 +160,28 @@ def describe_changes(summary: Mapping[str, int]) -> str:
     return ", ".join(parts) or "no resources"
 
 
-def step_of(event: Any) -> dict[str, Any] | None:
+class PlannedStep(TypedDict):
+    """One resource step the engine planned, as :attr:`PulumiRun.steps` and ``on_step`` pass it on."""
+
+    op: str  # create, update, same, delete, ...
+    type: str  # the resource type token
+    urn: str
+    inputs: dict[str, Any]  # the new state's inputs (the old one's for a delete)
+
+
+def step_of(event: Any) -> PlannedStep | None:
     """One planned step (op, type, urn, inputs) of an engine event, or None for other events."""
     pre = getattr(event, "resource_pre_event", None)
     if pre is None:
         return None
     meta = pre.metadata
     state = meta.new or meta.old
-    return {
-        "op": str(getattr(meta.op, "value", meta.op)),
-        "type": meta.type,
-        "urn": meta.urn,
-        "inputs": dict(state.inputs or {}) if state is not None else {},
-    }
+    return PlannedStep(
+        op=str(getattr(meta.op, "value", meta.op)),
+        type=meta.type,
+        urn=meta.urn,
+        inputs=dict(state.inputs or {}) if state is not None else {},
+    )
 
 
 def render_step(step: Mapping[str, Any]) -> str:
@@ -196,7 +205,7 @@ class PulumiRun:
     seconds: float
     changes: dict[str, int]
     output: str = ""
-    steps: list[dict[str, Any]] = field(default_factory=list)
+    steps: list[PlannedStep] = field(default_factory=list)
     outputs: dict[str, Any] = field(default_factory=dict)
 
 
@@ -346,7 +355,7 @@ def run_action(
     target: Target,
     *,
     capture: bool = False,
-    on_step: Callable[[dict[str, Any]], None] | None = None,
+    on_step: Callable[[PlannedStep], None] | None = None,
 ) -> PulumiRun:
     """Run ``preview``, ``up`` or ``destroy`` of the target's stack; output streams unless ``capture``."""
     from pulumi.automation import Stack
@@ -387,15 +396,15 @@ def run_action(
     try:
         stack = Stack.select(target.stack, workspace(target, target.infra_dir))
         if action == "preview":
-            result = stack.preview(**common)
-            run.changes = op_counts(result.change_summary)
+            previewed = stack.preview(**common)
+            run.changes = op_counts(previewed.change_summary)
         elif action == "up":
-            result = stack.up(show_secrets=False, **common)
-            run.changes = op_counts(result.summary.resource_changes)
-            run.outputs = {k: v.value for k, v in result.outputs.items() if not v.secret}
+            updated = stack.up(show_secrets=False, **common)
+            run.changes = op_counts(updated.summary.resource_changes)
+            run.outputs = {k: v.value for k, v in updated.outputs.items() if not v.secret}
         else:
-            result = stack.destroy(show_secrets=False, **common)
-            run.changes = op_counts(result.summary.resource_changes)
+            destroyed = stack.destroy(show_secrets=False, **common)
+            run.changes = op_counts(destroyed.summary.resource_changes)
     except CommandError as exc:
         run.returncode = command_error_code(exc)
     run.seconds = time.monotonic() - start

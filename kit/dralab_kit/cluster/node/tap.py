@@ -158,9 +158,9 @@ class DriverTap:
             try:
                 response = self._upstream.unary_unary(method)(request, timeout=remaining)
             except grpc.RpcError as exc:
-                error = f"{exc.code().name}: {exc.details()}"  # type: ignore[attr-defined]
+                error = f"{exc.code().name}: {exc.details()}"
                 self._record(method, request, None, error)
-                context.abort(exc.code(), exc.details() or "")  # type: ignore[attr-defined]
+                context.abort(exc.code(), exc.details() or "")
                 raise
             self._record(method, request, response, None)
             return response
@@ -212,7 +212,7 @@ class _ForwardAll(grpc.GenericRpcHandler):
         self._forward = forward
 
     def service(self, handler_call_details: grpc.HandlerCallDetails) -> grpc.RpcMethodHandler | None:
-        method = handler_call_details.method  # type: ignore[attr-defined]
+        method = handler_call_details.method
         if method.startswith("/pluginregistration."):
             return None
         return _raw(self._forward(method))

@@ -139,8 +139,8 @@ class StandIn:
                 failures += 1
                 log.info("initial pod list failed", extra={"fields": {"error": str(exc)[:200]}})
                 self.stopping.wait(logic.backoff(failures, cap=5.0))
-        for uid in self.checkpoint.pod_uids() | {c.uid for c in self.checkpoint.unused()}:
-            self.enqueue(uid)
+        for known in self.checkpoint.pod_uids() | {c.uid for c in self.checkpoint.unused()}:
+            self.enqueue(known)
         self._note_existing_slices()
         threads = [
             threading.Thread(target=self._watch_loop, name="watch", daemon=True),

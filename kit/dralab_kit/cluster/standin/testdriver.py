@@ -69,7 +69,7 @@ class TestDriver:
         driver = self
 
         class Dra(dra_v1_pb2_grpc.DRAPluginServicer):
-            def NodePrepareResources(self, request, context):
+            def NodePrepareResources(self, request: Any, context: Any) -> Any:
                 claims = driver._record("NodePrepareResources", request)
                 out = dra_v1_pb2.NodePrepareResourcesResponse()
                 for claim in claims:
@@ -87,7 +87,7 @@ class TestDriver:
                     )
                 return out
 
-            def NodeUnprepareResources(self, request, context):
+            def NodeUnprepareResources(self, request: Any, context: Any) -> Any:
                 claims = driver._record("NodeUnprepareResources", request)
                 out = dra_v1_pb2.NodeUnprepareResourcesResponse()
                 for claim in claims:
@@ -95,7 +95,7 @@ class TestDriver:
                 return out
 
         class Registration(pluginregistration_pb2_grpc.RegistrationServicer):
-            def GetInfo(self, request, context):
+            def GetInfo(self, request: Any, context: Any) -> Any:
                 return pluginregistration_pb2.PluginInfo(
                     type="DRAPlugin",
                     name=driver.name,
@@ -103,7 +103,7 @@ class TestDriver:
                     supported_versions=["v1.DRAPlugin"],
                 )
 
-            def NotifyRegistrationStatus(self, request, context):
+            def NotifyRegistrationStatus(self, request: Any, context: Any) -> Any:
                 if driver.on_notify is not None:
                     driver.on_notify(request.plugin_registered)
                 if request.plugin_registered:
