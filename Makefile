@@ -67,7 +67,8 @@ lab: system-local env vcore binaries-local
 	echo "the local cluster 'dralab' is still running: 'make clean-cluster' (or '$(BIN)/dralab cluster down') stops it"; \
 	exit $$rc
 
-## lint: ruff over the whole tree, mypy (strict, [tool.mypy] in pyproject.toml) over the product
+## lint: ruff over the whole tree, mypy (strict, [tool.mypy] in pyproject.toml) over the product and the
+## bench report (kit/dralab_kit/bench: models/, sections/, report.py)
 lint: env
 	$(BIN)/ruff check .
 	$(BIN)/mypy
