@@ -176,7 +176,7 @@ def _results() -> dict:
 
 
 def test_the_report_states_every_figure_and_verdict() -> None:
-    text = report.render(_results(), "results/concurrency.png")
+    text = report.render(_results(), {"concurrency": "results/concurrency.png"})
     assert "| faults | s1: no leaked claim or capacity | 0 / 0 | 0 / 0 | met |" in text
     assert "| faults | s2: no leaked claim or capacity | 2 / 1 | 0 / 0 | NOT met |" in text
     assert "| s2 | NOT met | 2 | 1 |" in text

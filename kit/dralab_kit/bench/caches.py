@@ -29,7 +29,7 @@ import click
 from rich.console import Console
 
 from dralab_kit.bench import DEFAULT_OUT
-from dralab_kit.bench.common import fmt, md_table, parse_sizes, write_result
+from dralab_kit.bench.common import parse_sizes, write_result
 
 console = Console(stderr=True)
 
@@ -152,36 +152,6 @@ def measure(sizes: tuple[int, ...], repeats: int) -> dict[str, Any]:
         "per_object": {str(n): {k: bytes_per_object(k, n) for k in KINDS} for n in sizes},
         "monitor_scrape": [monitor_scrape(n, repeats) for n in sizes],
     }
-
-
-# ---------------------------------------------------------------- report section
-
-
-def caches_section(res: dict[str, Any]) -> list[str]:
-    """Bytes per cached object (whole against slim) and the monitor's scrape, as REPORT.md tables."""
-    lines = [
-        "Each cache rebuilt in memory from a claim, a pod and a ResourceSlice recorded on the 200-node fleet "
-        "cluster (`kit/dralab_kit/fixtures/recorded.py`), decoded from JSON as a watch decodes them; "
-        "`tracemalloc` bytes per object. *whole* is the object as the apiserver sends it (the caches' "
-        "baseline until this run); *slim* is what the informers keep now (no `managedFields`).",
-        "",
-    ]
-    rows = []
-    for n, kinds in (res.get("per_object") or {}).items():
-        for kind, fig in kinds.items():
-            rows.append([f"{int(n):,}", kind, fmt(fig.get("json_bytes")), fmt(fig.get("whole")), fmt(fig.get("slim")),
-                         fmt(round(100 * fig.get("saved", 0), 1), " %")])
-    lines += md_table(["objects", "kind", "JSON bytes", "whole, bytes each", "slim, bytes each", "saved"], rows)
-    rows = [[f"{s['claims']:,}", f"{s['nodes']:,}", fmt(s.get("picture_ms")), fmt(s.get("gauges_ms")),
-             fmt(s.get("text_ms")), fmt(s["scrape_ms"]), fmt(s["scrape_us_per_claim"]), f"{s['series']:,}",
-             f"{s.get('series_without_hami', 0):,}", fmt(round(s.get("text_bytes", 0) / 2**20, 1))]
-            for s in res.get("monitor_scrape") or []]
-    lines += ["The monitor's scrape when something changed since the last one (an unchanged picture answers "
-              "the last scrape's gauges): the allocation picture over every slice and claim, its gauges with "
-              "HAMi's names, and the /metrics text; one thread's CPU, median of the repeats.", ""]
-    lines += md_table(["claims", "nodes", "picture, ms", "gauges, ms", "text, ms", "scrape, ms", "µs per claim",
-                       "series", "series without HAMi's names", "/metrics MiB"], rows)
-    return lines
 
 
 # ---------------------------------------------------------------- command

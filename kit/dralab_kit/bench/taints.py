@@ -263,35 +263,3 @@ def taints(out: str, quick: bool, repeats: int | None, interval: float, kubernet
     click.echo(f"cold: {summary['cold']}; warm p50/max: taint {warm['fault_to_taint_s']}, avoided "
                f"{warm['fault_to_avoided_s']}; {summary['sick_allocations_after_fault']} probes on the sick device "
                f"after the fault -> {path}")
-
-
-
-# ---------------------------------------------------------------- the report's section
-
-
-def taints_section(res: dict[str, Any]) -> list[str]:
-    """The bench report's section for taints.json (registered in :mod:`dralab_kit.bench.report`)."""
-    s = res.get("summary") or {}
-    cold, warm = s.get("cold") or {}, s.get("warm") or {}
-    labels = (("fault_to_taint_s", "fault to taint in the ResourceSlice"),
-              ("fault_to_avoided_s", "fault to the next pod allocated another device"),
-              ("recovery_to_untainted_s", "recovery to the taint gone"),
-              ("baseline_allocated_s", "baseline: one pod created to allocated, no fault"))
-    rows = [[what, cold.get(key, "-"), (warm.get(key) or {}).get("p50", "-"), (warm.get(key) or {}).get("max", "-")]
-            for key, what in labels]
-    out = ["| time (s) | cold (first fault) | p50 | max |", "|---|---|---|---|"]
-    out += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
-    return [
-        f"Kubernetes {res.get('kubernetes')}, one KWOK node with two fake L4s; the fault hook marks the device a "
-        f"healthy node hands out first unhealthy, then a probe pod every {res.get('interval_s')} s until one is "
-        f"allocated the other device (read every {res.get('poll_s')} s). The driver reads health every "
-        f"{res.get('driver_health_seconds')} s. p50 and max over the {max(0, (s.get('repeats') or 0) - 1)} repeats "
-        "after the cold one.",
-        "",
-        *out,
-        "",
-        f"{s.get('avoided')}/{s.get('repeats')} faults avoided within the limit; "
-        f"probes still allocated the sick device after the fault: {s.get('sick_allocations_after_fault')}; of those "
-        f"created after its taint was seen: {s.get('sick_allocations_after_taint')}.",
-        "",
-    ]

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from dralab_kit.bench.models.node import NodeResult
 from dralab_kit.bench.node import claim_obj, pod_obj, summary
-from dralab_kit.bench.report import node_section
+from dralab_kit.bench.sections.node import section
 
 
 def test_claim_pods_use_the_local_image_and_their_own_claim() -> None:
@@ -34,7 +35,7 @@ def test_node_section_shows_latency_memory_faults_and_the_lab() -> None:
         "lab20": {"status": "passed", "replay_wall_seconds": 45.0, "target_seconds": 60.0, "within_target": True,
                   "steps_seconds": 10.0},
     }  # fmt: skip
-    text = "\n".join(node_section(res))
+    text = "\n".join(section(NodeResult.model_validate(res)))
     assert "| pod with its own claim | 20 | 1.1 | 2 | 2 |" in text.replace(".0 ", " ")
     assert "shims (20)" in text
     assert "| kubelet_restart | met | containers_kept 3 |" in text
@@ -46,8 +47,8 @@ def test_node_section_says_how_long_a_reboot_kept_the_pods_away() -> None:
     reboot = {"ok": True, "pods": 3, "power_off_to_all_pods_running_seconds": 31.5, "node_off_seconds": 2.5,
               "power_on_to_node_healthy_seconds": 12.0, "power_on_to_all_pods_running_seconds": 29.0,
               "same_claims": 3, "same_env_and_preload": True, "leaked": []}
-    text = "\n".join(node_section({"bring_up_seconds": 44.0, "faults": {"reboot": reboot}}))
+    text = "\n".join(section(NodeResult.model_validate({"bring_up_seconds": 44.0, "faults": {"reboot": reboot}})))
     assert "| reboot | met |" in text
     assert "power-off to all 3 pods Running again 31.5 s, of which the node was off 2.5 s" in text
     assert "cold bring-up 44 s" in text and "leaked traces: 0 (met)" in text
-    assert "Reboot" not in "\n".join(node_section({"faults": {"kubelet_restart": {"ok": True}}}))
+    assert "Reboot" not in "\n".join(section(NodeResult.model_validate({"faults": {"kubelet_restart": {"ok": True}}})))

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from dralab_kit.bench.pains import _failed_prepare, pains_section, pending_reasons
+from dralab_kit.bench.models.pains import PainsResult
+from dralab_kit.bench.pains import _failed_prepare, pending_reasons
+from dralab_kit.bench.sections.pains import section
 
 
 def test_stall_figure_compares_neighbours_with_the_baseline_pods() -> None:
@@ -40,7 +42,7 @@ def test_section_shows_each_figure() -> None:
         "preemption": {"kube_scheduler_preempted": False, "scheduler_reasons": {"urgent": "not helpful"},
                        "evict_to_running_seconds": 0.2},
     }  # fmt: skip
-    text = "\n".join(pains_section(res))
+    text = "\n".join(section(PainsResult.model_validate(res)))
     assert "| budget burst: overshoot | 0 bytes |" in text
     assert "| preemption of sharers by kube-scheduler 1.35 | none | urgent: not helpful |" in text
     assert "0.2 s" in text and "`dralab bench pains --profile local`" in text

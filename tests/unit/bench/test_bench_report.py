@@ -138,13 +138,13 @@ def test_cluster_reports_recorded_builds_or_not_measured() -> None:
 
 
 def test_admission_repeats_show_the_apiservers_own_share_when_measured() -> None:
-    from dralab_kit.bench.report import _apiserver_share
+    from dralab_kit.bench.sections.admission import apiserver_share
 
     def spread(v: float) -> dict:
         return {"median": v, "min": v, "max": v}
 
     summary = {"apiserver_mean_ms": {"create": {"200": spread(39.4)}, "direct": {"200": spread(16.0)}},
                "apiserver_share_over_25ms": {"create": {"200": spread(0.391)}, "direct": {"200": spread(0.079)}}}
-    text = "\n".join(_apiserver_share(summary, ["200"]))
+    text = "\n".join(apiserver_share(summary, ["200"]))
     assert "| create | 39.4 / 0.391 |" in text and "| direct | 16 / 0.079 |" in text
-    assert _apiserver_share({}, ["200"]) == []  # older results: nothing to show
+    assert apiserver_share({}, ["200"]) == []  # older results: nothing to show

@@ -6,8 +6,9 @@ import math
 
 from dralab_kit.bench import fleet
 from dralab_kit.bench.concurrency import Burst
-from dralab_kit.bench.fleet_report import fleet_section, fleet_verdicts
+from dralab_kit.bench.models.fleet import FleetResult
 from dralab_kit.bench.report import render
+from dralab_kit.bench.sections.fleet import section, verdicts
 
 METRICS = """\
 # HELP apiserver_request_total Counter of apiserver requests
@@ -88,10 +89,10 @@ def test_report_renders_the_fleet_section_and_verdicts() -> None:
     res = {"benchmark": "fleet", "quick": False, "devices_per_node": 8, "pods": {"fill_per_node": 8},
            "sizes": [_size(50, 9.5, 10.0), _size(200, 9.5, 11.0)]}
     res["verdict"] = fleet.verdict(res["sizes"])
-    rows = fleet_verdicts(res)
+    rows = verdicts(FleetResult.model_validate(res))
     assert [r[-1] for r in rows] == ["met", "met", "not judged: no rest measured (older run) or one size only",
                                      "not judged: one size only", "met"]
-    text = "\n".join(fleet_section(res, "results/fleet.png"))
+    text = "\n".join(section(FleetResult.model_validate(res), "results/fleet.png"))
     assert "| 200 | burst | baseline |" in text and "![fleet](results/fleet.png)" in text
     assert "## Fleet scale" in render({"fleet": res})
 

@@ -139,7 +139,7 @@ def test_cpu_during_gives_cores_per_process_the_rest_and_the_busy_share() -> Non
 
 def test_cpu_summary_takes_the_median_per_handler_and_rate_and_the_report_shows_it() -> None:
     from dralab_kit.bench.admission import summarize
-    from dralab_kit.bench.report import _machine_share
+    from dralab_kit.bench.sections.admission import machine_share
 
     def rnd(busy: float, hook: float) -> dict:
         def row(name: str) -> dict:
@@ -152,9 +152,9 @@ def test_cpu_summary_takes_the_median_per_handler_and_rate_and_the_report_shows_
     create = s["cpu_during_open_loop"]["create"]["200"]
     assert create["machine_busy"]["median"] == 0.8 and create["machine_busy"]["min"] == 0.7
     assert create["cores"]["bench webhook"] == 0.35
-    text = "\n".join(_machine_share(s["cpu_during_open_loop"], ["200"]))
+    text = "\n".join(machine_share(s["cpu_during_open_loop"], ["200"]))
     assert "| create | 200 | 0.8 (0.7-0.9) | 0.8 | 0.2 | 0.35 | 0.1 | 0.08 | 0.1 | 1.75 |" in text
-    assert _machine_share({}, ["200"]) == []  # older results: nothing to show
+    assert machine_share({}, ["200"]) == []  # older results: nothing to show
     # a round measured without CPU readings leaves the summary out rather than guessing
     plain = rnd(0.8, 0.3)
     for h in plain["handlers"].values():
@@ -175,7 +175,7 @@ def test_settle_machine_waits_for_a_quiet_window_and_gives_up_at_its_limit(monke
     assert cpu.settle_machine(below=0.35, window=0.0, limit=0.0) == 1.0  # the limit ends the wait, the share says why
 
 
-def test_turns_row_gives_each_process_cpu_per_request_and_the_machine_share() -> None:
+def test_turns_row_gives_each_process_cpu_per_request_and_themachine_share() -> None:
     from dralab_kit.bench.admission import Sample, _turns_row
 
     sample = Sample(ok_status=201, ok_marker=b'"uid"')
@@ -191,7 +191,7 @@ def test_turns_row_gives_each_process_cpu_per_request_and_the_machine_share() ->
 
 def test_closed_loop_cpu_splits_creates_extra_cost_by_process() -> None:
     from dralab_kit.bench.admission import summarize
-    from dralab_kit.bench.report import _closed_loop_cpu
+    from dralab_kit.bench.sections.admission import closed_loop_cpu
 
     def rnd(api_create: float, hook: float) -> dict:
         def loop(name: str, rps: float) -> dict:
@@ -206,23 +206,23 @@ def test_closed_loop_cpu_splits_creates_extra_cost_by_process() -> None:
     s = summarize([rnd(3.4, 1.0), rnd(3.8, 1.2), rnd(3.2, 0.9)], (100,))
     assert s["closed_loop_cpu"]["create"]["ms_per_request"]["apiserver"] == 3.4
     assert s["closed_loop_cpu"]["create"]["ms_per_request"]["bench webhook"] == 1.0
-    text = "\n".join(_closed_loop_cpu(s["closed_loop_cpu"]))
+    text = "\n".join(closed_loop_cpu(s["closed_loop_cpu"]))
     assert "| create - direct |  | 0.4 | 0 | 0.9 | 0 | 0 | 1.3 |" in text  # apiserver, etcd, webhook, ..., total
-    assert _closed_loop_cpu({}) == []  # older results: nothing to show
+    assert closed_loop_cpu({}) == []  # older results: nothing to show
 
 
 def test_the_report_shows_the_apiservers_etcd_writes_beside_its_requests() -> None:
-    from dralab_kit.bench.report import _apiserver_share
+    from dralab_kit.bench.sections.admission import apiserver_share
 
     def by_rate(create: float, direct: float) -> dict:
         return {"create": {"200": {"median": create}}, "direct": {"200": {"median": direct}}}
 
     summary = {"apiserver_mean_ms": by_rate(13.5, 6.1), "apiserver_share_over_25ms": by_rate(0.15, 0.004),
                "etcd_share_over_25ms": by_rate(0.1, 0.01)}
-    text = "\n".join(_apiserver_share(summary, ["200"]))
+    text = "\n".join(apiserver_share(summary, ["200"]))
     assert "| create | 13.5 / 0.15 / 0.1 |" in text and "etcd writes" in text
     del summary["etcd_share_over_25ms"]  # older results: the two columns they have
-    assert "| direct | 6.1 / 0.004 |" in "\n".join(_apiserver_share(summary, ["200"]))
+    assert "| direct | 6.1 / 0.004 |" in "\n".join(apiserver_share(summary, ["200"]))
 
 
 def test_prefer_pods_are_judged_against_single_type_pods_by_cpu_per_admission_within_each_round() -> None:
@@ -254,11 +254,12 @@ def test_typed_bodies_carry_the_prefer_or_the_single_type_annotation() -> None:
 
 
 def test_the_report_shows_prefer_against_single_per_process_when_measured() -> None:
-    from dralab_kit.bench.report import admission_section
+    from dralab_kit.bench.models.admission import AdmissionResult
+    from dralab_kit.bench.sections.admission import section
 
     fig = {"ratio": {"median": 1.13, "min": 1.1, "max": 1.2}, "extra_ms": {"median": 0.2, "min": 0.2, "max": 0.2}}
     res = {"summary": {"prefer_vs_single_cpu": fig, "prefer_vs_single_apiserver_cpu": fig},
            "typed_pods": {"path": "/mutate", "prefer": "3 types", "single": "one type"}}
-    text = "\n".join(admission_section(res))
+    text = "\n".join(section(AdmissionResult.model_validate(res)))
     assert "| webhook | 1.13 (1.1-1.2) | 0.2 |" in text and "| apiserver | 1.13 (1.1-1.2) | 0.2 |" in text
-    assert "prefer ÷ single" not in "\n".join(admission_section({"summary": {}}))
+    assert "prefer ÷ single" not in "\n".join(section(AdmissionResult(summary={})))

@@ -1,64 +1,61 @@
-"""The bench report's rendering of fleet.json: verdict rows and a section (pure; registered in report.py)."""
+"""The report's section and verdicts for ``fleet.json``: simulated KWOK fleets against a plain DRA baseline."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from dralab_kit.bench.common import fmt as _f
 from dralab_kit.bench.common import md_table
+from dralab_kit.bench.models.fleet import FleetResult
+from dralab_kit.bench.sections.format import verdict_text
+
+TITLE = "Fleet scale: simulated KWOK fleets against a plain DRA baseline"
 
 PHASES = ("fill", "churn", "burst")
 
 
-def _met(value: Any, why: str) -> str:
-    return why if value is None else ("met" if value else "NOT met")
-
-
-def fleet_verdicts(res: dict[str, Any] | None) -> list[list[str]]:
+def verdicts(res: FleetResult) -> list[list[str]]:
     """Rows of the report's verdict table."""
-    if not res:
-        return []
     from dralab_kit.bench.fleet import verdict
 
-    v = verdict(res.get("sizes") or [])  # recomputed from the raw fields, so old results get new rows
+    v = verdict(res.sizes)  # recomputed from the raw fields, so old results get new rows
     ratios = v.get("ratio_by_phase") or {}
     large, small = v.get("largest_nodes"), v.get("smallest_nodes")
     return [
         ["fleet", f"dralab ÷ DRA without dralab, pods bound/s, same run, fill / burst at {large} nodes",
          f"{_f(ratios.get('fill'))} / {_f(ratios.get('burst'))}", f">= {_f(v.get('ratio_target'))}",
-         _met(v.get("meets_ratio"), "not judged")],
+         verdict_text(v.get("meets_ratio"), "not judged")],
         ["fleet", f"dralab CPU per pod at {large} nodes ÷ at {small} nodes", _f(v.get("cpu_growth")),
          f"<= {_f(v.get('cpu_growth_target'))}",
-         _met(v.get("meets_cpu_growth"), "not judged: one size only")],
+         verdict_text(v.get("meets_cpu_growth"), "not judged: one size only")],
         ["fleet", f"... less each size's CPU at rest (the work pods cause), at {large} ÷ at {small} nodes",
          _f(v.get("cpu_growth_above_rest")), f"<= {_f(v.get('cpu_growth_target'))}",
-         _met(v.get("meets_cpu_growth_above_rest"), "not judged: no rest measured (older run) or one size only")],
+         verdict_text(v.get("meets_cpu_growth_above_rest"),
+                      "not judged: no rest measured (older run) or one size only")],
         ["fleet", f"... the webhook's share alone (admission and janitor), at {large} ÷ at {small} nodes",
          _f(v.get("webhook_cpu_growth")), f"<= {_f(v.get('cpu_growth_target'))}",
-         _met(None if v.get("webhook_cpu_growth") is None else v["webhook_cpu_growth"] <= v["cpu_growth_target"],
-              "not judged: one size only")],
+         verdict_text(None if v.get("webhook_cpu_growth") is None
+                      else v["webhook_cpu_growth"] <= v["cpu_growth_target"], "not judged: one size only")],
         ["fleet", "leaks after fill, churn and burst (claims, capacity, prepared)",
-         "none" if v.get("no_leaks") else "some", "none", _met(v.get("no_leaks"), "not judged")],
+         "none" if v.get("no_leaks") else "some", "none", verdict_text(v.get("no_leaks"), "not judged")],
     ]
 
 
-def _templates(res: dict[str, Any]) -> bool:
+def _templates(res: FleetResult) -> bool:
     """Whether the baseline named a ResourceClaimTemplate (runs since the retries were recorded) or used
     claims the bench made before the clock (earlier runs)."""
-    return any("retries" in (r or {}) for s in res.get("sizes") or [] for ph in (s.get("phases") or {}).values()
+    return any("retries" in (r or {}) for s in res.sizes for ph in (s.get("phases") or {}).values()
                for r in ph.values())
 
 
-def _at_rest(res: dict[str, Any]) -> float | None:
+def _at_rest(res: FleetResult) -> float | None:
     """The rest window of a run that measured one (runs since the node layer was sharded), else None."""
-    return next((s["idle_window_s"] for s in res.get("sizes") or [] if s.get("idle_window_s")), None)
+    return next((s["idle_window_s"] for s in res.sizes if s.get("idle_window_s")), None)
 
 
-def fleet_section(res: dict[str, Any], plot: str | None = None) -> list[str]:
+def section(res: FleetResult, plot: str | None = None) -> list[str]:
     """Per size and phase: pods/s of both kinds, latencies, dralab's CPU and memory, API requests per pod."""
-    pods = res.get("pods") or {}
+    pods = res.pods
     out = [
-        f"Each size is a throw-away `dralab cluster up --fleet NODESx{res.get('devices_per_node')}` ("
+        f"Each size is a throw-away `dralab cluster up --fleet NODESx{res.devices_per_node}` ("
         + ("the nodes' drivers and kubelet stand-ins hosted 50 nodes to a process" if _at_rest(res) else
            "every node's driver in one process, every node's kubelet stand-in in another")
         + "). *dralab*: HAMi pods "
@@ -67,16 +64,16 @@ def fleet_section(res: dict[str, Any], plot: str | None = None) -> list[str]:
            if _templates(res) else " with claims the bench made first, before the clock. ")
         + "A create refused with an overload answer (429, 500, 503, 504) is sent again after a backoff, as "
         "a controller would (*retries*); failures are pods never created or never bound. "
-        f"Fill: {pods.get('fill_per_node')} pods per node ({(pods.get('fill_pod') or {}).get('cores')} % "
-        f"cores each); churn: {pods.get('churn_rounds')} rounds deleting and creating one pod per node; "
-        f"burst: up to {pods.get('burst_max')} pods of {(pods.get('burst_pod') or {}).get('cores')} % at once. "
+        f"Fill: {pods.fill_per_node} pods per node ({pods.fill_pod.get('cores')} % "
+        f"cores each); churn: {pods.churn_rounds} rounds deleting and creating one pod per node; "
+        f"burst: up to {pods.burst_max} pods of {pods.burst_pod.get('cores')} % at once. "
         "dralab CPU = webhook (servers and janitor) + driver; the simulated layer (stand-in, KWOK) is apart."
         + (" *Above rest*: the same less what dralab's processes burn at rest (measured for "
            f"{_at_rest(res)} s before the phases) over the phase's window, per pod." if _at_rest(res) else ""),
         "",
     ]
     rows = []
-    for size in res.get("sizes") or []:
+    for size in res.sizes:
         for phase in PHASES:
             for kind in ("dralab", "baseline"):
                 r = ((size.get("phases") or {}).get(phase) or {}).get(kind) or {}
@@ -94,19 +91,19 @@ def fleet_section(res: dict[str, Any], plot: str | None = None) -> list[str]:
               "... above rest", "simulated CPU ms/pod", "apiserver CPU ms/pod", "dralab RSS MiB", "claims",
               "API requests/pod", "retries", "failures"]
     out += md_table(header, rows)
-    rows_raw = [r for s in res.get("sizes") or [] for ph in (s.get("phases") or {}).values() for r in ph.values()]
+    rows_raw = [r for s in res.sizes for ph in (s.get("phases") or {}).values() for r in ph.values()]
     if any(r.get("failures") and "created" not in r for r in rows_raw):
         out += ["Per-pod CPU and requests of this result are divided by the pods *requested*; in rows with "
                 "failures (creates the webhook did not answer in time) they are per created pod only after "
                 "multiplying by pods ÷ (pods - failures). Later runs divide by created pods (`created`).", ""]
-    for size in res.get("sizes") or []:
+    for size in res.sizes:
         if size.get("idle_cpu_ms_per_s"):
             rest = ", ".join(f"{k} {_f(v)}" for k, v in sorted(size["idle_cpu_ms_per_s"].items()))
             out.append(f"- {size.get('nodes')} nodes at rest, CPU ms per second: {rest}")
     out.append("")
-    leaks = [f"{s.get('nodes')} nodes: {s.get('leaks')}" for s in res.get("sizes") or []]
+    leaks = [f"{s.get('nodes')} nodes: {s.get('leaks')}" for s in res.sizes]
     out += [f"Leaks at the end of each size: {'; '.join(leaks) or '-'}.", ""]
-    for size in res.get("sizes") or []:
+    for size in res.sizes:
         burst = ((size.get("phases") or {}).get("burst") or {})
         for kind in ("dralab", "baseline"):
             reqs = (burst.get(kind) or {}).get("api_requests_per_pod") or {}
