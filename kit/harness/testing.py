@@ -1,7 +1,8 @@
 """An in-memory cluster with the runner's client protocol, for tests that need no cluster.
 
 It stores unstructured objects, fills the metadata an API server would (uid, resourceVersion,
-creationTimestamp), filters lists by simple label and field selectors, and lets a test hook
+creationTimestamp), filters lists by label and field selectors (those of
+:mod:`dralab_kit.fixtures.selectors`, which the unit tests' ``FakeKube`` uses too), and lets a test hook
 in behaviour: ``on_apply`` reactors (a stand-in admission webhook that may mutate or reject)
 and ``on_read`` reactors (stand-in controllers that move state forward when the runner polls).
 The ``memory`` cluster profile uses it too, seeded from a YAML file of objects.
@@ -20,35 +21,12 @@ from typing import Any
 
 from dralab import yamlio
 from dralab.kube import KubeError
-from harness import jpath
+from dralab_kit.fixtures.selectors import matches
 from harness.resources import CLUSTER_SCOPED, Ref, ref_of
 
 ApplyReactor = Callable[["FakeCluster", dict[str, Any]], dict[str, Any] | None]
 ReadReactor = Callable[["FakeCluster"], None]
 DeleteReactor = Callable[["FakeCluster", dict[str, Any]], None]
-
-
-def _selector_matches(obj: Mapping[str, Any], labels: str | None, fields: str | None) -> bool:
-    obj_labels = (obj.get("metadata") or {}).get("labels") or {}
-    for term in filter(None, (t.strip() for t in (labels or "").split(","))):
-        if "!=" in term:
-            key, value = term.split("!=", 1)
-            if obj_labels.get(key.strip()) == value.strip():
-                return False
-        elif "=" in term:
-            key, value = term.split("=", 1)
-            if obj_labels.get(key.strip().rstrip("=")) != value.strip():
-                return False
-        elif term.strip() not in obj_labels:
-            return False
-    for term in filter(None, (t.strip() for t in (fields or "").split(","))):
-        negate = "!=" in term
-        key, value = term.split("!=" if negate else "=", 1)
-        key = key.strip().rstrip("=")
-        actual = jpath.text_of(jpath.get(obj, key)) if jpath.has(obj, key) else ""
-        if (actual == value.strip()) == negate:
-            return False
-    return True
 
 
 def refusal(status: int, message: str) -> KubeError:
@@ -100,7 +78,7 @@ class FakeCluster:
                 continue
             if ref.namespaced and ref.namespace and namespace != ref.namespace:
                 continue
-            if _selector_matches(obj, ref.label_selector, ref.field_selector):
+            if matches(obj, ref.label_selector, ref.field_selector):
                 out.append(copy.deepcopy(obj))
         return out
 

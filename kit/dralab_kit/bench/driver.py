@@ -52,6 +52,7 @@ from dralab.util import WaitTimeout, wait_for
 from dralab_kit.bench import DEFAULT_OUT
 from dralab_kit.bench.common import percentile, write_result
 from dralab_kit.fixtures.driver_claims import NODE, lab20_claim
+from dralab_kit.fixtures.fakeapi import FakeKube
 
 NAMESPACE = "dralab-bench-driver"
 TARGET_1_CLAIM_P99_MS = 15.0
@@ -330,30 +331,6 @@ def _one_run(claims_src: ClaimSource, maker: Any, rounds: dict[str, int], progre
     }
 
 
-class _MemoryApi:
-    """An in-memory stand-in for the slice API (create/list/delete), used when no apiserver is reachable."""
-
-    def __init__(self) -> None:
-        self.items: dict[str, dict[str, Any]] = {}
-        self.n = 0
-
-    def get(self, path: str, missing_ok: bool = False) -> dict[str, Any] | None:
-        assert path.startswith("/api/v1/nodes/")
-        return {"metadata": {"name": path.rsplit("/", 1)[1], "uid": "bench-node-uid"}}
-
-    def list(self, path: str, field_selector: str | None = None) -> dict[str, Any]:
-        return {"items": list(self.items.values())}
-
-    def create(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
-        self.n += 1
-        name = body["metadata"]["generateName"] + str(self.n)
-        self.items[name] = {**body, "metadata": {**body["metadata"], "name": name}}
-        return self.items[name]
-
-    def delete(self, path: str, missing_ok: bool = False) -> bool:
-        return self.items.pop(path.rsplit("/", 1)[1], None) is not None
-
-
 def _bench_publish(client: Any, rounds: int) -> list[float]:
     """Time publish_once for a pool of 8 devices whose memory changes every round (create + delete)."""
     from dataclasses import replace
@@ -366,8 +343,7 @@ def _bench_publish(client: Any, rounds: int) -> list[float]:
     vendor = load_vendor_table().get("ascend")
     base = from_inventory(load_inventory("lab20").node(NODE).devices[0])
     node = f"dralab-bench-{uuid.uuid4().hex[:6]}"
-    if isinstance(client, Kube):
-        client.create("/api/v1/nodes", {"metadata": {"name": node, "labels": {"dralab.io/bench": "true"}}})
+    client.create("/api/v1/nodes", {"metadata": {"name": node, "labels": {"dralab.io/bench": "true"}}})
     box: dict[str, Any] = {}
     pub = SlicePublisher(client, vendor, node, lambda: box["devices"])
     samples = []
@@ -382,9 +358,8 @@ def _bench_publish(client: Any, rounds: int) -> list[float]:
             samples.append(time.perf_counter() - start)
     finally:
         pub.delete_all()
-        if isinstance(client, Kube):
-            with contextlib.suppress(KubeError):
-                client.delete(f"/api/v1/nodes/{node}")
+        with contextlib.suppress(KubeError):
+            client.delete(f"/api/v1/nodes/{node}")
     return samples
 
 
@@ -420,7 +395,7 @@ def driver(out: str, quick: bool, runs: int, force_memory: bool) -> None:
                 per_run.append(_one_run(claims_src, maker, rounds, progress))
                 pub_task = progress.add_task("publish", total=1)
                 per_run[-1]["publish_8_devices"] = _stats(
-                    _bench_publish(client if client is not None else _MemoryApi(), rounds_pub)
+                    _bench_publish(client if client is not None else FakeKube(), rounds_pub)
                 )
                 progress.advance(pub_task)
     finally:

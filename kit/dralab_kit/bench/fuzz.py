@@ -22,7 +22,6 @@ from __future__ import annotations
 import base64
 import contextlib
 import copy
-import itertools
 import json
 import logging
 import os
@@ -303,41 +302,17 @@ def _run(strategy: st.SearchStrategy[Any], cases: int, check: Callable[[Any], No
 # ---------------------------------------------------------------- admission
 
 
-class MemoryApi:
-    """The few apiserver calls the claim lifecycle makes, in memory (creates succeed, names collide)."""
+def memory_api() -> Any:
+    """The shared in-memory apiserver, emptied past 5000 objects (a long fuzz run stays bounded)."""
+    from dralab_kit.fixtures.fakeapi import FakeKube
 
-    def __init__(self) -> None:
-        from dralab.kube import KubeError
-
-        self.error = KubeError
-        self.objects: dict[str, dict[str, Any]] = {}
-        self.uids = itertools.count(1)
-
-    def create(self, path: str, body: dict[str, Any], *, dry_run: bool = False) -> dict[str, Any]:
-        full = f"{path}/{body['metadata']['name']}"
-        if full in self.objects:
-            raise self.error(409, "AlreadyExists", {"message": "already exists"}, what=f"POST {path}")
-        obj = copy.deepcopy(body)
-        obj["metadata"]["uid"] = f"uid-{next(self.uids)}"
-        if len(self.objects) > 5000:
-            self.objects.clear()
-        self.objects[full] = obj
-        return copy.deepcopy(obj)
-
-    def get(self, path: str, params: dict[str, str] | None = None) -> dict[str, Any]:
-        if path not in self.objects:
-            raise self.error(404, "NotFound", what=f"GET {path}")
-        return copy.deepcopy(self.objects[path])
-
-    def delete(self, path: str, *, uid: str | None = None) -> bool:
-        if path not in self.objects:
-            raise self.error(404, "NotFound", what=f"DELETE {path}")
-        del self.objects[path]
-        return True
+    api = FakeKube()
+    api.on_call.append(lambda _call: api.clear() if len(api.objects) > 5000 else None)
+    return api
 
 
 def webhook_client() -> Any:
-    """A test client over the real admission app (claim lifecycle on ``MemoryApi``, no janitor)."""
+    """A test client over the real admission app (claim lifecycle on :func:`memory_api`, no janitor)."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         from starlette.testclient import TestClient
@@ -345,7 +320,7 @@ def webhook_client() -> Any:
     from dralab.config import default_config
     from dralab.webhook.server import build, create_app
 
-    hook = build(default_config(), MemoryApi(), janitor=False)  # type: ignore[arg-type]
+    hook = build(default_config(), memory_api(), janitor=False)
     return TestClient(create_app(hook), raise_server_exceptions=True), hook
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 import json
 from pathlib import Path
 from typing import Any
@@ -12,55 +11,22 @@ import pytest
 from dralab_kit.cluster.standin.plugins import PluginManager
 from dralab_kit.cluster.standin.runner import FAILED_PREPARE, StandIn
 from dralab_kit.cluster.standin.testdriver import TestDriver
+from dralab_kit.fixtures.fakeapi import FakeKube
 
 DRIVER = "t.example.io"
 
 
-class FakeKube:
-    """Just enough of the REST client: objects by path, events created, patches applied."""
+def _events(kube: FakeKube) -> list[dict[str, Any]]:
+    return kube.list("/api/v1/namespaces/ns/events")["items"]
 
-    def __init__(self) -> None:
-        self.objects: dict[str, dict[str, Any]] = {}
-        self.events: list[dict[str, Any]] = []
-        self.deleted: list[tuple[str, dict]] = []
-        self.writes: list[tuple[str, str]] = []  # (path, patch kind) of every pod write
 
-    def get(self, path: str, params=None, missing_ok: bool = False):
-        obj = self.objects.get(path)
-        assert obj or missing_ok
-        return copy.deepcopy(obj) if obj else None
+def _writes(kube: FakeKube) -> list[tuple[str, str]]:
+    """(path, patch kind) of every pod write."""
+    return [(c.path, c.patch) for c in kube.calls if c.verb == "patch" and "/pods/" in c.path]
 
-    def list(self, path: str, **kw):
-        return {"items": [], "metadata": {"resourceVersion": "1"}}
 
-    def list_all(self, path: str, **kw):
-        return [], "1"
-
-    def patch(self, path: str, body: dict, kind: str = "merge", **kw):
-        if "/events/" in path:
-            name = path.rsplit("/", 1)[1]
-            event = next(e for e in self.events if e["metadata"]["name"] == name)
-            event.update(body)
-            return event
-        self.writes.append((path, kind))
-        if path.endswith("/status"):  # the status subresource: only the status changes
-            obj = self.objects[path.removesuffix("/status")]
-            obj.setdefault("status", {}).update(body["status"])
-            return obj
-        obj = self.objects[path]
-        obj["metadata"].setdefault("annotations", {}).update(body["metadata"]["annotations"])
-        return obj
-
-    def create(self, path: str, body: dict, exist_ok: bool = False):
-        assert path.endswith("/events")
-        event = copy.deepcopy(body)
-        event["metadata"]["name"] = f"ev-{len(self.events)}"
-        self.events.append(event)
-        return event
-
-    def delete(self, path: str, params=None, **kw):
-        self.deleted.append((path, params or {}))
-        return True
+def _stored_pod(kube: FakeKube, name: str) -> dict[str, Any]:
+    return kube.objects[f"/api/v1/namespaces/ns/pods/{name}"]
 
 
 def _claim(name: str, uid: str, pod_uids: list[str]) -> dict:
@@ -112,15 +78,17 @@ def test_prepare_then_unprepare_when_the_pod_is_gone(env):
     assert driver.methods() == ["NodePrepareResources"]
     assert driver.calls[0].claims == [{"namespace": "ns", "uid": "cu", "name": "c"}]
     # started like a kubelet starts it: one status write, after the prepare
-    assert kube.writes == [("/api/v1/namespaces/ns/pods/p/status", "strategic")]
-    assert pod["status"]["phase"] == "Running" and pod["status"]["podIP"].startswith("10.64.")
-    ready = {"type": "Ready", "status": "True", "lastTransitionTime": pod["status"]["startTime"]}
-    assert ready in pod["status"]["conditions"]
+    assert _writes(kube) == [("/api/v1/namespaces/ns/pods/p/status", "strategic")]
+    written = _stored_pod(kube, "p")["status"]
+    assert written["phase"] == "Running" and written["podIP"].startswith("10.64.")
+    ready = {"type": "Ready", "status": "True", "lastTransitionTime": written["startTime"]}
+    assert ready in written["conditions"]
+    assert pod["spec"] == _stored_pod(kube, "p")["spec"]  # only the status subresource was written
     assert standin.checkpoint.claims["cu"].pods == {"pu": "p"}
 
     standin.sync("pu")  # already prepared: no second call, no second write
     assert driver.methods() == ["NodePrepareResources"]
-    assert len(kube.writes) == 1
+    assert len(_writes(kube)) == 1
 
     del standin.pods["pu"]
     standin.sync("pu")
@@ -153,16 +121,17 @@ def test_failure_is_an_event_with_backoff_then_success(env):
 
     standin.sync("pu")
     standin.sync("pu")
-    assert [e["reason"] for e in kube.events] == [FAILED_PREPARE]
-    assert "no such device" in kube.events[0]["message"] and kube.events[0]["count"] == 2
+    events = _events(kube)
+    assert [e["reason"] for e in events] == [FAILED_PREPARE]
+    assert "no such device" in events[0]["message"] and events[0]["count"] == 2
     assert standin.failures["pu"] == 2
-    assert pod["status"]["phase"] == "Pending" and kube.writes == []  # not started while prepare fails
+    assert _stored_pod(kube, "p")["status"]["phase"] == "Pending" and _writes(kube) == []  # not started
     assert standin._queued["pu"] > 0, "a retry is scheduled"
     assert _records(node_dir)[0]["error"].endswith("no such device")
 
     driver.fail.clear()
     standin.sync("pu")
-    assert pod["status"]["phase"] == "Running"
+    assert _stored_pod(kube, "p")["status"]["phase"] == "Running"
     assert "pu" not in standin.failures
 
 
@@ -172,7 +141,7 @@ def test_pod_not_reserved_is_refused(env):
     _add_pod(kube, standin, _pod("p", "pu", "c"))
     standin.sync("pu")
     assert driver.methods() == []
-    assert "not reserved" in kube.events[0]["message"]
+    assert "not reserved" in _events(kube)[0]["message"]
 
 
 def test_unregistered_driver_is_reported(env):
@@ -182,7 +151,7 @@ def test_unregistered_driver_is_reported(env):
     kube.objects["/apis/resource.k8s.io/v1/namespaces/ns/resourceclaims/c"] = claim
     _add_pod(kube, standin, _pod("p", "pu", "c"))
     standin.sync("pu")
-    assert "other.example.io is not registered" in kube.events[0]["message"]
+    assert "other.example.io is not registered" in _events(kube)[0]["message"]
     assert driver.methods() == []
 
 
@@ -207,7 +176,7 @@ def test_slices_of_an_unreachable_driver_are_removed(env):
     driver.stop()
     standin.plugins.check_reachability(now=100.0)
     standin._cleanup_slices(now=100.0)
-    assert kube.deleted == [
+    assert [(c.path, c.params) for c in kube.calls if c.verb == "delete"] == [
         ("/apis/resource.k8s.io/v1/resourceslices", {"fieldSelector": f"spec.nodeName=n1,spec.driver={DRIVER}"})
     ]
     assert standin.plugins.get(DRIVER) is None, "a driver whose sockets are gone is forgotten"
@@ -216,7 +185,8 @@ def test_slices_of_an_unreachable_driver_are_removed(env):
 def test_start_removes_the_node_slices_as_the_real_kubelet_does(env):
     kube, _driver, standin, _ = env
     standin._note_existing_slices()
-    assert ("/apis/resource.k8s.io/v1/resourceslices", {"fieldSelector": "spec.nodeName=n1"}) in kube.deleted
+    deletes = [(c.path, c.params) for c in kube.calls if c.verb == "delete"]
+    assert ("/apis/resource.k8s.io/v1/resourceslices", {"fieldSelector": "spec.nodeName=n1"}) in deletes
 
 
 def test_a_restarted_stand_in_leaves_a_started_pod_alone_and_keeps_its_address(env):
@@ -227,10 +197,10 @@ def test_a_restarted_stand_in_leaves_a_started_pod_alone_and_keeps_its_address(e
     standin.sync("pu")
     restarted = StandIn("n1", kube, node_dir)
     restarted.plugins.scan()
-    restarted._listed([pod], "2")  # what the first list of the new process delivers
+    restarted._listed([_stored_pod(kube, "p")], "2")  # what the first list of the new process delivers
     restarted.sync("pu")
-    assert driver.methods() == ["NodePrepareResources"] and len(kube.writes) == 1
-    assert restarted.ips.get("another") != pod["status"]["podIP"]
+    assert driver.methods() == ["NodePrepareResources"] and len(_writes(kube)) == 1
+    assert restarted.ips.get("another") != _stored_pod(kube, "p")["status"]["podIP"]
 
 
 def test_calls_reuse_one_connection_and_reach_a_restarted_driver(env):

@@ -6,6 +6,7 @@ import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -14,8 +15,10 @@ from dralab.driver.devices import BackendOptions
 from dralab.driver.devices.fake import FakeBackend
 from dralab.driver.library import stub_library
 from dralab.driver.state import DriverState
+from dralab.kube.paths import SLICES_PATH, node_path
 from dralab.model.vendors import load_vendor_table
 from dralab_kit.fixtures.driver_claims import NODE, lab20_claim
+from dralab_kit.fixtures.fakeapi import FakeKube
 
 
 @pytest.fixture
@@ -68,3 +71,15 @@ def make_state(library: Path):
 @pytest.fixture
 def state(tmp_path: Path, claims: InMemoryClaimSource, library: Path) -> DriverState:
     return _make_state(tmp_path, claims, library)
+
+
+def node_api(node: str = NODE, uid: str = "uid-node", version: str = "v1.36.3") -> FakeKube:
+    """The shared in-memory apiserver with ``node`` in it (the owner of its ResourceSlices)."""
+    api = FakeKube({node_path(node): {"apiVersion": "v1", "kind": "Node", "metadata": {"name": node, "uid": uid}}})
+    api.version["gitVersion"] = version
+    return api
+
+
+def published(api: FakeKube) -> dict[str, dict[str, Any]]:
+    """The ResourceSlices in ``api`` by name."""
+    return {s["metadata"]["name"]: s for s in api.list(SLICES_PATH)["items"]}

@@ -11,10 +11,12 @@ from dralab.driver.cdi import ClaimRef, PreparedDevice
 from dralab.driver.claims import InMemoryClaimSource
 from dralab.driver.status import StatusUpdate, StatusWriter, apply_body, device_entries, field_manager
 from dralab.kube import KubeError
+from dralab.kube.paths import claims_path
 from dralab.model.enforcement import DeviceShare
 from dralab.monitor.allocation import compute
 from dralab.monitor.top import as_json
 from dralab_kit.fixtures.driver_claims import CLAIM_A, CLAIM_A_UID, DRIVER, NAMESPACE, NODE, SHARE_A, lab20_claim
+from dralab_kit.fixtures.fakeapi import Call, FakeKube
 
 REF_A = ClaimRef(NAMESPACE, CLAIM_A, CLAIM_A_UID)
 T0 = 1_767_225_600.0
@@ -79,16 +81,16 @@ def test_a_failed_claim_writes_no_status(tmp_path: Path, make_state) -> None:
     assert got == []
 
 
-class FakeClient:
-    def __init__(self, failures: list[int]) -> None:
-        self.failures = failures
-        self.calls: list[tuple] = []
+def _status_api(failures: list[int]) -> FakeKube:
+    """Claim A in an apiserver whose next patches answer ``failures`` (0: no answer), in order."""
+    api = FakeKube({claims_path(NAMESPACE, CLAIM_A): lab20_claim()})
 
-    def patch(self, path: str, body, *, kind: str, manager: str, force: bool):
-        self.calls.append((path, json.loads(json.dumps(body)), kind, manager, force))
-        if self.failures:
-            raise KubeError(self.failures.pop(0), "err", {"message": "x"})
-        return body
+    def fail(call: Call) -> None:
+        if call.verb == "patch" and failures:
+            raise KubeError(failures.pop(0), "err", {"message": "x"})
+
+    api.on_call.append(fail)
+    return api
 
 
 def _update() -> StatusUpdate:
@@ -101,15 +103,18 @@ def _update() -> StatusUpdate:
      ([422], "error", 1), ([500, 500, 500, 500], "error", 4)],
 )
 def test_the_writer_applies_the_status_subresource(failures: list[int], result: str, calls: int) -> None:
-    client = FakeClient(list(failures))
+    client = _status_api(list(failures))
     results: list[tuple[str, str]] = []
     writer = StatusWriter(client, on_result=lambda d, r: results.append((d, r)), backoff=0)
     assert writer.write(_update()) == result
-    assert len(client.calls) == calls and results == [(DRIVER, result)]
-    path, body, kind, manager, force = client.calls[0]
-    assert path == f"/apis/resource.k8s.io/v1/namespaces/{NAMESPACE}/resourceclaims/{CLAIM_A}/status"
-    assert (kind, manager, force) == ("apply", f"dralab-{DRIVER}", True)
-    assert body["status"]["devices"][0]["device"] == "npu-0-0"
+    patches = [c for c in client.calls if c.verb == "patch"]
+    assert len(patches) == calls and results == [(DRIVER, result)]
+    first = patches[0]
+    assert first.path == f"/apis/resource.k8s.io/v1/namespaces/{NAMESPACE}/resourceclaims/{CLAIM_A}/status"
+    assert (first.patch, first.params) == ("apply", {"fieldManager": f"dralab-{DRIVER}", "force": True})
+    assert first.body["status"]["devices"][0]["device"] == "npu-0-0"
+    written = client.objects[claims_path(NAMESPACE, CLAIM_A)]["status"].get("devices") or []
+    assert [d["device"] for d in written] == (["npu-0-0"] if result == "ok" else [])
 
 
 def test_top_json_shows_what_the_driver_applied() -> None:

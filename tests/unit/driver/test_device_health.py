@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import copy
-import itertools
 import json
 import logging
 import shutil
@@ -32,9 +30,10 @@ from dralab.driver.health import (
 )
 from dralab.driver.publisher import SlicePublisher
 from dralab.driver.slices import build_slices
-from dralab.kube.paths import SLICES_PATH
 from dralab.model.vendors import load_vendor_table
+from dralab_kit.fixtures.fakeapi import FakeKube, Key
 
+from .conftest import node_api, published
 from .test_nvidia import GPUS, fake_nvml
 
 NODE = "aio-node74-arm"
@@ -198,55 +197,35 @@ def test_server_version_from_get_version() -> None:
 # -- publication -------------------------------------------------------------------------------------
 
 
-class FakeApi:
-    """ResourceSlices, Nodes and /version; ``drops_taints``: an apiserver whose DRADeviceTaints gate is off."""
+def slice_api(version: str, drops_taints: bool = False) -> FakeKube:
+    """The node's apiserver at ``version``; ``drops_taints``: one whose DRADeviceTaints gate is off."""
+    api = node_api(NODE, version=version)
 
-    def __init__(self, version: str = "v1.36.3", drops_taints: bool = False) -> None:
-        self.version = version
-        self.drops_taints = drops_taints
-        self.slices: dict[str, dict] = {}
-        self.counter = itertools.count()
-        self.version_reads = 0
+    def drop_taints(key: Key, obj: dict) -> None:
+        for device in obj["spec"]["devices"] if key.resource == "resourceslices" else []:
+            device.pop("taints", None)
 
-    def get(self, path: str, missing_ok: bool = False):
-        if path == "/version":
-            self.version_reads += 1
-            return {"major": "1", "gitVersion": self.version}
-        return {"metadata": {"name": NODE, "uid": "uid-node"}}
-
-    def list(self, path: str, field_selector: str):
-        assert path == SLICES_PATH
-        return {"items": [copy.deepcopy(s) for s in self.slices.values()]}
-
-    def create(self, path: str, body: dict) -> dict:
-        obj = copy.deepcopy(body)
-        obj["metadata"]["name"] = obj["metadata"].pop("generateName") + f"x{next(self.counter)}"
-        if self.drops_taints:
-            for d in obj["spec"]["devices"]:
-                d.pop("taints", None)
-        self.slices[obj["metadata"]["name"]] = obj
-        return copy.deepcopy(obj)
-
-    def delete(self, path: str, missing_ok: bool = False) -> bool:
-        return self.slices.pop(path.rsplit("/", 1)[1], None) is not None
+    if drops_taints:
+        api.on_store.append(drop_taints)
+    return api
 
 
-def _publisher(tmp_path: Path, api: FakeApi, tracker: HealthTracker, mode: str = "auto") -> SlicePublisher:
+def _publisher(tmp_path: Path, api: FakeKube, tracker: HealthTracker, mode: str = "auto") -> SlicePublisher:
     devices = _fake(tmp_path).enumerate()
     return SlicePublisher(
         api, load_vendor_table().get("ascend"), NODE, lambda: devices, taints=tracker.taints, taint_mode=mode
     )
 
 
-def _published_taints(api: FakeApi) -> dict[str, list]:
-    return {d["name"]: d["taints"] for s in api.slices.values() for d in s["spec"]["devices"] if d.get("taints")}
+def _published_taints(api: FakeKube) -> dict[str, list]:
+    return {d["name"]: d["taints"] for s in published(api).values() for d in s["spec"]["devices"] if d.get("taints")}
 
 
 def test_publisher_taints_on_1_36_and_clears_on_recovery(tmp_path: Path) -> None:
-    api, tracker = FakeApi("v1.36.3"), HealthTracker(clock=Clock())
+    api, tracker = slice_api("v1.36.3"), HealthTracker(clock=Clock())
     pub = _publisher(tmp_path, api, tracker)
     assert pub.publish_once().generation == 1
-    assert api.version_reads == 0  # no unhealthy device: no need to know the version
+    assert api.paths("get").count("/version") == 0  # no unhealthy device: no need to know the version
     tracker.update({"npu-0-0": Health(False, "injected")})
     result = pub.publish_once()
     assert result.changed and result.generation == 2
@@ -254,24 +233,24 @@ def test_publisher_taints_on_1_36_and_clears_on_recovery(tmp_path: Path) -> None
     assert not pub.publish_once().changed  # stable: timeAdded does not move
     tracker.update({"npu-0-0": Health()})
     assert pub.publish_once().changed and _published_taints(api) == {}
-    assert api.version_reads == 1
+    assert api.paths("get").count("/version") == 1
 
 
 def test_publisher_on_1_35_keeps_the_device_and_says_so_once(tmp_path: Path, records) -> None:
-    api, tracker = FakeApi("v1.35.4"), HealthTracker(clock=Clock())
+    api, tracker = slice_api("v1.35.4"), HealthTracker(clock=Clock())
     pub = _publisher(tmp_path, api, tracker)
     tracker.update({"npu-0-0": Health(False, "injected")})
     pub.publish_once()
     pub.publish_once()
     assert _published_taints(api) == {}
     assert len([r for r in records if "taints unavailable" in r.getMessage()]) == 1
-    on = _publisher(tmp_path, FakeApi("v1.35.4"), tracker, mode="on")  # the cluster enables the gate
+    on = _publisher(tmp_path, slice_api("v1.35.4"), tracker, mode="on")  # the cluster enables the gate
     on.publish_once()
     assert set(_published_taints(on.client)) == {"npu-0-0"}
 
 
 def test_an_apiserver_that_drops_taints_causes_no_churn(tmp_path: Path, records) -> None:
-    api, tracker = FakeApi("v1.35.4", drops_taints=True), HealthTracker(clock=Clock())
+    api, tracker = slice_api("v1.35.4", drops_taints=True), HealthTracker(clock=Clock())
     pub = _publisher(tmp_path, api, tracker, mode="on")
     tracker.update({"npu-0-0": Health(False, "injected")})
     assert pub.publish_once().generation == 1

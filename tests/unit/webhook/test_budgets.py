@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import copy
-import threading
 from typing import Any
 
 import anyio
@@ -15,59 +14,20 @@ from dralab.model import budget as model
 from dralab.webhook.controllers.budget_lock import LOCK_ANNOTATION, BudgetLock, lock_free
 from dralab.webhook.controllers.budgets import BudgetReconciler, budgets_path
 from dralab.webhook.server import build
+from dralab_kit.fixtures.fakeapi import FakeKube, not_found
 
-from .conftest import FakeApi
 from .test_handlers import review
 
 NS = "team-a"
 GPU = "hami-core-gpu.project-hami.io"
 
 
-class ListingApi(FakeApi):
-    """FakeApi whose GET of a collection path lists it, as the apiserver does."""
+COLLECTIONS = {claims_path(NS), budgets_path(NS)}
 
-    def __init__(self) -> None:
-        super().__init__()
-        self.collections = {claims_path(NS), budgets_path(NS)}
-        self.lock = threading.Lock()
-        self.gets: dict[str, int] = {}
-        self.reads: list[tuple[str, str | None]] = []  # (path, resourceVersion asked for) of every GET
 
-    def get(self, path: str, params: dict[str, str] | None = None) -> dict[str, Any]:
-        self.reads.append((path, (params or {}).get("resourceVersion")))
-        if path in self.collections:
-            return self.list(path)
-        return super().get(path)
-
-    def patch(self, path: str, patch: dict[str, Any], *, kind: str = "merge") -> dict[str, Any]:
-        if path.endswith("/status"):
-            obj = self.objects[path.removesuffix("/status")]
-            obj["status"] = copy.deepcopy(patch["status"])
-            return obj
-        return super().patch(path, patch, kind=kind)
-
-    def request(self, method: str, path: str, *, body: Any = None, content_type: str = "", **_: Any) -> dict:
-        """GET, and PATCH of annotations honouring a resourceVersion precondition (the budget lock's calls)."""
-        if method == "GET":
-            self.gets[path] = self.gets.get(path, 0) + 1
-            return self.get(path)
-        assert method == "PATCH" and content_type == "application/merge-patch+json"
-        with self.lock:
-            obj = self.objects.get(path)
-            if obj is None:
-                raise KubeError(404, "NotFound", what=f"{method} {path}")
-            meta = obj["metadata"]
-            want = body["metadata"].get("resourceVersion")
-            if want is not None and want != meta.get("resourceVersion"):
-                raise KubeError(409, "Conflict", {"message": "the object has been modified"}, what=f"{method} {path}")
-            annotations = meta.setdefault("annotations", {})
-            for key, value in body["metadata"].get("annotations", {}).items():
-                if value is None:
-                    annotations.pop(key, None)
-                else:
-                    annotations[key] = value
-            meta["resourceVersion"] = str(int(meta.get("resourceVersion", "1")) + 1)
-            return copy.deepcopy(obj)
+def reads(api: FakeKube, collections: set[str] = COLLECTIONS) -> list[tuple[str, str | None]]:
+    """(path, resourceVersion asked for) of every read of a claim or budget collection."""
+    return [(c.path, c.params.get("resourceVersion")) for c in api.calls if c.verb == "list" and c.path in collections]
 
 
 def gpu_pod(name: str, memory: str, cores: str = "10") -> dict[str, Any]:
@@ -80,7 +40,7 @@ def gpu_pod(name: str, memory: str, cores: str = "10") -> dict[str, Any]:
     }
 
 
-def with_budget(api: ListingApi, memory: str = "12Gi", cores: int = 100) -> None:
+def with_budget(api: FakeKube, memory: str = "12Gi", cores: int = 100) -> None:
     api.objects[f"{budgets_path(NS)}/gpus"] = {
         "apiVersion": model.API_VERSION, "kind": model.KIND,
         "metadata": {"name": "gpus", "namespace": NS, "generation": 1, "resourceVersion": "1"},
@@ -93,7 +53,7 @@ def admit(wh, pod: dict[str, Any], uid: str, namespace: str = NS) -> dict[str, A
 
 
 def test_pods_within_the_budget_pass_and_the_next_is_denied_with_figures() -> None:
-    api = ListingApi()
+    api = FakeKube()
     with_budget(api)
     wh = build(default_config(), api, janitor=False)
     assert admit(wh, gpu_pod("a", "4096"), "u1")["allowed"]
@@ -110,7 +70,7 @@ def test_pods_within_the_budget_pass_and_the_next_is_denied_with_figures() -> No
 
 
 def test_released_claims_give_the_budget_back() -> None:
-    api = ListingApi()
+    api = FakeKube()
     with_budget(api, memory="8Gi")
     wh = build(default_config(), api, janitor=False)
     assert admit(wh, gpu_pod("a", "8192"), "u1")["allowed"]
@@ -121,16 +81,17 @@ def test_released_claims_give_the_budget_back() -> None:
 
 
 def test_no_budget_or_no_crd_admits() -> None:
-    api = ListingApi()
+    api = FakeKube()
     wh = build(default_config(), api, janitor=False)
     assert admit(wh, gpu_pod("a", "100000"), "u1")["allowed"]
-    plain = FakeApi()  # the CRD is not installed: the budget list answers 404
+    plain = FakeKube()  # the CRD is not installed: the budget list answers 404
+    plain.fail("list", path=budgets_path(NS), error=not_found("GET", "the server could not find the resource"))
     assert admit(build(default_config(), plain, janitor=False), gpu_pod("a", "100000"), "u1")["allowed"]
 
 
 def test_concurrent_admissions_of_one_namespace_never_overshoot() -> None:
     """Twenty pods of 1 GiB admitted at once against 8 GiB: exactly eight pass."""
-    api = ListingApi()
+    api = FakeKube()
     with_budget(api, memory="8Gi")
     wh = build(default_config(), api, janitor=False)
     answers: list[bool] = []
@@ -150,13 +111,8 @@ def test_concurrent_admissions_of_one_namespace_never_overshoot() -> None:
 
 
 def test_budget_list_failure_denies_with_a_server_error() -> None:
-    class Broken(ListingApi):
-        def get(self, path: str, params: dict[str, str] | None = None) -> dict[str, Any]:
-            if path == budgets_path(NS):
-                raise KubeError(500, "InternalError", {"message": "etcd down"}, what=f"GET {path}")
-            return super().get(path, params)
-
-    api = Broken()
+    api = FakeKube()
+    api.fail("list", path=budgets_path(NS), error=KubeError(500, "InternalError", {"message": "etcd down"}))
     out = admit(build(default_config(), api, janitor=False), gpu_pod("a", "1024"), "u1")
     assert out["allowed"] is False and out["status"]["code"] == 500
 
@@ -165,23 +121,21 @@ def test_budget_cache_reads_the_watch_cache_and_the_check_reads_quorum() -> None
     """Which namespaces have budgets comes from the apiserver's watch cache (resourceVersion 0: no wait
     for etcd's progress notification); the check under the lock reads budgets and claims with a quorum
     LIST, so an admission that held the lock before is always seen."""
-    api = ListingApi()
+    api = FakeKube()
     with_budget(api, memory="8Gi")
     wh = build(default_config(), api, janitor=False)
     assert admit(wh, gpu_pod("a", "1024"), "u1")["allowed"]
-    reads = [r for r in api.reads if r[0] in api.collections]
-    assert reads == [(budgets_path(NS), "0"), (budgets_path(NS), None), (claims_path(NS), None)]
+    assert reads(api) == [(budgets_path(NS), "0"), (budgets_path(NS), None), (claims_path(NS), None)]
 
-    api.reads.clear()
+    api.calls.clear()
     other = gpu_pod("b", "1024")
     other["metadata"]["namespace"] = "no-budget"
-    api.collections.add(budgets_path("no-budget"))
     assert admit(wh, other, "u2", namespace="no-budget")["allowed"]
-    assert [r for r in api.reads if r[0] in api.collections] == [(budgets_path("no-budget"), "0")]
+    assert reads(api, {budgets_path("no-budget")}) == [(budgets_path("no-budget"), "0")]
 
 
 def test_reconciler_writes_use_and_flags_overshoot() -> None:
-    api = ListingApi()
+    api = FakeKube()
     with_budget(api, memory="8Gi")
     wh = build(default_config(), api, janitor=False)
     assert admit(wh, gpu_pod("a", "6144"), "u1")["allowed"]
@@ -199,6 +153,7 @@ def test_reconciler_writes_use_and_flags_overshoot() -> None:
     assert status["conditions"][0] == {**status["conditions"][0], "type": "Overshoot", "status": "True"}
     text = wh.metrics.render().decode()
     assert 'dralab_budget_overshoot{budget="gpus",device_class="hami-core-gpu.project-hami.io",' in text
+    rec.budgets.items = {(NS, "gpus"): api.objects[f"{budgets_path(NS)}/gpus"]}  # what its watch delivers
     assert rec.reconcile_once() == 0  # unchanged: nothing written
     rec.budgets.items = {}
     rec.reconcile_once()
@@ -207,18 +162,18 @@ def test_reconciler_writes_use_and_flags_overshoot() -> None:
 
 def test_namespaces_without_a_budget_cost_no_list_per_pod() -> None:
     """Which namespaces have budgets is cached briefly: pods there neither LIST claims nor queue on the lock."""
-    api = ListingApi()
+    api = FakeKube()
     wh = build(default_config(), api, janitor=False)
     for i in range(5):
         assert admit(wh, gpu_pod(f"p{i}", "1024"), f"u{i}")["allowed"]
-    lists = [p for kind, p in api.calls if kind == "list" and p in api.collections]
+    lists = [p for p, _ in reads(api)]
     assert lists == [budgets_path(NS)]  # one budget LIST for five pods, no claim LIST at all
     assert not wh.handler.lifecycle.budgets._locks
 
 
 def test_two_workers_share_the_budget_lock_through_the_apiserver() -> None:
     """Two webhook processes (workers or replicas) admitting one namespace at once: exactly the budget."""
-    api = ListingApi()
+    api = FakeKube()
     with_budget(api, memory="8Gi")
     workers = [build(default_config(), api, janitor=False) for _ in range(2)]
     answers: list[bool] = []
@@ -241,14 +196,14 @@ def test_two_workers_share_the_budget_lock_through_the_apiserver() -> None:
 def test_an_expired_lock_is_taken_over_and_a_live_one_is_not_free() -> None:
     assert lock_free(None, 100.0) and lock_free("w-1/ab 99.5", 100.0) and lock_free("garbage", 100.0)
     assert not lock_free("w-1/ab 100.5", 100.0)
-    api = ListingApi()
+    api = FakeKube()
     with_budget(api, memory="8Gi")
     api.objects[f"{budgets_path(NS)}/gpus"]["metadata"]["annotations"] = {LOCK_ANNOTATION: "dead-worker/x 1.0"}
     assert admit(build(default_config(), api, janitor=False), gpu_pod("a", "1024"), "u1")["allowed"]
 
 
 def test_a_live_lock_of_another_process_holds_the_acquirer_until_it_is_released() -> None:
-    api = ListingApi()
+    api = FakeKube()
     with_budget(api)
     path = f"{budgets_path(NS)}/gpus"
     api.objects[path]["metadata"]["annotations"] = {LOCK_ANNOTATION: "other-worker/x 9999999999.0"}
@@ -264,7 +219,7 @@ def test_a_live_lock_of_another_process_holds_the_acquirer_until_it_is_released(
         async with anyio.create_task_group() as tg:
             tg.start_soon(take)
             with anyio.fail_after(30):
-                while api.gets.get(path, 0) < 3 and not done.is_set():  # it looked at the lock three times
+                while api.paths("get").count(path) < 3 and not done.is_set():  # it looked at the lock three times
                     await anyio.sleep(0.01)
             assert not done.is_set(), "the lock of another process was taken while it was live"
             api.request("PATCH", path, body={"metadata": {"annotations": {LOCK_ANNOTATION: None}}},
@@ -277,7 +232,7 @@ def test_a_live_lock_of_another_process_holds_the_acquirer_until_it_is_released(
 
 
 def test_concurrent_pods_share_one_budget_list() -> None:
-    api = ListingApi()
+    api = FakeKube()
     wh = build(default_config(), api, janitor=False)
 
     async def burst() -> None:
@@ -286,13 +241,13 @@ def test_concurrent_pods_share_one_budget_list() -> None:
                 tg.start_soon(wh.handler.mutate, review(gpu_pod(f"p{i}", "1024"), uid=f"u{i}", namespace=NS))
 
     anyio.run(burst)
-    assert [p for kind, p in api.calls if kind == "list" and p in api.collections] == [budgets_path(NS)]
+    assert [p for p, _ in reads(api)] == [budgets_path(NS)]
     assert len(api.names(claims_path(NS))) == 10
 
 
 def test_a_pod_of_one_class_does_not_hide_the_budget_of_another() -> None:
     """Budgets on two classes: admitting a GPU pod must not make the cache forget the NPU budget."""
-    api = ListingApi()
+    api = FakeKube()
     with_budget(api, memory="12Gi")
     npu = "hami-vnpu-core.project-hami.io"
     api.objects[f"{budgets_path(NS)}/npus"] = {

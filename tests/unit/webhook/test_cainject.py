@@ -10,6 +10,7 @@ import pytest
 
 from dralab.errors import UserError
 from dralab.webhook.controllers.cainject import CAInjector, Target, ca_patch, read_ca
+from dralab_kit.fixtures.fakeapi import FakeKube
 
 CA = b"-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"
 B64 = base64.b64encode(CA).decode()
@@ -59,29 +60,14 @@ def test_a_missing_or_empty_ca_file_is_refused(tmp_path: Path) -> None:
         read_ca(tmp_path / "ca.crt")
 
 
-class FakeAPI:
-    def __init__(self, objects: dict[str, dict[str, Any]]) -> None:
-        self.objects = objects
-        self.patches: list[tuple[str, Any, str]] = []
-
-    def get(self, path: str, missing_ok: bool = False) -> dict[str, Any] | None:
-        return self.objects.get(path)
-
-    def patch(self, path: str, body: Any, kind: str = "merge") -> dict[str, Any]:
-        self.patches.append((path, body, kind))
-        for hook in body["webhooks"]:
-            for live in self.objects[path]["webhooks"]:
-                if live["name"] == hook["name"]:
-                    live["clientConfig"].update(hook["clientConfig"])
-        return self.objects[path]
-
-
 def test_inject_once_patches_stale_configurations_then_nothing(tmp_path: Path) -> None:
     (tmp_path / "ca.crt").write_bytes(CA)
     mutating, validating = Target.parse("mutating/d"), Target.parse("validating/d")
-    api = FakeAPI({mutating.path: config(None), validating.path: config(B64)})
+    api = FakeKube({mutating.path: config(None), validating.path: config(B64)})
     injector = CAInjector(api, tmp_path / "ca.crt", [mutating, validating, Target.parse("validating/absent")])
     assert injector.inject_once() == 1
-    assert [(p, k) for p, _, k in api.patches] == [(mutating.path, "strategic")]
+    assert [(c.path, c.patch) for c in api.calls if c.verb == "patch"] == [(mutating.path, "strategic")]
     assert api.objects[mutating.path]["webhooks"][0]["matchConditions"]  # kept
-    assert injector.inject_once() == 0  # current: no call at all
+    calls = len(api.calls)
+    assert injector.inject_once() == 0  # current: no patch at all
+    assert [c.verb for c in api.calls[calls:]] == ["get", "get", "get"]

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import anyio
 
 from dralab.config import parse_config
@@ -11,6 +9,7 @@ from dralab.model.convert import Converter
 from dralab.model.vendors import load_vendor_table
 from dralab.webhook.extended import removed_resources, warnings_for
 from dralab.webhook.server import build
+from dralab_kit.fixtures.fakeapi import FakeKube
 
 
 def _pod(limits: dict) -> dict:
@@ -58,35 +57,19 @@ def test_mutate_response_carries_the_warning(fake_api) -> None:
     assert "warnings" not in anyio.run(lambda: webhook.handler.mutate(plain))["response"]
 
 
-class _ClassApi:
-    """A DeviceClass list without extendedResourceName, then one watch event adding a class with it."""
-
-    def __init__(self) -> None:
-        import threading
-
-        self.deliver = threading.Event()
-
-    def list_all(self, path: str, **_: Any) -> tuple[list[dict[str, Any]], str]:
-        return [_class("plain", None)], "1"
-
-    def watch(self, path: str, *, stop=None, **_: Any):
-        self.deliver.wait(10)
-        yield {"type": "ADDED", "object": _class("gpu-ext", "nvidia.com/gpu")}
-        stop.wait(10)
-
-
 def test_the_watch_keeps_the_declaring_flag_and_warnings_follow_it() -> None:
     from dralab.util import wait_for
-    from dralab.webhook.extended import DeviceClassWatch
+    from dralab.webhook.extended import DEVICE_CLASSES, DeviceClassWatch
 
-    api = _ClassApi()
+    api = FakeKube()
+    api.create(DEVICE_CLASSES, _class("plain", None))  # listed first: no extendedResourceName
     watch = DeviceClassWatch(api)  # type: ignore[arg-type]
     original, converted = _pod({"nvidia.com/gpu": "1"}), _pod({})
     watch.start()
     try:
         wait_for(watch.classes.synced.is_set, 10, "the DeviceClass list")
         assert watch.declaring is False and watch.warnings(original, converted) == []
-        api.deliver.set()
+        api.create(DEVICE_CLASSES, _class("gpu-ext", "nvidia.com/gpu"))  # reaches the cache by its watch
         wait_for(lambda: watch.declaring, 10, "the class with an extendedResourceName")
         (warning,) = watch.warnings(original, converted)
         assert warning.startswith("DeviceClass gpu-ext")

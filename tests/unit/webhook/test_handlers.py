@@ -17,6 +17,8 @@ from dralab.model import jsonpatch
 from dralab.webhook.handlers import BadReview, parse_review
 from dralab.webhook.server import build
 
+from .conftest import delete_uids
+
 FIXTURE = Path(__file__).parent / "fixtures" / "lab20-pod.yaml"
 NS = "dra-ascend-e2e"
 CLAIMS = claims_path(NS)
@@ -82,7 +84,7 @@ def test_partial_failure_rolls_back_the_claims_already_created(fake_api) -> None
     pod["spec"]["containers"].append(
         {"name": "second", "image": "x", "resources": {"limits": {"huawei.com/Ascend310P": 1}}}
     )
-    fake_api.fail_creates = {1}
+    fake_api.fail("create", nth=1)
     wh = build(default_config(), fake_api, janitor=False)
     out = run(wh.handler.mutate, review(pod))
     assert out["response"]["allowed"] is False
@@ -92,8 +94,8 @@ def test_partial_failure_rolls_back_the_claims_already_created(fake_api) -> None
         in (out["response"]["status"]["message"])
     )
     assert fake_api.names(CLAIMS) == []  # the first claim was deleted again
-    assert ("delete", f"{CLAIMS}/{LAB20_CLAIM}") in fake_api.calls
-    assert fake_api.delete_uids == ["uid-1"]  # only the claim this request made (a uid precondition)
+    assert f"{CLAIMS}/{LAB20_CLAIM}" in fake_api.paths("delete")
+    assert delete_uids(fake_api) == ["uid-1"]  # only the claim this request made (a uid precondition)
     assert b"dralab_webhook_claims_rolled_back_total 1.0" in wh.metrics.render()
 
 
@@ -148,7 +150,7 @@ def test_template_mode_creates_each_template_once(fake_api) -> None:
         mutated = jsonpatch.apply(pod, patch_of(out))
         assert "resourceClaimTemplateName" in mutated["spec"]["resourceClaims"][0]
     assert len(fake_api.names(templates_path(NS))) == 1
-    assert [c for c in fake_api.calls if c[0] == "create"] == [("create", templates_path(NS))]
+    assert fake_api.paths("create") == [templates_path(NS)]
 
 
 def test_validate_denies_leftover_hami_resources(fake_api) -> None:

@@ -9,8 +9,9 @@ from dralab.kube.paths import claims_path
 from dralab.model import jsonpatch
 from dralab.model.convert import ANN_PREFER_TYPES
 from dralab.webhook.server import build
+from dralab_kit.fixtures.fakeapi import FakeKube
 
-from .test_budgets import GPU, NS, ListingApi, admit, gpu_pod, with_budget
+from .test_budgets import GPU, NS, admit, gpu_pod, with_budget
 from .test_handlers import patch_of, review, run
 
 GI = 2**30
@@ -56,7 +57,7 @@ def test_too_many_types_are_denied(fake_api) -> None:
 
 
 def test_prefer_types_claims_count_once_against_a_budget() -> None:
-    api = ListingApi()
+    api = FakeKube()
     with_budget(api, memory="12Gi")
     wh = build(default_config(), api, janitor=False)
     assert admit(wh, preferring("a", "4096"), "u1")["allowed"]
@@ -67,7 +68,7 @@ def test_prefer_types_claims_count_once_against_a_budget() -> None:
 
 
 def test_an_unallocated_claim_holds_its_largest_alternative_and_an_allocated_one_what_it_got() -> None:
-    api = ListingApi()
+    api = FakeKube()
     with_budget(api, memory="12Gi")
     alternatives = [
         {"name": "big", "deviceClassName": GPU, "count": 1, "capacity": {"requests": {"memory": str(8 * GI)}}},

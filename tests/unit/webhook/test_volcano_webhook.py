@@ -57,7 +57,7 @@ def test_bad_job_is_denied_naming_the_task(fake_api) -> None:
 
 
 def test_template_create_failure_denies(fake_api) -> None:
-    fake_api.fail_creates = {0}
+    fake_api.fail("create", nth=0)
     webhook = build(parse_config({}), fake_api, janitor=False)
     response = _mutate(webhook, _review(yaml.safe_load(JOB.read_text())))
     assert response["allowed"] is False and "ResourceClaimTemplate" in response["status"]["message"]
