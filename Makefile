@@ -67,8 +67,8 @@ lab: system-local env vcore binaries-local
 	echo "the local cluster 'dralab' is still running: 'make clean-cluster' (or '$(BIN)/dralab cluster down') stops it"; \
 	exit $$rc
 
-## lint: ruff over the whole tree, mypy (strict, [tool.mypy] in pyproject.toml) over the product, most of the kit
-## (all but harness/ and bench/'s producers; bench/'s models, sections and report are in) and infra/
+## lint: ruff over the whole tree, mypy (strict, [tool.mypy] in pyproject.toml) over the product, the whole kit
+## (dralab_kit with bench/, harness/, labs/) and infra/
 lint: env
 	$(BIN)/ruff check .
 	$(BIN)/mypy

@@ -11,7 +11,7 @@ import contextlib
 import gc
 import importlib.util
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -221,7 +221,9 @@ class AdmissionApp:
         self.admissions = admissions
         self.fallback = fallback
 
-    async def __call__(self, scope: dict[str, Any], receive: Callable[..., Any], send: Callable[..., Any]) -> None:
+    async def __call__(
+        self, scope: MutableMapping[str, Any], receive: Callable[..., Any], send: Callable[..., Any]
+    ) -> None:
         if scope["type"] == "http" and scope["method"] == "POST":
             route = self.admissions.get(scope["path"])
             if route is not None:

@@ -198,9 +198,9 @@ class LabModel(BaseModel):
                 )
             known |= op.defines()
         for value in (self.vars or {}).values():
-            unknown = references(value) - set(BUILTIN_VARS) - set(self.vars or {})
-            if unknown:
-                raise problem(f"vars refer to undefined ${{{sorted(unknown)[0]}}}")
+            undefined = references(value) - set(BUILTIN_VARS) - set(self.vars or {})
+            if undefined:
+                raise problem(f"vars refer to undefined ${{{sorted(undefined)[0]}}}")
 
 
 def validate_lab(data: Any, source: str, lab_dir: Path | None = None) -> LabModel:

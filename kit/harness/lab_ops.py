@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from functools import partial
-from typing import Annotated, Any, ClassVar, Union
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, TypeAlias, Union
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Discriminator, Field, Tag, model_validator
 from pydantic.alias_generators import to_camel
@@ -355,9 +355,15 @@ def _union(kinds: tuple[str, ...]) -> Any:
     return Annotated[Union[members], Discriminator(_kind_of)]  # noqa: UP007 (a runtime tuple of members)
 
 
-AnyOperation = TypeAliasType(
-    "operation", Annotated[_union(tuple(OPERATIONS)), BeforeValidator(partial(_operation_key, collectors_only=False))]
-)
-AnyCollector = TypeAliasType(
-    "collector", Annotated[_union(COLLECTOR_KINDS), BeforeValidator(partial(_operation_key, collectors_only=True))]
-)
+if TYPE_CHECKING:
+    # the unions are built at run time from OPERATIONS; statically each member is an OperationModel
+    AnyOperation: TypeAlias = OperationModel
+    AnyCollector: TypeAlias = OperationModel
+else:
+    AnyOperation = TypeAliasType(
+        "operation",
+        Annotated[_union(tuple(OPERATIONS)), BeforeValidator(partial(_operation_key, collectors_only=False))],
+    )
+    AnyCollector = TypeAliasType(
+        "collector", Annotated[_union(COLLECTOR_KINDS), BeforeValidator(partial(_operation_key, collectors_only=True))]
+    )

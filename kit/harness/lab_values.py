@@ -124,8 +124,9 @@ def shaped(check: type | tuple[type, ...], hint: str, nonempty: bool = False) ->
     return BeforeValidator(run)
 
 
-# named types are defined once in the schema's $defs
-Seconds = TypeAliasType(
+# named types are defined once in the schema's $defs, under the alias's name; mypy wants that name to
+# be the variable's, so the aliases are bound under their $defs names and then under the names we use
+duration = TypeAliasType(
     "duration",
     Annotated[
         float,
@@ -133,7 +134,9 @@ Seconds = TypeAliasType(
         WithJsonSchema({"anyOf": [{"type": "number"}, {"type": "string", "pattern": _DURATION.pattern}]}),
     ],
 )
-Strings = TypeAliasType("strings", Annotated[str | list[str] | None, BeforeValidator(_strings)])
+strings = TypeAliasType("strings", Annotated[str | list[str] | None, BeforeValidator(_strings)])
+Seconds = duration
+Strings = strings
 Resource = Annotated[Any, AfterValidator(_resource), Field(description="Kind/name, Kind, or {kind, name, ...}")]
 Matcher = Annotated[Any, AfterValidator(_matcher), Field(description="a partial object; $operators allowed")]
 Variables = Annotated[dict[str, Any], BeforeValidator(_variables)]

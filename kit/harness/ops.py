@@ -19,6 +19,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from fractions import Fraction
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -154,6 +155,11 @@ def _delete_refs(ctx: Context, body: dict[str, Any], op: Operation) -> tuple[lis
     return [ref_of(_namespaced_copy(ctx, obj, ctx.namespace)) for obj in _load_manifests(ctx, body, op)], None
 
 
+def _gone(ctx: Context, ref: Ref) -> tuple[bool, Any, str]:
+    """A :func:`_poll` check: ``ref`` no longer exists."""
+    return ctx.env.client.get(ref) is None, True, "still present"
+
+
 @handles("delete")
 def op_delete(ctx: Context, body: dict[str, Any], op: Operation) -> OpOutcome:
     """Delete objects; a named object that does not exist (or an empty list) fails unless ``missingOk: true``.
@@ -175,12 +181,7 @@ def op_delete(ctx: Context, body: dict[str, Any], op: Operation) -> OpOutcome:
         )
     if body.get("wait", True):
         for ref in refs:
-            _poll(
-                ctx,
-                op,
-                lambda ref=ref: (ctx.env.client.get(ref) is None, True, "still present"),
-                f"{ref.describe()} is gone",
-            )
+            _poll(ctx, op, partial(_gone, ctx, ref), f"{ref.describe()} is gone")
     names = ", ".join(f"{r.kind}/{r.name}" for r in refs) or "nothing"
     return _outcome(op, f"deleted {names}" + (" (and waited until gone)" if body.get("wait", True) else ""))
 

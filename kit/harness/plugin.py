@@ -26,9 +26,13 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import pytest
+
+if TYPE_CHECKING:  # for the annotations only: the plugin imports the rest of the harness when it is used
+    from harness.runner import LabRunner
+    from harness.schema import Lab, Step
 
 RUN_ID_KEY = "dralab_run_id"
 
@@ -128,7 +132,7 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
         return None
     from xdist.scheduler import LoadGroupScheduling
 
-    class LabScheduling(LoadGroupScheduling):
+    class LabScheduling(LoadGroupScheduling):  # type: ignore[misc]  # xdist ships no types: its base is Any
         def _split_scope(self, nodeid: str) -> str:
             return lab_scope(nodeid) or super()._split_scope(nodeid)
 
@@ -230,10 +234,10 @@ class LabSuiteFile(pytest.File):
 class LabCollector(pytest.Collector):
     """One lab: sets up the environment and namespace before its first step, cleans up after its last."""
 
-    def __init__(self, *, lab: Any, **kwargs: Any) -> None:
+    def __init__(self, *, lab: Lab, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.lab = lab
-        self.runner: Any = None
+        self.runner: LabRunner | None = None
         self.setup_error: str | None = None
         self.profile_skip: str | None = None
 
@@ -306,13 +310,18 @@ class LabStepFailed(Exception):
 class LabStep(pytest.Item):
     """One step of a lab."""
 
-    def __init__(self, *, step: Any, **kwargs: Any) -> None:
+    def __init__(self, *, step: Step, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.step = step
         self.add_marker(pytest.mark.e2e)  # one worker per lab: pytest_xdist_make_scheduler groups by lab
         # "hardware" only when nothing in the step can run without it (a local alternative keeps it in)
         if "hardware" in step.requires or all("hardware" in op.requires for op in step.ops):
             self.add_marker(pytest.mark.hardware)
+
+    @property
+    def collector(self) -> LabCollector:
+        """The lab this step belongs to: its parent, as :meth:`LabCollector.collect` made it."""
+        return cast(LabCollector, self.parent)
 
     def runtest(self) -> None:
         from harness.results import (
@@ -325,13 +334,14 @@ class LabStep(pytest.Item):
             describe_skipped,
         )
 
-        collector: LabCollector = self.parent  # type: ignore[assignment]
+        collector = self.collector
         if collector.profile_skip:
             pytest.skip(collector.profile_skip)
         if collector.setup_error:
             if self.step is collector.lab.steps[0]:
                 raise LabStepFailed(_Reason(f"the lab could not start: {collector.setup_error}"))
             pytest.skip(f"the lab could not start: {collector.setup_error.splitlines()[0]}")
+        assert collector.runner is not None  # setup() made it, else set setup_error or profile_skip (above)
         result = collector.runner.run_step(self.step)
         self.user_properties.append(("step", self.step.id))
         for outcome in result.ops:
@@ -348,11 +358,11 @@ class LabStep(pytest.Item):
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str:
         if isinstance(excinfo.value, LabStepFailed):
-            return _failure_text(self.parent.lab.name, self.step, excinfo.value.result)
+            return _failure_text(self.collector.lab.name, self.step, excinfo.value.result)
         return str(super().repr_failure(excinfo, style))
 
     def reportinfo(self) -> tuple[Path, int | None, str]:
-        return self.parent.lab.path, None, f"{self.parent.lab.name}: {self.step.title}"
+        return self.collector.lab.path, None, f"{self.collector.lab.name}: {self.step.title}"
 
 
 class _Reason:

@@ -298,8 +298,8 @@ def junit_xml(results: list[LabResult]) -> str:
             ("partial_steps", str(c[PARTIAL])),
         ):
             ET.SubElement(props, "property", name=key, value=str(value))
-        for key, value in res.metrics.items():
-            ET.SubElement(props, "property", name=f"metric.{key}", value=f"{value:.3f}")
+        for key, number in res.metrics.items():
+            ET.SubElement(props, "property", name=f"metric.{key}", value=f"{number:.3f}")
         for i, step in enumerate(res.steps, 1):
             case = ET.SubElement(suite, "testcase", classname=f"labs.{res.lab}", name=f"{i:02d}-{step.id}",
                                  time=f"{step.seconds:.3f}")  # fmt: skip

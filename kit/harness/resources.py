@@ -74,12 +74,12 @@ def parse_ref(raw: Any, where: str) -> Ref:
     unknown = sorted(set(raw) - _REF_KEYS)
     if unknown:
         raise UserError(f"{where}: unknown key(s) {', '.join(unknown)} (valid: {', '.join(sorted(_REF_KEYS))})")
-    kind = raw.get("kind")
-    if not kind:
+    given = raw.get("kind")
+    if not given:
         raise UserError(f"{where}: a resource reference needs 'kind'")
     return Ref(
-        api_version=api_version_of(str(kind), raw.get("apiVersion"), where),
-        kind=str(kind),
+        api_version=api_version_of(str(given), raw.get("apiVersion"), where),
+        kind=str(given),
         name=str(raw["name"]) if raw.get("name") is not None else None,
         namespace=str(raw["namespace"]) if raw.get("namespace") is not None else None,
         label_selector=raw.get("labelSelector"),

@@ -187,10 +187,10 @@ class Sample:
 
     def summary(self) -> dict[str, Any]:
         ms = [x * 1000 for x in self.latencies]
-        out = {"completed": len(ms), "errors": self.errors,
-               "p50_ms": round(percentile(ms, 50), 3) if ms else None,
-               "p99_ms": round(percentile(ms, 99), 3) if ms else None,
-               "max_ms": round(max(ms), 3) if ms else None}
+        out: dict[str, Any] = {"completed": len(ms), "errors": self.errors,
+                               "p50_ms": round(percentile(ms, 50), 3) if ms else None,
+                               "p99_ms": round(percentile(ms, 99), 3) if ms else None,
+                               "max_ms": round(max(ms), 3) if ms else None}
         if self.first_error:
             out["first_error"] = self.first_error
         return out
@@ -388,7 +388,7 @@ def _kubeconfig(explicit: str | None, cluster_name: str) -> tuple[str | None, st
 
 
 def _start_server(workdir: Path, kubeconfig: str | None, workers: int,
-                  namespace: str) -> tuple[subprocess.Popen, Target]:
+                  namespace: str) -> tuple[subprocess.Popen[bytes], Target]:
     from dralab.webhook import certs
 
     ca, cert, key = certs.write(workdir)
@@ -571,7 +571,7 @@ def cpu_during(before: CpuReading, after: CpuReading, seconds: float) -> dict[st
 
 
 def _one_round(targets: dict[str, tuple[Target, str, Any]], rates: tuple[int, ...], seconds: float,
-               proc: subprocess.Popen, api_pid: int | None, progress: Progress, task: Any,
+               proc: subprocess.Popen[bytes], api_pid: int | None, progress: Progress, task: Any,
                hook: Target | None = None, closed_loops: bool = True, api: Any = None,
                cpu: Callable[[], CpuReading] | None = None, namespace: str = "") -> dict[str, Any]:
     """One repeat: each handler's closed loop with the CPU the server and the apiserver spent on it, then
@@ -619,10 +619,10 @@ def _one_round(targets: dict[str, tuple[Target, str, Any]], rates: tuple[int, ..
             quiet = wait()
             progress.update(task, description=f"{name}: open loop at {rate} req/s")
             seen = claim_creates(api) if api is not None and name in ("create", "direct") else None
-            cpu0, t0 = (cpu(), time.perf_counter()) if cpu is not None else (None, 0.0)
+            reading0, t0 = (cpu(), time.perf_counter()) if cpu is not None else (None, 0.0)
             row = asyncio.run(open_loop(target, path, bodies, rate, seconds))
-            if cpu0 is not None and cpu is not None:  # was the machine saturated while this ran, and by whom
-                row["cpu"] = {**cpu_during(cpu0, cpu(), time.perf_counter() - t0), "machine_busy_at_start": quiet}
+            if reading0 is not None and cpu is not None:  # was the machine saturated while this ran, and by whom
+                row["cpu"] = {**cpu_during(reading0, cpu(), time.perf_counter() - t0), "machine_busy_at_start": quiet}
             if seen is not None:  # the apiserver's own share of the latency, in the same run
                 row.update(create_latency(seen, claim_creates(api)))
             results[name]["open_loop"].append(row)
@@ -812,24 +812,23 @@ def run(quick: bool, kubeconfig: str | None, cluster_name: str, duration: float 
                 finally:
                     api.close()
     summary = summarize(rounds, rates)
-    only = handlers
     typed_path = HANDLERS["convert" if kube is None else "create"]
-    handlers: dict[str, Any] = {name: {"path": path, **_median_rows(rounds, name)}
-                                for name, path in {**HANDLERS, "direct": "apiserver",
-                                                   **dict.fromkeys(TYPED, typed_path)}.items()
-                                if name in rounds[0]["handlers"]}
-    if "create" not in handlers and (not only or "create" in only):
-        handlers["create"] = {"skipped": skip_reason}
+    rows: dict[str, Any] = {name: {"path": path, **_median_rows(rounds, name)}
+                            for name, path in {**HANDLERS, "direct": "apiserver",
+                                               **dict.fromkeys(TYPED, typed_path)}.items()
+                            if name in rounds[0]["handlers"]}
+    if "create" not in rows and (not handlers or "create" in handlers):
+        rows["create"] = {"skipped": skip_reason}
     return {"rates": list(rates), "duration_s": seconds, "closed_loops": closed_loops, "repeats": repeats,
             "server_workers": workers,
             "closed_loop_workers": CLOSED_WORKERS, "baseline": "noop", "direct_baseline": "direct",
             "bench_config": BENCH_CONFIG, "apiserver_measured": api_pid is not None,
-            "handlers": handlers, "rounds": rounds, "summary": summary,
+            "handlers": rows, "rounds": rounds, "summary": summary,
             "typed_pods": _typed_pods(typed_path),
             "apiserver_create_sequential": sequential or {"skipped": skip_reason},
             "load_average": {"before": [round(x, 2) for x in load_before],
                              "after": [round(x, 2) for x in os.getloadavg()]},
-            "targets": _targets(summary, handlers)}
+            "targets": _targets(summary, rows)}
 
 
 def _typed_pods(path: str) -> dict[str, Any]:

@@ -23,6 +23,7 @@ import statistics
 import time
 import tracemalloc
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import click
@@ -88,12 +89,16 @@ def _held_bytes(build: Callable[[], Any]) -> tuple[Any, int]:
 
 def bytes_per_object(kind: str, n: int) -> dict[str, float]:
     """Bytes per cached ``kind`` object, whole and slimmed, over a cache of ``n`` of them."""
-    from dralab.kube.informer import key_of, slim
+    from dralab.kube.informer import Key, key_of, slim
 
     texts = _texts(kind, n)
     out: dict[str, float] = {"json_bytes": round(statistics.mean(len(t) for t in texts), 1)}
+
+    def cache_of(shape: Callable[[Any], Any]) -> dict[Key, Any]:
+        return {key_of(o): shape(o) for o in map(json.loads, texts)}
+
     for form, shape in (("whole", lambda o: o), ("slim", slim)):
-        cache, held = _held_bytes(lambda shape=shape: {key_of(o): shape(o) for o in map(json.loads, texts)})
+        cache, held = _held_bytes(partial(cache_of, shape))
         assert len(cache) == n
         out[form] = round(held / n, 1)
         del cache

@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import statistics
 import time
+from typing import Any
 
 import click
 
@@ -108,7 +109,7 @@ def cluster(out: str, quick: bool, runs: int) -> None:
     finally:
         down(name, keep_logs=False)
 
-    result = {
+    result: dict[str, Any] = {
         "recorded_builds": recorded_builds(),
         "build_check_s": round(build_check, 3),
         "up_s": _summary(ups),

@@ -34,7 +34,7 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import click
 import httpx
@@ -628,6 +628,18 @@ def gap_split(dra: float | None, direct: float | None, plain: float | None) -> d
             "dralab_ms_per_pod": round(d - d0, 3) if d is not None and d0 is not None else None}
 
 
+class JudgedRound(TypedDict):
+    """One round of :func:`judged` (one burst of each kind and size) as written to the results."""
+
+    load_average: list[float]
+    pods_per_s: dict[str, dict[str, float | None]]  # kind -> burst size -> pods per second
+    dra_to_plain: float | None
+    direct_to_plain: float | None
+    dra_to_direct: float | None
+    split: dict[str, float | None]  # gap_split's shares
+    flatness: float | None
+
+
 async def judged(client: httpx.AsyncClient, small: int, large: int, repeats: int, scraper: Scraper | None,
                  phases: dict[str, dict[str, list[Any]]], meter: CpuMeter | None = None,
                  cpu: dict[str, dict[str, list[Any]]] | None = None,
@@ -638,7 +650,7 @@ async def judged(client: httpx.AsyncClient, small: int, large: int, repeats: int
     runner = BurstRunner(client)
     bursts: dict[str, dict[int, list[Burst]]] = {kind: {small: [], large: []} for kind in KINDS}
     cpu = cpu if cpu is not None else {}
-    rounds = []
+    rounds: list[JudgedRound] = []
     for r in range(repeats):
         load = [round(x, 2) for x in os.getloadavg()]
         for n in (small, large):
@@ -655,16 +667,16 @@ async def judged(client: httpx.AsyncClient, small: int, large: int, repeats: int
                        "dra_to_direct": _div(dra_l, direct_l),
                        "split": gap_split(dra_l, direct_l, plain_l),
                        "flatness": _div(dra_l, dra_s)})
-    out = {"small_n": small, "large_n": large, "repeats": repeats, "rounds": rounds,
-           "dra_to_plain": _spread([x["dra_to_plain"] for x in rounds]),
-           "direct_to_plain": _spread([x["direct_to_plain"] for x in rounds]),
-           "dra_to_direct": _spread([x["dra_to_direct"] for x in rounds]),
-           "split": {k: _spread([x["split"][k] for x in rounds])
-                     for k in ("gap_ms_per_pod", "scheduler_ms_per_pod", "dralab_ms_per_pod")},
-           "flatness": _spread([x["flatness"] for x in rounds]),
-           "dra_pods_per_s": _spread([x["pods_per_s"]["dra"][str(large)] for x in rounds]),
-           "direct_pods_per_s": _spread([x["pods_per_s"]["direct"][str(large)] for x in rounds]),
-           "plain_pods_per_s": _spread([x["pods_per_s"]["plain"][str(large)] for x in rounds])}
+    out: dict[str, Any] = {"small_n": small, "large_n": large, "repeats": repeats, "rounds": rounds,
+                           "dra_to_plain": _spread([x["dra_to_plain"] for x in rounds]),
+                           "direct_to_plain": _spread([x["direct_to_plain"] for x in rounds]),
+                           "dra_to_direct": _spread([x["dra_to_direct"] for x in rounds]),
+                           "split": {k: _spread([x["split"][k] for x in rounds])
+                                     for k in ("gap_ms_per_pod", "scheduler_ms_per_pod", "dralab_ms_per_pod")},
+                           "flatness": _spread([x["flatness"] for x in rounds]),
+                           "dra_pods_per_s": _spread([x["pods_per_s"]["dra"][str(large)] for x in rounds]),
+                           "direct_pods_per_s": _spread([x["pods_per_s"]["direct"][str(large)] for x in rounds]),
+                           "plain_pods_per_s": _spread([x["pods_per_s"]["plain"][str(large)] for x in rounds])}
     return out, bursts
 
 

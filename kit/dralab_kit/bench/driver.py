@@ -169,7 +169,9 @@ class MemoryClaims:
 class _Bench:
     """One run: a fresh driver in a fresh folder, every phase measured against it."""
 
-    def __init__(self, proc: DriverProcess, stub: dra_v1_pb2_grpc.DRAPluginStub, maker: Any, tick: Callable) -> None:
+    def __init__(
+        self, proc: DriverProcess, stub: dra_v1_pb2_grpc.DRAPluginStub, maker: Any, tick: Callable[[], None]
+    ) -> None:
         self.proc = proc
         self.stub = stub
         self.maker = maker

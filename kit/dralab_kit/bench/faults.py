@@ -28,6 +28,8 @@ import uuid
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from fractions import Fraction
+from functools import partial
 from typing import Any
 
 import click
@@ -95,7 +97,9 @@ def capacity_leaks(claims: list[dict[str, Any]], pods: list[dict[str, Any]],
                 "device": "/".join(key),
                 "consumed": {c: accounting.plain(v) for c, v in have.items()},
                 "held_by_live_pods": {c: accounting.plain(v) for c, v in want.items()},
-                "leaked": {c: accounting.plain(have.get(c, 0) - want.get(c, 0)) for c in sorted(caps)},
+                "leaked": {
+                    c: accounting.plain(have.get(c, Fraction(0)) - want.get(c, Fraction(0))) for c in sorted(caps)
+                },
             })
     return leaks
 
@@ -569,7 +573,7 @@ def statefulset_same_names(ctx: Ctx) -> tuple[bool, dict[str, Any]]:
     for _ in range(rounds):
         ctx.kube.request("DELETE", f"/api/v1/namespaces/{ns}/pods", params={"gracePeriodSeconds": "0"})
         seen = frozenset(uids)
-        pods = wait_for(lambda seen=seen: renewed(seen), 300, "the StatefulSet's pods to come back", interval=0.2)
+        pods = wait_for(partial(renewed, seen), 300, "the StatefulSet's pods to come back", interval=0.2)
         uids |= {_meta(p)["uid"] for p in pods}
         for pod in pods:
             claim = next(iter(claim_names(pod)), "")

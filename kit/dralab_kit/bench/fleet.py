@@ -226,13 +226,13 @@ def verdict(sizes: list[dict[str, Any]]) -> dict[str, Any]:
     growth_above_rest = _ratio(cpu(large, rest), cpu(small, rest)) if large is not small else None
     leaks = [s.get("leaks") or {} for s in sizes]
     no_leaks = all(not (lk.get("claims") or lk.get("capacity") or lk.get("prepared")) for lk in leaks)
+    gated = [r for r in (ratios["fill"], ratios["burst"]) if r is not None]
     return {
         "largest_nodes": large.get("nodes"),
         "smallest_nodes": small.get("nodes"),
         "ratio_by_phase": ratios,
         "ratio_target": RATIO_TARGET,
-        "meets_ratio": (all(ratios[p] is not None and ratios[p] >= RATIO_TARGET for p in ("fill", "burst"))
-                        if all(ratios[p] is not None for p in ("fill", "burst")) else None),
+        "meets_ratio": all(r >= RATIO_TARGET for r in gated) if len(gated) == 2 else None,
         "cpu_growth": growth,
         "cpu_growth_target": CPU_GROWTH_TARGET,
         "meets_cpu_growth": None if growth is None else growth <= CPU_GROWTH_TARGET,
@@ -391,7 +391,9 @@ async def _create_templates(runner: BurstRunner, ns: str, templates: list[dict[s
             await runner._ok("POST", base, json=template)
 
 
-def _pods(kind: str, ns: str, stem: str, n: int, size: dict[str, int]) -> tuple[list[dict], list[dict]]:
+def _pods(
+    kind: str, ns: str, stem: str, n: int, size: dict[str, int]
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     if kind == "dralab":
         return [hami_pod(f"{stem}-{i}", size["memory_mib"], size["cores"]) for i in range(n)], []
     made = [dra_pod(f"{stem}-{i}", ns, size["memory_mib"], size["cores"]) for i in range(n)]

@@ -124,7 +124,7 @@ def container(draw: st.DrawFn, typed: bool) -> Any:
         values = {k: draw(typed_quantity if typed else quantity) for k in keys}
         res[where] = _maybe_junk(draw, typed, values, 8)
     out: dict[str, Any] = {"name": draw(name_text) if draw(st.booleans()) else "app", "image": "busybox"}
-    if res or draw(st.booleans()):
+    if bool(res) or draw(st.booleans()):
         out["resources"] = _maybe_junk(draw, typed, res, 8)
     if draw(st.integers(0, 5)) == 0:
         out["restartPolicy"] = draw(st.sampled_from(["Always", "Never"]))
@@ -463,7 +463,7 @@ class FuzzClaims:
 
 
 # gRPC strings are UTF-8 on the wire: lone surrogates cannot even be sent
-utf8 = st.characters(exclude_categories=("Cs",))
+utf8 = st.characters(exclude_categories=["Cs"])
 wire_name = st.one_of(st.text(utf8, max_size=70), st.sampled_from(["", "a", "A_b", "x" * 300, "../etc", "-"]))
 path_like = st.sampled_from(["", ".", "..", "../..", "../x", "/", "/tmp/x", "a/b", "common", "\x00", "*"])
 uid_text = st.one_of(st.uuids().map(str), path_like, st.text(utf8, max_size=40))
@@ -601,7 +601,7 @@ def driver_under_test() -> Iterator[tuple[Any, FuzzClaims, Path, Sandbox]]:
             opts = RunOptions(node=NODE, backend="fake", plugin_dir=str(root / "p"), registry_dir=str(root / "r"),
                               cdi_dir=str(root / "cdi"), state_dir=str(root / "s"), enforcement_library=str(lib),
                               publish=False)
-            proc = DriverProcess(opts, claims=source).start()  # type: ignore[arg-type]
+            proc = DriverProcess(opts, claims=source).start()
             try:
                 yield proc, source, root, box
             finally:

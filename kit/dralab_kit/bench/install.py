@@ -22,6 +22,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -92,7 +93,7 @@ def measure_pods(benches: dict[str, Bench], count: int) -> dict[str, Any]:
             ns, name = spaces[label], f"p{i}"
             started = time.monotonic()
             b.kube.create(f"/api/v1/namespaces/{ns}/pods", hami_pod(name))
-            b.wait(lambda b=b, ns=ns, name=name: b.phase(ns, name) == "Running", 120, f"{label} {name} Running")
+            b.wait(partial(b.running, ns, name), 120, f"{label} {name} Running")
             times[label].append(time.monotonic() - started)
             b.kube.delete(f"/api/v1/namespaces/{ns}/pods/{name}")
     for label, b in benches.items():

@@ -31,6 +31,7 @@ import tempfile
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from functools import partial
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -108,6 +109,10 @@ class Bench:
     def phase(self, ns: str, name: str) -> str | None:
         obj = self.kube.get(f"/api/v1/namespaces/{ns}/pods/{name}", missing_ok=True)
         return (obj or {}).get("status", {}).get("phase")
+
+    def running(self, ns: str, name: str) -> bool:
+        """A :meth:`wait` check (bound with functools.partial): pod ``name`` is Running."""
+        return self.phase(ns, name) == "Running"
 
     def wait(self, check: Callable[[], Any], timeout: float, what: str) -> Any:
         from dralab.util import wait_for
@@ -266,7 +271,7 @@ def measure_pods(b: Bench, count: int) -> dict[str, Any]:
             name = f"p{i}"
             started = time.monotonic()
             b.apply_pod(ns, name, with_claim)
-            b.wait(lambda ns=ns, name=name: b.phase(ns, name) == "Running", 120, f"{name} Running")
+            b.wait(partial(b.running, ns, name), 120, f"{name} Running")
             times.append(time.monotonic() - started)
         out[f"{label}_apply_to_running_seconds"] = summary(times)
         if with_claim:

@@ -84,7 +84,7 @@ def kind_pod(kind: str, name: str) -> dict[str, Any]:
 
 def inventory_doc(node: str = NODE) -> dict[str, Any]:
     """A fake NVIDIA host with the :data:`CARDS` (dralab/model inventory format)."""
-    devices = []
+    devices: list[dict[str, Any]] = []
     for type_name, product, count, memory in CARDS:
         for _ in range(count):
             i = len(devices)

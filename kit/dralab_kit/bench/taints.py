@@ -20,7 +20,7 @@ from __future__ import annotations
 import os
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import click
@@ -122,20 +122,26 @@ class Probe:
         return name
 
     def poll(self) -> None:
+        """Note each probe pod the first time its claim is seen allocated (when, and to which device)."""
         from dralab.kube.paths import claims_path
 
         now = time.monotonic()
         for pod, device in allocated(self.api.list(claims_path(self.ns)).get("items") or []).items():
             self.seen.setdefault(pod, (now, device))
 
+    def landed(self, name: str) -> bool:
+        """A :func:`_wait` condition: poll, then whether probe ``name`` is allocated."""
+        self.poll()
+        return name in self.seen
+
 
 def _slices(api: Any) -> list[dict[str, Any]]:
-    from dralab.kube.paths import slice_path
+    from dralab.kube.paths import SLICES_PATH
 
-    return api.list(slice_path(None), field_selector=f"spec.nodeName={NODE}").get("items") or []
+    return api.list(SLICES_PATH, field_selector=f"spec.nodeName={NODE}").get("items") or []
 
 
-def _wait(what: str, condition: Any, limit: float = LIMIT_S) -> float:
+def _wait(what: str, condition: Callable[[], object], limit: float = LIMIT_S) -> float:
     """Seconds until ``condition()`` holds, polled every :data:`POLL_S`."""
     from dralab.util import wait_for
 
@@ -155,8 +161,7 @@ def one_repeat(handle: Any, api: Any, interval: float) -> dict[str, Any]:
     row: dict[str, Any] = {"namespace": ns}
     try:
         first = probe.create()
-        row["baseline_allocated_s"] = round(_wait("the baseline pod's allocation",
-                                                  lambda: probe.poll() or first in probe.seen), 3)
+        row["baseline_allocated_s"] = round(_wait("the baseline pod's allocation", lambda: probe.landed(first)), 3)
         sick = probe.seen[first][1]  # the device a healthy node hands out first: the one made sick
         row["sick_device"] = sick
         fault = time.monotonic()
