@@ -31,7 +31,7 @@ import statistics
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypedDict
@@ -172,6 +172,7 @@ class Burst:
     first_error: str = ""
     watch_restarts: int = 0
     retries: int = 0  # creates sent again after a refusal a controller would retry (RETRY_STATUSES)
+    not_running: int = 0  # bound, but not Running when the wait ended (a stall: see BurstRunner.stall_s)
     cpu_s: dict[str, float] = field(default_factory=dict)  # component -> CPU seconds during the burst
 
 
@@ -352,6 +353,9 @@ def retry_delay(attempt: int) -> float:
     return float(min(0.5 * 2 ** (attempt - 1), 8.0))
 
 
+STALL_CHECK_S = 5.0
+
+
 class BurstRunner:
     """Creates bursts in fresh namespaces and times them with a watch started before the creates.
 
@@ -359,12 +363,19 @@ class BurstRunner:
     webhook's "could not finish this admission within 8 s; retry the pod") is sent again after a
     backoff, up to ``RETRY_ATTEMPTS`` times, as the controllers that make pods in bulk (ReplicaSet,
     Job) do. The pod's latency still counts from its first create, and the resends are counted.
+
+    ``stall_s``: once every pod is bound, stop waiting for the rest to run after ``stall_s`` seconds
+    in which no pod started Running, and count them in ``not_running``. A pod whose claim the
+    cluster will never prepare (kube-controller-manager's second claim for one pod, seen at 50 nodes
+    on 1.35) would otherwise hold the run for the whole ``timeout``.
     """
 
-    def __init__(self, client: httpx.AsyncClient, timeout: float = 300.0, retry_refusals: bool = False) -> None:
+    def __init__(self, client: httpx.AsyncClient, timeout: float = 300.0, retry_refusals: bool = False,
+                 stall_s: float | None = None) -> None:
         self.client = client
         self.timeout = timeout
         self.retry_refusals = retry_refusals
+        self.stall_s = stall_s
 
     async def _ok(self, method: str, path: str, **kw: Any) -> dict[str, Any]:
         resp = await self.client.request(method, path, **kw)
@@ -412,6 +423,7 @@ class BurstRunner:
         done = asyncio.Event()
         expected: set[str] = set()
         created_all = False
+        progress = [time.monotonic()]  # when a pod was last seen bound or Running for the first time
 
         def check_done() -> None:
             if created_all and expected <= bound.keys() and (not wait_running or expected <= running.keys()):
@@ -421,9 +433,9 @@ class BurstRunner:
             name = (obj.get("metadata") or {}).get("name")
             now = time.monotonic()
             if name and (obj.get("spec") or {}).get("nodeName") and name not in bound:
-                bound[name] = now
+                bound[name] = progress[0] = now
             if name and (obj.get("status") or {}).get("phase") == "Running" and name not in running:
-                running[name] = now
+                running[name] = progress[0] = now
 
         async def watch() -> None:
             # A watch the apiserver ends or breaks is resumed after a fresh list: a pod found bound by
@@ -470,8 +482,8 @@ class BurstRunner:
         created_all = True
         check_done()
         if expected:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(done.wait(), self.timeout)
+            await self._wait(done, lambda: expected <= bound.keys() and time.monotonic() - progress[0] > (
+                self.stall_s or math.inf))
         watcher.cancel()
         with contextlib.suppress(asyncio.CancelledError, httpx.HTTPError):
             await watcher
@@ -479,11 +491,25 @@ class BurstRunner:
         if missing:
             burst.failures += len(missing)
             burst.first_error = burst.first_error or f"{len(missing)} pod(s) not bound within {self.timeout:.0f}s"
+        if wait_running:
+            burst.not_running = len(expected & bound.keys() - running.keys())
+            if burst.not_running:
+                burst.first_error = burst.first_error or (
+                    f"{burst.not_running} pod(s) bound but not Running (no pod started for {self.stall_s}s)"
+                    if self.stall_s else f"{burst.not_running} pod(s) bound but not Running within {self.timeout:.0f}s")
         burst.latencies = [bound[p] - issued[p] for p in expected if p in bound]
         burst.running = [running[p] - issued[p] for p in expected if p in running]
         if bound:
             burst.completion_s = max(bound[p] for p in expected if p in bound) - start
         return burst
+
+    async def _wait(self, done: asyncio.Event, stalled: Callable[[], bool]) -> None:
+        """Until ``done``, ``timeout`` or ``stalled()``; the stall is looked at every few seconds (it is a
+        verdict on progress, so its resolution need not be finer)."""
+        deadline = time.monotonic() + self.timeout
+        while not done.is_set() and time.monotonic() < deadline and not stalled():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(done.wait(), min(STALL_CHECK_S, max(0.0, deadline - time.monotonic())))
 
     async def clear(self, ns: str, kube_wait: float = 180.0, own_claims: bool = False) -> None:
         """Delete the namespace's pods, wait until their claims are gone, then the namespace.

@@ -67,6 +67,7 @@ DRALAB_COMPONENTS = ("webhook", "driver")  # the janitor runs inside the webhook
 SIMULATED = ("kubelet", "kwok")  # the simulated node layer: reported apart
 RATIO_TARGET = 0.9  # dralab ÷ baseline pods/s at the largest size, fill and burst
 CPU_GROWTH_TARGET = 1.2  # dralab CPU per pod at the largest size ÷ at the smallest
+STALL_S = 120.0  # every pod bound and none started Running for this long: the rest never will
 IDLE_WINDOW_S = 20.0  # the fleet at rest, before the phases: each component's CPU per second
 
 
@@ -157,6 +158,7 @@ def summarize(burst: Burst) -> dict[str, Any]:
         "running_p99_s": _r(percentile(burst.running, 99)),
         "failures": burst.failures,
         "retries": burst.retries,
+        "not_running": burst.not_running,
         "first_error": burst.first_error,
     }
 
@@ -180,6 +182,19 @@ def dralab_cpu(cpu_ms: dict[str, float]) -> float | None:
     """dralab's CPU per pod: webhook (with the janitor) + driver; None when neither was measured."""
     parts = [cpu_ms[c] for c in DRALAB_COMPONENTS if c in cpu_ms]
     return round(sum(parts), 3) if parts else None
+
+
+def duplicate_claims(claims: list[dict[str, Any]]) -> int:
+    """Pods that own more than one claim: kube-controller-manager made a second claim from the pod's
+    template (its cache had not seen the first) and may point the pod's status at it after the
+    scheduler allocated the first, so the pod never runs. dralab's webhook names each pod's claim
+    itself, once: its pods cannot get a second."""
+    owners: dict[str, int] = {}
+    for claim in claims:
+        for ref in (claim.get("metadata") or {}).get("ownerReferences") or []:
+            if ref.get("kind") == "Pod" and ref.get("uid"):
+                owners[ref["uid"]] = owners.get(ref["uid"], 0) + 1
+    return sum(1 for n in owners.values() if n > 1)
 
 
 def above_rest(per_pod: float | None, idle_ms_per_s: dict[str, float], window_s: float, pods: int) -> float | None:
@@ -316,10 +331,10 @@ class Fleet:
         finally:
             kube.close()
 
-    async def count(self, client: Any, path: str) -> int:
+    async def items(self, client: Any, path: str) -> list[dict[str, Any]]:
         resp = await client.get(path)
         resp.raise_for_status()
-        return len(resp.json().get("items") or [])
+        return list(resp.json().get("items") or [])
 
     async def at_rest(self, seconds: float = IDLE_WINDOW_S) -> dict[str, float]:
         """Each component's CPU per second (ms/s) while nothing is asked of the fleet: the cost of its
@@ -342,6 +357,7 @@ class Fleet:
         row = summarize(burst)
         row["created"] = created
         row["window_s"] = round(elapsed, 2)
+        claims = await self.items(client, "/apis/resource.k8s.io/v1/resourceclaims")
         rss = self.rss()
         row.update({
             "cpu_ms_per_pod": cpu,
@@ -350,8 +366,9 @@ class Fleet:
             "simulated_cpu_ms_per_pod": round(sum(cpu.get(c, 0.0) for c in SIMULATED), 3),
             "rss_mib": rss,
             "dralab_rss_mib": round(sum(rss.get(c, 0.0) for c in DRALAB_COMPONENTS), 1),
-            "claims": await self.count(client, "/apis/resource.k8s.io/v1/resourceclaims"),
-            "slices": await self.count(client, "/apis/resource.k8s.io/v1/resourceslices"),
+            "claims": len(claims),
+            "duplicate_claims": duplicate_claims(claims),
+            "slices": len(await self.items(client, "/apis/resource.k8s.io/v1/resourceslices")),
             "api_requests_per_pod": requests_per_pod(req0, req1, created),
         })
         return row
@@ -421,7 +438,7 @@ async def _delete_pods(runner: BurstRunner, ns: str, names: list[str]) -> None:
 
 async def fill_and_churn(fleet: Fleet, client: Any, kind: str, rounds: int) -> dict[str, Any]:
     """Fill (8 pods per node) then churn rounds on top of it, then clear; one row per phase."""
-    runner = Runner(client, timeout=fleet.timeout, retry_refusals=True)
+    runner = Runner(client, timeout=fleet.timeout, retry_refusals=True, stall_s=STALL_S)
     ns = await runner.namespace(f"fleet-{kind}")
     n = fleet.nodes * FILL_PER_NODE
     fill = await fleet.measured(client, n, _batch(runner, ns, kind, "f", n, FILL_POD))
@@ -447,7 +464,7 @@ async def fill_and_churn(fleet: Fleet, client: Any, kind: str, rounds: int) -> d
 
 
 async def burst(fleet: Fleet, client: Any, kind: str, quick: bool) -> dict[str, Any]:
-    runner = Runner(client, timeout=fleet.timeout, retry_refusals=True)
+    runner = Runner(client, timeout=fleet.timeout, retry_refusals=True, stall_s=STALL_S)
     ns = await runner.namespace(f"burst-{kind}")
     n = burst_size(fleet.nodes, quick=quick)
     row = await fleet.measured(client, n, _batch(runner, ns, kind, "b", n, BURST_POD))

@@ -7,6 +7,7 @@ test waits for nothing.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
 
 import httpx
 import pytest
@@ -75,3 +76,47 @@ def test_resends_stop_after_the_last_attempt() -> None:
 
 def test_backoff_doubles_to_a_ceiling() -> None:
     assert [retry_delay(a) for a in range(1, 7)] == [0.5, 1.0, 2.0, 4.0, 8.0, 8.0]
+
+
+def _pod(name: str, node: str | None, phase: str) -> dict[str, object]:
+    return {"metadata": {"name": name, "resourceVersion": "2"}, "spec": {"nodeName": node} if node else {},
+            "status": {"phase": phase}}
+
+
+def test_a_burst_stops_waiting_once_every_pod_is_bound_and_none_starts_running(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """p2 is bound but never runs (a claim that will never be prepared): the wait ends on the stall,
+    not after the whole timeout, and p2 counts as not running."""
+    import json
+
+    monkeypatch.setattr(concurrency, "STALL_CHECK_S", 0.01)
+    pods = [_pod("p1", "n1", "Running"), _pod("p2", "n1", "Pending")]
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        if request.method == "POST":
+            return httpx.Response(201, text="{}")
+        if request.url.params.get("watch"):
+            lines = "".join(json.dumps({"type": "MODIFIED", "object": p}) + "\n" for p in pods)
+
+            async def stream() -> AsyncIterator[bytes]:  # the events, then a watch that stays open
+                yield lines.encode()
+                await asyncio.Event().wait()
+
+            return httpx.Response(200, content=stream())
+        return httpx.Response(200, json={"metadata": {"resourceVersion": "1"}, "items": pods})
+
+    client = httpx.AsyncClient(transport=httpx.MockTransport(answer), base_url="https://apiserver")
+    runner = BurstRunner(client, timeout=3600.0, stall_s=0.05)
+    burst = asyncio.run(runner.run("b", [{"metadata": {"name": "p1"}}, {"metadata": {"name": "p2"}}], True))
+    assert len(burst.latencies) == 2 and len(burst.running) == 1
+    assert burst.not_running == 1 and burst.failures == 0
+    assert "1 pod(s) bound but not Running" in burst.first_error
+
+
+def test_duplicate_claims_counts_pods_owning_more_than_one() -> None:
+    from dralab_kit.bench.fleet import duplicate_claims
+
+    def claim(*owners: str) -> dict[str, object]:
+        return {"metadata": {"ownerReferences": [{"kind": "Pod", "uid": u} for u in owners]}}
+
+    assert duplicate_claims([claim("a"), claim("a"), claim("b"), claim(), claim("c"), claim("c"), claim("c")]) == 2

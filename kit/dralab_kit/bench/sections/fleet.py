@@ -100,6 +100,14 @@ def section(res: FleetResult, plot: str | None = None) -> list[str]:
         if size.get("idle_cpu_ms_per_s"):
             rest = ", ".join(f"{k} {_f(v)}" for k, v in sorted(size["idle_cpu_ms_per_s"].items()))
             out.append(f"- {size.get('nodes')} nodes at rest, CPU ms per second: {rest}")
+    for size in res.sizes:
+        for phase in PHASES:
+            for kind in ("dralab", "baseline"):
+                r = ((size.get("phases") or {}).get(phase) or {}).get(kind) or {}
+                if r.get("not_running") or r.get("duplicate_claims"):
+                    out.append(f"- {size.get('nodes')} nodes, {phase}, {kind}: {r.get('not_running', 0)} pod(s) "
+                               f"bound but never Running; {r.get('duplicate_claims', 0)} pod(s) owning more than "
+                               "one claim (kube-controller-manager's second claim from the pod's template)")
     out.append("")
     leaks = [f"{s.get('nodes')} nodes: {s.get('leaks')}" for s in res.sizes]
     out += [f"Leaks at the end of each size: {'; '.join(leaks) or '-'}.", ""]
