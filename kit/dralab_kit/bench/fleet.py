@@ -66,6 +66,7 @@ PHASES = ("fill", "churn", "burst")
 DRALAB_COMPONENTS = ("webhook", "driver")  # the janitor runs inside the webhook's tree
 SIMULATED = ("kubelet", "kwok")  # the simulated node layer: reported apart
 RATIO_TARGET = 0.9  # dralab ÷ baseline pods/s at the largest size, fill and burst
+CHURN_P99_TARGET_S = 5.0  # churn: a replacement pod's create to Running, p99, at the largest size
 CPU_GROWTH_TARGET = 1.2  # dralab CPU per pod at the largest size ÷ at the smallest
 STALL_S = 120.0  # every pod bound and none started Running for this long: the rest never will
 IDLE_WINDOW_S = 20.0  # the fleet at rest, before the phases: each component's CPU per second
@@ -242,6 +243,7 @@ def verdict(sizes: list[dict[str, Any]]) -> dict[str, Any]:
     leaks = [s.get("leaks") or {} for s in sizes]
     no_leaks = all(not (lk.get("claims") or lk.get("capacity") or lk.get("prepared")) for lk in leaks)
     gated = [r for r in (ratios["fill"], ratios["burst"]) if r is not None]
+    churn_p99 = (((large.get("phases") or {}).get("churn") or {}).get("dralab") or {}).get("running_p99_s")
     return {
         "largest_nodes": large.get("nodes"),
         "smallest_nodes": small.get("nodes"),
@@ -258,6 +260,11 @@ def verdict(sizes: list[dict[str, Any]]) -> dict[str, Any]:
         # whose per-node loops grow with the fleet in one process but stay per node in a real fleet
         "webhook_cpu_growth": _ratio(webhook(large), webhook(small)) if large is not small else None,
         "no_leaks": no_leaks,
+        # churn deletes one pod per node and creates one per node on a half-full fleet: the p99 of the new
+        # pods' create to Running, dralab's kind (release and reallocation run through the janitor)
+        "churn_p99_s": churn_p99,
+        "churn_p99_target_s": CHURN_P99_TARGET_S,
+        "meets_churn_p99": None if churn_p99 is None else churn_p99 <= CHURN_P99_TARGET_S,
     }
 
 

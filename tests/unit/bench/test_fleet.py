@@ -91,7 +91,7 @@ def test_report_renders_the_fleet_section_and_verdicts() -> None:
     res["verdict"] = fleet.verdict(res["sizes"])
     rows = verdicts(FleetResult.model_validate(res))
     assert [r[-1] for r in rows] == ["met", "met", "not judged: no rest measured (older run) or one size only",
-                                     "not judged: one size only", "met"]
+                                     "not judged: one size only", "not judged", "met"]
     text = "\n".join(section(FleetResult.model_validate(res), "results/fleet.png"))
     assert "| 200 | burst | baseline |" in text and "![fleet](results/fleet.png)" in text
     assert "## Fleet scale" in render({"fleet": res})
@@ -111,3 +111,12 @@ def test_verdict_judges_growth_above_rest_apart() -> None:
     v = fleet.verdict([small, large])
     assert v["meets_cpu_growth"] is False
     assert v["cpu_growth_above_rest"] == 1.1 and v["meets_cpu_growth_above_rest"] is True
+
+
+def test_verdict_judges_the_churn_p99_at_the_largest_size() -> None:
+    small, large = _size(50, 9.5, 10.0), _size(500, 9.5, 10.0)
+    large["phases"]["churn"]["dralab"]["running_p99_s"] = 4.2
+    assert fleet.verdict([small, large])["meets_churn_p99"] is True
+    large["phases"]["churn"]["dralab"]["running_p99_s"] = 7.5
+    v = fleet.verdict([small, large])
+    assert v["churn_p99_s"] == 7.5 and v["meets_churn_p99"] is False
