@@ -120,3 +120,14 @@ def test_verdict_judges_the_churn_p99_at_the_largest_size() -> None:
     large["phases"]["churn"]["dralab"]["running_p99_s"] = 7.5
     v = fleet.verdict([small, large])
     assert v["churn_p99_s"] == 7.5 and v["meets_churn_p99"] is False
+
+
+def test_sizes_the_command_asked_for_but_the_results_lack_are_named() -> None:
+    from dralab_kit.bench.sections.fleet import sizes_not_measured
+
+    res = {"benchmark": "fleet", "sizes": [_size(50, 9.5, 10.0), _size(200, 9.5, 11.0)],
+           "context": {"command": "dralab bench fleet --sizes 50,200,500 --timeout 1800"}}
+    assert sizes_not_measured(FleetResult.model_validate(res)) == [500]
+    res["context"] = {"command": "dralab bench fleet --sizes 50,200"}
+    assert sizes_not_measured(FleetResult.model_validate(res)) == []
+    assert "did not finish: 500 nodes" not in "\n".join(section(FleetResult.model_validate(res)))

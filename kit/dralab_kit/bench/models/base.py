@@ -37,6 +37,7 @@ class Context(Model):
     python: str | None = None
     go: str | None = None
     run: str | None = None
+    command: str | None = None
 
 
 class Machine(Model):

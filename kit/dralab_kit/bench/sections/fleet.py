@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from dralab_kit.bench.common import fmt as _f
 from dralab_kit.bench.common import md_table
 from dralab_kit.bench.models.fleet import FleetResult
@@ -47,6 +49,15 @@ def _templates(res: FleetResult) -> bool:
     claims the bench made before the clock (earlier runs)."""
     return any("retries" in (r or {}) for s in res.sizes for ph in (s.get("phases") or {}).values()
                for r in ph.values())
+
+
+def sizes_not_measured(res: FleetResult) -> list[int]:
+    """Node counts the command asked for (``--sizes``) that have no results: a size that failed or was stopped."""
+    command = res.context.command if res.context is not None else ""
+    match = re.search(r"--sizes[ =]([\d,]+)", command or "")
+    asked = [int(n) for n in match.group(1).split(",") if n] if match else []
+    done = {s.get("nodes") for s in res.sizes}
+    return [n for n in asked if n not in done]
 
 
 def _at_rest(res: FleetResult) -> float | None:
@@ -112,6 +123,10 @@ def section(res: FleetResult, plot: str | None = None) -> list[str]:
                                f"bound but never Running; {r.get('duplicate_claims', 0)} pod(s) owning more than "
                                "one claim (kube-controller-manager's second claim from the pod's template)")
     out.append("")
+    missing = sizes_not_measured(res)
+    if missing:
+        out += [f"Sizes the run was asked for but did not finish: {', '.join(map(str, missing))} nodes "
+                "(README, \"Scale\", says why).", ""]
     leaks = [f"{s.get('nodes')} nodes: {s.get('leaks')}" for s in res.sizes]
     out += [f"Leaks at the end of each size: {'; '.join(leaks) or '-'}.", ""]
     for size in res.sizes:
