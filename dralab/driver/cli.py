@@ -49,7 +49,8 @@ def driver() -> None:
     "(quotas not enforced). Default: the config's driver.enforcement (required).",
 )
 @click.option("--npu-smi", default="npu-smi", show_default=True, help="npu-smi binary (ascend backend).")
-@click.option("--resync-seconds", type=float, default=30.0, show_default=True, help="Slice republish check period.")
+@click.option("--resync-seconds", type=float, default=300.0, show_default=True,
+              help="Slice republish check period (a safety net: a watch on the node's slices republishes at once).")
 @click.option("--no-publish", is_flag=True, help="Do not publish ResourceSlices (claims are still read from the API).")
 @click.option(
     "--claim-gid",

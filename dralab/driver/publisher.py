@@ -100,7 +100,7 @@ class SlicePublisher:
         node: str,
         devices: Callable[[], list[Device]],
         metrics: DriverMetrics | None = None,
-        resync_seconds: float = 30.0,
+        resync_seconds: float = 300.0,
         enforcement: str | None = None,
         taints: Callable[[list[str]], dict[str, list[dict[str, Any]]]] | None = None,
         taint_mode: str = health.AUTO,

@@ -53,7 +53,7 @@ class RunOptions:
     enforcement_library: str | None = None
     enforcement: str | None = None  # required | none (None: the config's driver.enforcement)
     publish: bool = True
-    resync_seconds: float = 30.0
+    resync_seconds: float = 300.0  # nodes / resync LISTs a second for a fleet; the slice watch acts at once
     reconcile_seconds: float = 60.0
     # how often the CDI specs of prepared claims are checked (a stat each) and rewritten if wiped
     spec_check_seconds: float = 5.0

@@ -222,10 +222,10 @@ def test_driver_claim_cache_and_periods_are_values(render: Render) -> None:
     default = args()
     assert "--no-claim-cache" not in default  # small clusters keep the cache
     assert default[default.index("--reconcile-seconds") + 1] == "60"
-    assert default[default.index("--resync-seconds") + 1] == "30"
-    fleet = args({"driver": {"claimCache": False, "reconcileSeconds": 600, "resyncSeconds": 300}})
+    assert default[default.index("--resync-seconds") + 1] == "300"
+    fleet = args({"driver": {"claimCache": False, "reconcileSeconds": 600, "resyncSeconds": 900}})
     assert "--no-claim-cache" in fleet and fleet[fleet.index("--reconcile-seconds") + 1] == "600"
-    assert fleet[fleet.index("--resync-seconds") + 1] == "300"
+    assert fleet[fleet.index("--resync-seconds") + 1] == "900"
 
 
 def test_fake_backend_driver_is_unprivileged_and_gets_its_inventory(render: Render) -> None:
