@@ -32,6 +32,7 @@ if TYPE_CHECKING:
 
 log = get_logger("dralab.fleetnode")
 STANDIN_PLUGIN_SECONDS = 2.0  # registry scans per node: 0.25 s each for hundreds of nodes is the process's CPU
+STANDIN_RESYNC_SECONDS = 120.0  # pod LISTs besides the watch: 10 s each made 500 nodes' 27 LISTs/s (README, Scale)
 
 
 def _shard(layout: Layout, shard: str, table: VendorTable | None = None) -> list[Any]:
@@ -123,7 +124,8 @@ def run_standins(layout: Layout, shard: str, port: int, stop: threading.Event) -
         node_dir: Path = layout.node_dir(node)
         (node_dir / "registry").mkdir(parents=True, exist_ok=True)
         kube = Kube.from_kubeconfig(str(layout.kubeconfig), user_agent="dralab-standin")
-        standins.append(StandIn(node, kube, node_dir, plugin_seconds=STANDIN_PLUGIN_SECONDS))
+        standins.append(StandIn(node, kube, node_dir, plugin_seconds=STANDIN_PLUGIN_SECONDS,
+                                resync_seconds=STANDIN_RESYNC_SECONDS))
     for s in standins:
         threading.Thread(target=s.run, name=f"standin-{s.node}", daemon=True).start()
     marker = _AllReady()
