@@ -185,6 +185,11 @@ def dralab_cpu(cpu_ms: dict[str, float]) -> float | None:
     return round(sum(parts), 3) if parts else None
 
 
+def phase_row(size: dict[str, Any], phase: str, kind: str) -> dict[str, Any]:
+    """One size's row for a phase and kind (``{}`` where the run has none): results are read raw."""
+    return ((size.get("phases") or {}).get(phase) or {}).get(kind) or {}
+
+
 def duplicate_claims(claims: list[dict[str, Any]]) -> int:
     """Pods that own more than one claim: kube-controller-manager made a second claim from the pod's
     template (its cache had not seen the first) and may point the pod's status at it after the
@@ -223,15 +228,15 @@ def verdict(sizes: list[dict[str, Any]]) -> dict[str, Any]:
     small, large = sizes[0], sizes[-1]
 
     def rate(size: dict[str, Any], phase: str, kind: str) -> float | None:
-        return ((size.get("phases") or {}).get(phase) or {}).get(kind, {}).get("pods_per_s")
+        return phase_row(size, phase, kind).get("pods_per_s")
 
     def cpu(size: dict[str, Any], field: str = "dralab_cpu_ms_per_pod") -> float | None:
-        vals = [((size.get("phases") or {}).get(p) or {}).get("dralab", {}).get(field) for p in PHASES]
+        vals = [phase_row(size, p, "dralab").get(field) for p in PHASES]
         got = [v for v in vals if v is not None]
         return sum(got) / len(got) if got else None
 
     def webhook(size: dict[str, Any]) -> float | None:
-        vals = [(((size.get("phases") or {}).get(p) or {}).get("dralab", {}).get("cpu_ms_per_pod") or {}).get("webhook")
+        vals = [(phase_row(size, p, "dralab").get("cpu_ms_per_pod") or {}).get("webhook")
                 for p in PHASES]
         got = [v for v in vals if v is not None]
         return sum(got) / len(got) if got else None
@@ -243,7 +248,7 @@ def verdict(sizes: list[dict[str, Any]]) -> dict[str, Any]:
     leaks = [s.get("leaks") or {} for s in sizes]
     no_leaks = all(not (lk.get("claims") or lk.get("capacity") or lk.get("prepared")) for lk in leaks)
     gated = [r for r in (ratios["fill"], ratios["burst"]) if r is not None]
-    churn_p99 = (((large.get("phases") or {}).get("churn") or {}).get("dralab") or {}).get("running_p99_s")
+    churn_p99 = phase_row(large, "churn", "dralab").get("running_p99_s")
     return {
         "largest_nodes": large.get("nodes"),
         "smallest_nodes": small.get("nodes"),

@@ -6,6 +6,7 @@ import re
 
 from dralab_kit.bench.common import fmt as _f
 from dralab_kit.bench.common import md_table
+from dralab_kit.bench.fleet import phase_row
 from dralab_kit.bench.models.fleet import FleetResult
 from dralab_kit.bench.sections.format import verdict_text
 
@@ -90,7 +91,7 @@ def section(res: FleetResult, plot: str | None = None) -> list[str]:
     for size in res.sizes:
         for phase in PHASES:
             for kind in ("dralab", "baseline"):
-                r = ((size.get("phases") or {}).get(phase) or {}).get(kind) or {}
+                r = phase_row(size, phase, kind)
                 rows.append([
                     size.get("nodes"), phase, kind, r.get("pods"), _f(r.get("pods_per_s")),
                     f"{_f(r.get('running_p50_s'))} / {_f(r.get('running_p99_s'))}",
@@ -117,7 +118,7 @@ def section(res: FleetResult, plot: str | None = None) -> list[str]:
     for size in res.sizes:
         for phase in PHASES:
             for kind in ("dralab", "baseline"):
-                r = ((size.get("phases") or {}).get(phase) or {}).get(kind) or {}
+                r = phase_row(size, phase, kind)
                 if r.get("not_running") or r.get("duplicate_claims"):
                     out.append(f"- {size.get('nodes')} nodes, {phase}, {kind}: {r.get('not_running', 0)} pod(s) "
                                f"bound but never Running; {r.get('duplicate_claims', 0)} pod(s) owning more than "
