@@ -6,6 +6,7 @@ The kit's ``dralab`` subcommands (``cluster``, ``image``, ``lab``, ``bench``, ``
 
 - :mod:`.cluster`: the local cluster, its kubelet stand-in and the real node
 - :mod:`.bench`: benchmarks that write JSON results, and their report
+- :mod:`.faults`: one fault-scenario engine for both profiles, with its leak audit (tests and benches run it)
 - :mod:`.pulumi`: the Pulumi toolchain, language host and Automation API runner (``dralab infra``)
 - :mod:`.provision`: kind and kubeadm configs, chart values, Ansible, the feature-gate table's sync
 - :mod:`.gobuild`: Go programs built from the wrapper modules shipped with the kit

@@ -13,7 +13,8 @@ from dralab.config import default_config
 from dralab.model.convert import Converter
 from dralab.model.inventory import parse_inventory
 from dralab_kit.bench import concurrency as conc
-from dralab_kit.bench import faults, report
+from dralab_kit.bench import report
+from dralab_kit.faults import audit, workloads
 
 pytestmark = pytest.mark.integration
 
@@ -50,8 +51,8 @@ def pod(ns: str, name: str, claims: list[str], phase: str = "Running", templated
 def test_a_claim_without_a_live_pod_is_leaked_and_so_is_its_capacity() -> None:
     claims = [claim("a", "held", "u1"), claim("a", "orphan", "u2", memory="1Gi", cores="5")]
     pods = [pod("a", "p1", ["held"])]
-    assert faults.leaked_claims(claims, pods) == ["a/orphan"]
-    leaks = faults.capacity_leaks(claims, pods, SLICES)
+    assert audit.leaked_claims(claims, pods) == ["a/orphan"]
+    leaks = audit.capacity_leaks(claims, pods, SLICES)
     assert len(leaks) == 1
     assert leaks[0]["device"] == f"{DRIVER}/bench-node/npu-0-0"
     assert leaks[0]["leaked"] == {"cores": 5, "memory": 2**30}
@@ -62,28 +63,28 @@ def test_terminal_pods_hold_nothing_but_pods_being_deleted_still_do() -> None:
     done = pod("a", "done", ["c1"], phase="Succeeded")
     deleting = pod("a", "going", ["c2"])
     deleting["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
-    assert faults.leaked_claims(claims, [done, deleting]) == ["a/c1"]
+    assert audit.leaked_claims(claims, [done, deleting]) == ["a/c1"]
 
 
 def test_template_claims_are_found_through_the_pod_status() -> None:
     claims = [claim("a", "gen-abc", "u1")]
-    assert faults.leaked_claims(claims, [pod("a", "p", [], templated=["gen-abc"])]) == []
+    assert audit.leaked_claims(claims, [pod("a", "p", [], templated=["gen-abc"])]) == []
 
 
 def test_same_name_in_another_namespace_does_not_hold_the_claim() -> None:
-    assert faults.leaked_claims([claim("a", "c", "u1")], [pod("b", "p", ["c"])]) == ["a/c"]
+    assert audit.leaked_claims([claim("a", "c", "u1")], [pod("b", "p", ["c"])]) == ["a/c"]
 
 
 def test_an_unallocated_claim_consumes_nothing() -> None:
     claims = [claim("a", "pending", "u1", allocated=False)]
-    assert faults.capacity_leaks(claims, [], SLICES) == []
-    assert faults.leaked_claims(claims, []) == ["a/pending"]
+    assert audit.capacity_leaks(claims, [], SLICES) == []
+    assert audit.leaked_claims(claims, []) == ["a/pending"]
 
 
 def test_a_leaked_exclusive_claim_leaks_the_whole_device() -> None:
     orphan = claim("a", "orphan", "u1", device="npu-1-0")
     del orphan["status"]["allocation"]["devices"]["results"][0]["consumedCapacity"]
-    leaks = faults.capacity_leaks([orphan], [], SLICES)
+    leaks = audit.capacity_leaks([orphan], [], SLICES)
     assert [leak["device"] for leak in leaks] == [f"{DRIVER}/bench-node/npu-1-0"]
     assert leaks[0]["leaked"] == {"cores": 100, "memory": 21525 * 2**20}
 
@@ -92,8 +93,8 @@ def test_overcommit_is_flagged_against_the_slice() -> None:
     slices = [{"spec": {"driver": DRIVER, "pool": {"name": "bench-node"}, "devices": [
         {"name": "npu-0-0", "capacity": {"memory": {"value": "21525Mi"}, "cores": {"value": "100"}}}]}}]
     fits = [claim("a", "c1", "u1", cores="60"), claim("a", "c2", "u2", cores="40")]
-    assert faults.overcommitted(slices, fits) == []
-    assert faults.overcommitted(slices, [*fits, claim("a", "c3", "u3", cores="1")]) == [
+    assert audit.overcommitted(slices, fits) == []
+    assert audit.overcommitted(slices, [*fits, claim("a", "c3", "u3", cores="1")]) == [
         f"{DRIVER}/bench-node/npu-0-0"]
 
 
@@ -101,25 +102,25 @@ def test_node_audit_finds_stale_and_missing_cdi_specs() -> None:
     claims = [claim("a", "live", "uid-live"), claim("a", "gone", "uid-gone")]
     pods = [pod("a", "p", ["live"])]
     files = [f"k8s.{DRIVER}-npu_common.yaml", f"k8s.{DRIVER}-npu_uid-gone.yaml"]
-    assert faults.node_audit(files, claims, pods) == {"stale_cdi_specs": 1, "missing_cdi_specs": 1}
+    assert audit.node_audit(files, claims, pods) == {"stale_cdi_specs": 1, "missing_cdi_specs": 1}
     files.append(f"k8s.{DRIVER}-npu_uid-live.yaml")
     files.remove(f"k8s.{DRIVER}-npu_uid-gone.yaml")
-    assert faults.node_audit(files, claims, pods) == {"stale_cdi_specs": 0, "missing_cdi_specs": 0}
+    assert audit.node_audit(files, claims, pods) == {"stale_cdi_specs": 0, "missing_cdi_specs": 0}
 
 
 def test_audit_is_clean_only_without_any_finding() -> None:
-    assert faults.Audit().clean
-    assert not faults.Audit(node={"stale_cdi_specs": 1}).clean
-    assert not faults.Audit(leaked_claims=["a/b"]).clean
+    assert audit.Audit().clean
+    assert not audit.Audit(node={"stale_cdi_specs": 1}).clean
+    assert not audit.Audit(leaked_claims=["a/b"]).clean
 
 
 def test_rollout_is_complete_only_when_every_replica_is_new_and_available() -> None:
     dep = {"metadata": {"generation": 2}, "status": {"observedGeneration": 2, "updatedReplicas": 3,
                                                      "availableReplicas": 3, "replicas": 3}}
-    assert faults.rolled_out(dep, 3)
+    assert workloads.rolled_out(dep, 3)
     dep["status"]["replicas"] = 4  # an old pod is still there
-    assert not faults.rolled_out(dep, 3)
-    assert not faults.rolled_out(None, 3)
+    assert not workloads.rolled_out(dep, 3)
+    assert not workloads.rolled_out(None, 3)
 
 
 def test_the_benchmark_inventory_is_a_valid_inventory_of_eight_devices() -> None:

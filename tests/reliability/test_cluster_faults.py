@@ -15,8 +15,9 @@ import filelock
 import pytest
 
 from dralab_kit.bench import concurrency as conc
-from dralab_kit.bench import faults
 from dralab_kit.cluster import build
+from dralab_kit.faults.context import Ctx
+from dralab_kit.faults.engine import names_for, run_scenario
 from dralab_kit.gobuild import cache_root
 
 pytestmark = pytest.mark.integration
@@ -36,20 +37,20 @@ def own_cluster() -> Iterator[Any]:
 
 
 @pytest.fixture(scope="module")
-def ctx(own_cluster) -> Iterator[faults.Ctx]:
-    c = faults.Ctx(own_cluster, quick=True, grace=GRACE)
+def ctx(own_cluster) -> Iterator[Ctx]:
+    c = Ctx(own_cluster, quick=True, grace=GRACE)
     yield c
     c.close()
 
 
-def test_idle_cluster_audits_clean(ctx: faults.Ctx) -> None:
+def test_idle_cluster_audits_clean(ctx: Ctx) -> None:
     audit = ctx.audit()
     assert audit.clean, audit
 
 
-@pytest.mark.parametrize("scenario", list(faults.SCENARIOS))
-def test_scenario_ends_without_leaks(ctx: faults.Ctx, scenario: str) -> None:
-    row = faults.run_scenario(ctx, scenario)
+@pytest.mark.parametrize("scenario", names_for("local"))
+def test_scenario_ends_without_leaks(ctx: Ctx, scenario: str) -> None:
+    row = run_scenario(ctx, scenario)
     assert row["leaked_claims"] == 0, row["detail"]
     assert row["leaked_capacity"] == 0, row["detail"]
     assert row["passed"], row["detail"]
@@ -66,7 +67,7 @@ def test_bursts_are_all_bound_and_the_figures_are_complete(own_cluster) -> None:
 
 
 def ctx_clean(handle: Any) -> bool:
-    c = faults.Ctx(handle, quick=True, grace=GRACE)
+    c = Ctx(handle, quick=True, grace=GRACE)
     try:
         return c.settle().clean
     finally:

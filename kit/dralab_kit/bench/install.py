@@ -30,7 +30,8 @@ import click
 
 from dralab_kit.bench import DEFAULT_OUT
 from dralab_kit.bench.common import write_result
-from dralab_kit.bench.node import Bench, summary
+from dralab_kit.bench.node import is_running, summary
+from dralab_kit.faults.context import Ctx
 
 NODE_CLUSTER = "dralab-node"  # the host-process node profile's
 CHART_CLUSTER = "dralab-node-chart"
@@ -84,8 +85,10 @@ def hami_pod(name: str) -> dict[str, Any]:
     }
 
 
-def measure_pods(benches: dict[str, Bench], count: int) -> dict[str, Any]:
+def measure_pods(benches: dict[str, Ctx], count: int) -> dict[str, Any]:
     """``count`` pods per cluster, one at a time, the clusters taking turns (drift hits both alike)."""
+    from dralab.util import wait_for
+
     spaces = {label: b.namespace("install-lat") for label, b in benches.items()}
     times: dict[str, list[float]] = {label: [] for label in benches}
     for i in range(count):
@@ -93,7 +96,7 @@ def measure_pods(benches: dict[str, Bench], count: int) -> dict[str, Any]:
             ns, name = spaces[label], f"p{i}"
             started = time.monotonic()
             b.kube.create(f"/api/v1/namespaces/{ns}/pods", hami_pod(name))
-            b.wait(partial(b.running, ns, name), 120, f"{label} {name} Running")
+            wait_for(partial(is_running, b, ns, name), 120, f"{label} {name} Running", interval=0.05)
             times[label].append(time.monotonic() - started)
             b.kube.delete(f"/api/v1/namespaces/{ns}/pods/{name}")
     for label, b in benches.items():
@@ -133,7 +136,7 @@ def install(out: str, pods: int, quick: bool) -> None:
             }
             chart = api.get_cluster(CHART_CLUSTER)
             node = api.ensure_cluster(NODE_CLUSTER, real_node=True)
-            benches = {"chart": Bench(chart), "host_processes": Bench(node)}
+            benches = {"chart": Ctx(chart, quick, grace=0), "host_processes": Ctx(node, quick, grace=0)}
             result["pods"] = measure_pods(benches, pods)
             chart_p50, node_p50 = result["pods"]["chart"]["p50"], result["pods"]["host_processes"]["p50"]
             result["chart_over_host_processes_p50"] = round(chart_p50 / node_p50, 2) if node_p50 else None

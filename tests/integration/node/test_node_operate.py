@@ -17,12 +17,12 @@ import pytest
 
 from dralab.kube import Kube
 from dralab.util import wait_for
-from dralab_kit.bench.node import claim_traces
 from dralab_kit.cluster import api
 from dralab_kit.cluster.api import ClusterHandle
 from dralab_kit.cluster.node import lifecycle
 from dralab_kit.cluster.node.holder import SYSCTLS
 from dralab_kit.cluster.node.integration import node_paths
+from dralab_kit.faults.target import claim_traces
 
 from .conftest import ensure_node_binaries
 from .node_helpers import kubectl, pod, wait_running

@@ -15,11 +15,11 @@ import pytest
 
 from dralab.kube import Kube
 from dralab.util import wait_for
-from dralab_kit.bench.node import claim_obj
 from dralab_kit.cluster.api import ClusterHandle
 from dralab_kit.cluster.node import lifecycle
 from dralab_kit.cluster.node.integration import node_paths
 from dralab_kit.cluster.pki import Pki
+from dralab_kit.faults.target import claim_obj
 
 from .node_helpers import kubectl, pod, wait_gone, wait_running
 

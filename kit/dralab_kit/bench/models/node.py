@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from dralab_kit.bench.models.base import BenchResult, Latency, Model, Num
+from dralab_kit.bench.models.faults import Audit, Scenario
 
 
 class NodeMemory(Model):
@@ -35,6 +36,16 @@ class NodeResult(BenchResult):
     plain_apply_to_running_seconds: Latency = Field(default_factory=Latency)
     memory_idle: NodeMemory = Field(default_factory=NodeMemory)
     memory_with_pods: NodeMemory = Field(default_factory=NodeMemory)
-    # fault name -> its figures and ``ok``; each fault records its own figures
-    faults: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    # the node profile's fault scenarios, rows of the same engine as ``faults.json``
+    faults: list[Scenario] = Field(default_factory=list)
+    faults_baseline: Audit = Field(default_factory=Audit)
     lab20: NodeLab | None = None
+
+    @field_validator("faults", mode="before")
+    @classmethod
+    def _rows(cls, value: Any) -> Any:
+        """Runs before the one fault engine wrote ``{fault: {ok, figures...}}``: read them as rows."""
+        if isinstance(value, dict):
+            return [{"name": name, "passed": row.get("ok"),
+                     "detail": {k: v for k, v in row.items() if k != "ok"}} for name, row in value.items()]
+        return value

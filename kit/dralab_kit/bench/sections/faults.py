@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+from dralab_kit.bench.common import fmt
 from dralab_kit.bench.models.faults import FaultsResult
 from dralab_kit.bench.sections.format import table, verdict_text
 
@@ -32,13 +33,9 @@ def section(res: FaultsResult) -> list[str]:
     out += table(["scenario", "verdict", "leaked claims", "leaked capacity", "figures"], rows)
     base = res.baseline
     out += [
-        f"Baseline (idle cluster before the scenarios): {_or_dash(base.leaked_claims)} leaked claims, "
-        f"{_or_dash(base.leaked_capacity)} leaked capacity. {res.passed}/{len(res.scenarios)} scenarios met the "
+        f"Baseline (idle cluster before the scenarios): {fmt(base.leaked_claims)} leaked claims, "
+        f"{fmt(base.leaked_capacity)} leaked capacity. {res.passed}/{len(res.scenarios)} scenarios met the "
         f"contract in {res.duration_s} s.",
         "",
     ]
     return out
-
-
-def _or_dash(value: int | None) -> str:
-    return "-" if value is None else str(value)

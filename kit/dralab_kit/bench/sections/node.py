@@ -34,11 +34,13 @@ def section(res: NodeResult) -> list[str]:
         ],
     )
     rows = []
-    for name, row in res.faults.items():
-        figures = {k: v for k, v in row.items() if k != "ok"}
-        rows.append([name, verdict_text(row.get("ok")), ", ".join(f"{k} {json.dumps(v)}" for k, v in figures.items())])
-    out += table(["fault (real kubelet)", "verdict", "figures"], rows)
-    out += reboot_lines(res.faults.get("reboot"), res.bring_up_seconds)
+    for row in res.faults:
+        figures = {k: v for k, v in row.detail.items() if k != "final_audit"}
+        rows.append([row.name, verdict_text(row.passed), fmt(row.leaked_claims), fmt(row.leaked_capacity),
+                     ", ".join(f"{k} {json.dumps(v)}" for k, v in figures.items())])
+    out += table(["fault (real kubelet)", "verdict", "leaked claims", "leaked capacity", "figures"], rows)
+    reboot = next((row for row in res.faults if row.name == "reboot"), None)
+    out += reboot_lines(reboot.detail if reboot else None, reboot.passed if reboot else None, res.bring_up_seconds)
     lab = res.lab20
     if lab:
         out += [
@@ -50,7 +52,7 @@ def section(res: NodeResult) -> list[str]:
     return out
 
 
-def reboot_lines(row: dict[str, Any] | None, bring_up: Any) -> list[str]:
+def reboot_lines(row: dict[str, Any] | None, passed: bool | None, bring_up: Any) -> list[str]:
     """The reboot fault in words: how long the pods were gone, beside the cluster's cold bring-up."""
     if not row:
         return []
@@ -63,6 +65,6 @@ def reboot_lines(row: dict[str, Any] | None, bring_up: Any) -> list[str]:
         f"{fmt(row.get('power_on_to_all_pods_running_seconds'), ' s')} (baseline, same run: the cluster's "
         f"cold bring-up {fmt(bring_up, ' s')}). Same claims {row.get('same_claims')}/{row.get('pods')}, "
         f"same env and preload: {fmt(row.get('same_env_and_preload'))}, leaked traces: "
-        f"{len(row.get('leaked') or [])} ({verdict_text(row.get('ok'))}).",
+        f"{len(row.get('leaked') or [])} ({verdict_text(passed)}).",
         "",
     ]
