@@ -24,10 +24,8 @@ import contextlib
 import copy
 import json
 import logging
-import os
 import re
 import shutil
-import sys
 import tempfile
 import time
 import warnings
@@ -43,6 +41,7 @@ from hypothesis import strategies as st
 
 from dralab_kit.bench import DEFAULT_OUT
 from dralab_kit.bench.common import write_result
+from dralab_kit.fixtures.sandbox import Sandbox
 
 SENTINEL_UID = "5e471ne1-0000-4000-8000-000000000001"
 FULL_CASES = 10_000
@@ -511,77 +510,6 @@ def driver_case(draw: st.DrawFn, typed: bool = True) -> Any:
         claims.append({"ns": ns, "name": name, "uid": uid, "doc": doc, "known": draw(st.integers(0, 7)) > 0})
     extra_unprepare = draw(st.lists(st.tuples(wire_name, wire_name, uid_text), max_size=3))
     return {"claims": claims, "beta": draw(st.booleans()), "extra_unprepare": extra_unprepare}
-
-
-# Audit events of calls that change the file system, and which of their arguments are paths.
-_GUARDED = {"open": (0,), "os.remove": (0,), "os.rmdir": (0,), "os.rename": (0, 1), "os.mkdir": (0,),
-            "os.chmod": (0,), "os.chown": (0,), "os.symlink": (1,), "os.link": (1,), "os.truncate": (0,),
-            "os.utime": (0,), "shutil.rmtree": (0,), "shutil.move": (0, 1), "shutil.copytree": (1,)}
-_WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
-
-
-class Sandbox:
-    """While active, refuses every file-system change outside one folder (a process-wide audit hook).
-
-    The driver builds paths from the claim UIDs it is given; fuzzing it with path-like UIDs must
-    never let it delete or write anything outside its own temporary folder, whatever its bugs.
-    A refused call raises PermissionError inside the driver and is recorded in ``blocked``.
-    """
-
-    _active: Sandbox | None = None
-    _installed = False
-
-    def __init__(self, root: Path) -> None:
-        self.root = os.path.realpath(root)
-        # hypothesis keeps its own scratch folder in the working directory
-        self.also = (os.path.realpath(".hypothesis"),)
-        self.blocked: list[tuple[str, str]] = []
-
-    def inside(self, path: str) -> bool:
-        real = os.path.realpath(path)
-        return any(real == top or real.startswith(top + os.sep) for top in (self.root, *self.also))
-
-    def __enter__(self) -> Sandbox:
-        if not Sandbox._installed:
-            sys.addaudithook(Sandbox._hook)
-            Sandbox._installed = True
-        Sandbox._active = self
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        Sandbox._active = None
-
-    @staticmethod
-    def _hook(event: str, args: tuple[Any, ...]) -> None:
-        box = Sandbox._active
-        if box is None or event not in _GUARDED:
-            return
-        if event == "open" and not _opens_for_writing(args):
-            return
-        dir_fd = _dir_fd(event, args)
-        for i in _GUARDED[event]:
-            if i >= len(args) or not isinstance(args[i], (str, bytes, os.PathLike)):
-                continue
-            path = os.fsdecode(args[i])
-            if dir_fd is not None and not os.path.isabs(path):
-                continue  # relative to a folder already opened (inside: rmtree's own walk)
-            if not box.inside(path):
-                box.blocked.append((event, path))
-                raise PermissionError(f"fuzz sandbox: {event} on {path} is outside {box.root}")
-
-
-def _opens_for_writing(args: tuple[Any, ...]) -> bool:
-    mode = args[1] if len(args) > 1 else None
-    flags = args[2] if len(args) > 2 else 0
-    if isinstance(mode, str) and any(c in mode for c in "wax+"):
-        return True
-    return isinstance(flags, int) and bool(flags & _WRITE_FLAGS)
-
-
-def _dir_fd(event: str, args: tuple[Any, ...]) -> Any:
-    if event in ("os.remove", "os.rmdir", "os.mkdir", "os.chmod", "os.chown", "os.utime") and args:
-        return args[-1] if isinstance(args[-1], int) else None
-    return None
 
 
 @contextlib.contextmanager
