@@ -33,7 +33,8 @@ KIT = ["dralab_kit", "harness", "labs", "dralab_infra"]  # top-level packages of
 # where each top-level package lives in the checkout
 SOURCES = {"dralab": ROOT, "dralab_kit": ROOT / "kit", "harness": ROOT / "kit"}
 # packages whose docstring lists every module (:mod:`.name`); every other package may name some
-LISTED = [*PRODUCT, "dralab.driver.devices", "dralab.webhook.controllers", "dralab_kit", "dralab_kit.cluster.node"]
+LISTED = [*PRODUCT, "dralab.driver.devices", "dralab.webhook.controllers", "dralab_kit", "dralab_kit.cluster.node",
+          "dralab_kit.fuzz", "dralab_kit.fixtures"]
 MOD_REF = re.compile(r":mod:`([\w.]+)`")
 TOOLING = ("pytest", "pulumi", "ansible", "matplotlib")
 
