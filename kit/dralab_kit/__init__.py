@@ -12,6 +12,7 @@ The kit's ``dralab`` subcommands (``cluster``, ``image``, ``lab``, ``bench``, ``
 - :mod:`.gobuild`: Go programs built from the wrapper modules shipped with the kit
 - :mod:`.image`: dralab's container image built by buildah, without a Docker daemon
 - :mod:`.fixtures`: test data the tests and benches share (Lab 20's claims), not shipped in the product
+- :mod:`.fuzz`: the fuzz campaign (hostile admission and driver input, the contracts they must keep)
 - :mod:`.schemas`: the JSON Schemas of the kit's file formats, for ``dralab schema``
 """
 

@@ -4,7 +4,7 @@
 Every target keeps the whole contract: what the apiserver can send (typed pods with hostile
 values), what only a direct caller can send (junk types, nesting bombs), and claims with path-like
 or malformed UIDs. The regression tests at the end pin the defects the fuzzer found. The driver
-always runs inside ``fuzz.Sandbox``: a defect that builds paths from UIDs can then never touch
+always runs inside the kit's ``Sandbox``: a defect that builds paths from UIDs can then never touch
 anything outside its temp folder (the first fuzz run, before the sandbox, deleted a host's /etc).
 """
 
@@ -18,7 +18,9 @@ from pathlib import Path
 import grpc
 import pytest
 
-from dralab_kit.bench import fuzz
+from dralab_kit.fixtures.sandbox import Sandbox
+from dralab_kit.fuzz.admission import baseline_checks, check_answer, fuzz_admission, webhook_client
+from dralab_kit.fuzz.driver import DriverTarget, check_driver_tree, fuzz_driver, tree
 
 pytestmark = pytest.mark.integration
 
@@ -26,7 +28,7 @@ CASES = int(os.environ.get("DRALAB_FUZZ_CASES", "200"))
 
 
 def test_hostile_pods_through_the_apiserver_shape_keep_the_whole_contract() -> None:
-    result = fuzz.fuzz_admission(CASES, only=("hostile_pods",))["hostile_pods"]
+    result = fuzz_admission(CASES, only=("hostile_pods",))["hostile_pods"]
     assert result["cases"] >= CASES * 2 // 5
     assert result["problems"] == {}, result["examples"]
     denied = sum(v for k, v in result["outcomes"].items() if k.endswith("denied"))
@@ -35,20 +37,20 @@ def test_hostile_pods_through_the_apiserver_shape_keep_the_whole_contract() -> N
 
 
 def test_raw_bodies_and_malformed_reviews_keep_the_contract() -> None:
-    results = fuzz.fuzz_admission(CASES, only=("raw_bodies", "malformed_reviews"))
+    results = fuzz_admission(CASES, only=("raw_bodies", "malformed_reviews"))
     for target in ("raw_bodies", "malformed_reviews"):
         assert results[target]["problems"] == {}, (target, results[target]["examples"])
 
 
 @pytest.mark.parametrize("typed", [True, False], ids=["typed-claims", "untyped-claims"])
 def test_driver_grpc_keeps_the_contract(typed: bool) -> None:
-    result = fuzz.fuzz_driver(max(50, CASES // 2), typed=typed)
+    result = fuzz_driver(max(50, CASES // 2), typed=typed)
     assert result["cases"] >= 50
     assert result["problems"] == {}, result["examples"]
 
 
 def test_the_checks_accept_a_well_formed_pod() -> None:
-    assert fuzz.baseline_checks() == {"admission_ok": True, "admission_problems": []}
+    assert baseline_checks() == {"admission_ok": True, "admission_problems": []}
 
 
 def test_a_denial_must_start_with_a_field_path() -> None:
@@ -58,12 +60,12 @@ def test_a_denial_must_start_with_a_field_path() -> None:
         return json.dumps({"response": {"uid": "u", "allowed": False,
                                         "status": {"code": 400, "message": message}}}).encode()
 
-    assert fuzz.check_answer(200, answer("spec.containers[0].resources.limits[x]: bad"), review, list) == []
-    assert fuzz.check_answer(200, answer("metadata.annotations[a/b]: bad"), review, list) == []
-    assert [k for k, _ in fuzz.check_answer(200, answer("something went wrong"), review, list)] == [
+    assert check_answer(200, answer("spec.containers[0].resources.limits[x]: bad"), review, list) == []
+    assert check_answer(200, answer("metadata.annotations[a/b]: bad"), review, list) == []
+    assert [k for k, _ in check_answer(200, answer("something went wrong"), review, list)] == [
         "denial_without_field"]
-    assert [k for k, _ in fuzz.check_answer(503, b"", review, list)] == ["http_503"]
-    assert [k for k, _ in fuzz.check_answer(200, answer("request: bad"), review, list)] == ["denial_without_field"]
+    assert [k for k, _ in check_answer(503, b"", review, list)] == ["http_503"]
+    assert [k for k, _ in check_answer(200, answer("request: bad"), review, list)] == ["denial_without_field"]
 
 
 def _pod_review(namespace: str, operation: str = "CREATE") -> dict:
@@ -81,22 +83,22 @@ def _reply(allowed: bool, message: str = "") -> bytes:
 def test_a_bad_namespace_must_be_the_field_a_denial_names() -> None:
     named = _reply(False, "request.namespace: 'A_b' is not a namespace name")
     other = _reply(False, "metadata.name: 'X' is not a valid pod name")
-    assert fuzz.check_answer(200, named, _pod_review("A_b"), list) == []
-    assert [k for k, _ in fuzz.check_answer(200, other, _pod_review("A_b"), list)] == [
+    assert check_answer(200, named, _pod_review("A_b"), list) == []
+    assert [k for k, _ in check_answer(200, other, _pod_review("A_b"), list)] == [
         "bad_namespace_not_named_first"]
-    assert [k for k, _ in fuzz.check_answer(200, _reply(True), _pod_review("team-a\n"), list, "/mutate")] == [
+    assert [k for k, _ in check_answer(200, _reply(True), _pod_review("team-a\n"), list, "/mutate")] == [
         "bad_namespace_admitted"]
-    assert [k for k, _ in fuzz.check_answer(200, _reply(True), _pod_review("A_b", "UPDATE"), list, "/validate")] == [
+    assert [k for k, _ in check_answer(200, _reply(True), _pod_review("A_b", "UPDATE"), list, "/validate")] == [
         "bad_namespace_admitted"]
-    assert fuzz.check_answer(200, _reply(True), _pod_review("A_b", "UPDATE"), list, "/mutate") == []
+    assert check_answer(200, _reply(True), _pod_review("A_b", "UPDATE"), list, "/mutate") == []
     # a good namespace is never the reason, and an empty one means "default"
-    assert [k for k, _ in fuzz.check_answer(200, named, _pod_review("team-a"), list)] == ["good_namespace_denied"]
-    assert fuzz.check_answer(200, other, _pod_review("team-a"), list) == []
-    assert fuzz.check_answer(200, _reply(True), _pod_review(""), list) == []
+    assert [k for k, _ in check_answer(200, named, _pod_review("team-a"), list)] == ["good_namespace_denied"]
+    assert check_answer(200, other, _pod_review("team-a"), list) == []
+    assert check_answer(200, _reply(True), _pod_review(""), list) == []
 
 
 def test_namespace_attacks_are_denied_naming_the_namespace() -> None:
-    result = fuzz.fuzz_admission(CASES, only=("namespace_attacks",))["namespace_attacks"]
+    result = fuzz_admission(CASES, only=("namespace_attacks",))["namespace_attacks"]
     assert result["cases"] >= CASES // 10
     assert result["problems"] == {}, result["examples"]
     assert any(k.endswith("denied") for k in result["outcomes"])
@@ -107,7 +109,7 @@ def test_the_sandbox_refuses_changes_outside_its_folder(tmp_path: Path) -> None:
     outside.mkdir()
     (outside / "keep").write_text("x")
     inside = Path(tempfile.mkdtemp(dir=tmp_path))
-    with fuzz.Sandbox(inside) as box:
+    with Sandbox(inside) as box:
         with pytest.raises(PermissionError):
             (outside / "keep").unlink()
         with pytest.raises(PermissionError):
@@ -125,7 +127,7 @@ def test_the_sandbox_refuses_changes_outside_its_folder(tmp_path: Path) -> None:
 
 
 def _post(body: bytes, path: str = "/mutate"):
-    client, _ = fuzz.webhook_client()
+    client, _ = webhook_client()
     try:
         return client.post(path, content=body)
     finally:
@@ -169,7 +171,7 @@ def test_names_with_a_final_newline_are_denied(namespace: str, meta: dict, field
     assert answer["status"]["message"].startswith(f"{field}: ")
 
 
-def _unprepare(target: fuzz.DriverTarget, uid: str):
+def _unprepare(target: DriverTarget, uid: str):
     pb, stub = target.stubs[False]
     return stub.NodeUnprepareResources(pb.NodeUnprepareResourcesRequest(
         claims=[pb.Claim(namespace="x", name="y", uid=uid)]), timeout=30)
@@ -177,7 +179,7 @@ def _unprepare(target: fuzz.DriverTarget, uid: str):
 
 @pytest.fixture
 def target():
-    t = fuzz.DriverTarget()
+    t = DriverTarget()
     yield t
     t.stop()
 
@@ -189,10 +191,10 @@ def test_unprepare_of_an_empty_uid_leaves_other_claims_alone(target) -> None:
 
 @pytest.mark.parametrize("uid", ["..", "../..", "/tmp/dralab-should-not-exist"])
 def test_unprepare_of_a_path_like_uid_touches_nothing_but_its_own_files(target, uid: str) -> None:
-    before = fuzz.tree(target.root)
+    before = tree(target.root)
     _unprepare(target, uid)
     assert target.box.blocked == []
-    assert fuzz.check_driver_tree(before, fuzz.tree(target.root), target.allowed) == []
+    assert check_driver_tree(before, tree(target.root), target.allowed) == []
 
 
 def test_a_nul_byte_in_one_uid_fails_only_that_claim(target) -> None:

@@ -7,7 +7,7 @@ only noted: NodePrepareResources succeeded with a CDI spec without the library a
 showed nothing. Now the kubelet gets the claim's error (the pod's event, naming the path and the
 fix), no spec is written, readiness says why, and only ``enforcement: none`` prepares the claim
 without the library. Self-contained (the ELF header is built here), through the driver's real
-gRPC socket, under the fuzz suite's audit-hook sandbox.
+gRPC socket, under the kit's audit-hook sandbox.
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ import yaml
 from dralab.driver.claims import InMemoryClaimSource
 from dralab.driver.proto import dra_v1_pb2, dra_v1_pb2_grpc
 from dralab.driver.runner import DriverProcess, RunOptions
-from dralab_kit.bench.fuzz import Sandbox
 from dralab_kit.fixtures.driver_claims import CLAIM_A, CLAIM_A_UID, DRIVER, NAMESPACE, NODE, lab20_claim
+from dralab_kit.fixtures.sandbox import Sandbox
 
 EM = {"x86_64": 62, "aarch64": 183}
 HERE = EM.get(platform.machine(), 62)

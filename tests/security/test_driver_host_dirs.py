@@ -4,7 +4,7 @@ Before the fix the state root was 0755, ``shared`` and every ``claims/<uid>`` we
 ``shared`` was mounted read-write into every claim's containers on the node. Now the state root is
 0700, a claim's directory is reachable only through that claim's own mount, and the only thing
 claims share is the registry file of a device they were both allocated (Ascend's contract), mounted
-as that single file. Every run is in a temp folder under the fuzz suite's audit-hook sandbox.
+as that single file. Every run is in a temp folder under the kit's audit-hook sandbox.
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ from dralab.driver.cdi import ClaimRef
 from dralab.driver.claims import InMemoryClaimSource, allocated_claim
 from dralab.driver.library import stub_library
 from dralab.driver.runner import DriverProcess, RunOptions
-from dralab_kit.bench.fuzz import Sandbox
 from dralab_kit.fixtures.driver_claims import NODE, lab20_claim
+from dralab_kit.fixtures.sandbox import Sandbox
 
 NS = "tenants"
 # Lab 20's node: npu-0-0 is physical id 0, npu-1-0 physical id 2

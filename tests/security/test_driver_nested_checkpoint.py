@@ -22,8 +22,8 @@ from dralab.driver.devices.fake import FakeBackend
 from dralab.driver.library import stub_library
 from dralab.driver.state import DriverState
 from dralab.model.vendors import load_vendor_table
-from dralab_kit.bench.fuzz import Sandbox
 from dralab_kit.fixtures.driver_claims import CLAIM_A, CLAIM_A_UID, NAMESPACE, NODE, lab20_claim
+from dralab_kit.fixtures.sandbox import Sandbox
 
 DEPTH = 200_000
 

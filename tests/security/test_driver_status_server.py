@@ -25,8 +25,8 @@ from dralab.driver.library import stub_library
 from dralab.driver.metrics import DriverMetrics, StatusServer
 from dralab.driver.proto import dra_v1_pb2, dra_v1_pb2_grpc
 from dralab.driver.runner import DriverProcess, RunOptions
-from dralab_kit.bench.fuzz import Sandbox
 from dralab_kit.fixtures.driver_claims import NODE, lab20_claim
+from dralab_kit.fixtures.sandbox import Sandbox
 
 IDLE = 200
 # Long enough never to fire on a healthy run, short enough that a hung test fails instead of hanging.

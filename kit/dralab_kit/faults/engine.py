@@ -13,7 +13,6 @@ Scenarios are registered with the profiles they apply to (:data:`SCENARIOS`); th
 
 from __future__ import annotations
 
-import contextlib
 import json
 import time
 from collections.abc import Callable, Iterable
@@ -92,9 +91,8 @@ def run_scenario(ctx: Ctx, name: str) -> dict[str, Any]:
         "detail": detail,
     }
     mark = "PASS" if row["passed"] else "FAIL"
-    with contextlib.suppress(Exception):
-        console.print(f"{mark} {name}: leaked claims {row['leaked_claims']}, leaked capacity {row['leaked_capacity']}, "
-                      f"{json.dumps(detail)[:400]}", markup=False, highlight=False)
+    console.print(f"{mark} {name}: leaked claims {row['leaked_claims']}, leaked capacity {row['leaked_capacity']}, "
+                  f"{json.dumps(detail)[:400]}", markup=False, highlight=False)
     return row
 
 

@@ -34,7 +34,7 @@ KIT = ["dralab_kit", "harness", "labs", "dralab_infra"]  # top-level packages of
 SOURCES = {"dralab": ROOT, "dralab_kit": ROOT / "kit", "harness": ROOT / "kit"}
 # packages whose docstring lists every module (:mod:`.name`); every other package may name some
 LISTED = [*PRODUCT, "dralab.driver.devices", "dralab.webhook.controllers", "dralab_kit", "dralab_kit.cluster.node",
-          "dralab_kit.faults", "dralab_kit.faults.scenarios"]
+          "dralab_kit.faults", "dralab_kit.faults.scenarios", "dralab_kit.fuzz", "dralab_kit.fixtures"]
 MOD_REF = re.compile(r":mod:`([\w.]+)`")
 TOOLING = ("pytest", "pulumi", "ansible", "matplotlib")
 
