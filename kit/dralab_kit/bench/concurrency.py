@@ -356,6 +356,14 @@ def retry_delay(attempt: int) -> float:
 STALL_CHECK_S = 5.0
 
 
+class ApiStatusError(RuntimeError):
+    """An apiserver answer of 400 or more (404 aside), with its status for callers that retry overload answers."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
 class BurstRunner:
     """Creates bursts in fresh namespaces and times them with a watch started before the creates.
 
@@ -380,7 +388,7 @@ class BurstRunner:
     async def _ok(self, method: str, path: str, **kw: Any) -> dict[str, Any]:
         resp = await self.client.request(method, path, **kw)
         if resp.status_code >= 400 and resp.status_code != 404:
-            raise RuntimeError(f"{method} {path}: HTTP {resp.status_code}: {resp.text[:300]}")
+            raise ApiStatusError(resp.status_code, f"{method} {path}: HTTP {resp.status_code}: {resp.text[:300]}")
         return resp.json() if resp.content else {}
 
     async def send_create(self, base: str, pod: dict[str, Any], burst: Burst) -> bool:

@@ -46,8 +46,17 @@ from rich.console import Console
 
 from dralab_kit.bench import DEFAULT_OUT
 from dralab_kit.bench.common import parse_sizes, percentile, save_figure, write_result
-from dralab_kit.bench.concurrency import Burst, BurstRunner, async_client, cpu_per_pod
+from dralab_kit.bench.concurrency import (
+    RETRY_STATUSES,
+    ApiStatusError,
+    Burst,
+    BurstRunner,
+    async_client,
+    cpu_per_pod,
+    retry_delay,
+)
 from dralab_kit.bench.cpu import CpuMeter, settle_machine
+from dralab_kit.bench.results import context
 
 console = Console(stderr=True)
 
@@ -316,10 +325,14 @@ class Runner(BurstRunner):
                 if attempt == 4:
                     raise
                 await asyncio.sleep(0.5 * (attempt + 1))  # backoff before retrying the call
-            except RuntimeError as exc:
-                if method == "POST" and attempt and "HTTP 409" in str(exc):
+            except ApiStatusError as exc:
+                if method == "POST" and attempt and exc.status == 409:
                     return {}  # the retried create had reached the apiserver
-                raise
+                if method == "POST" or exc.status not in RETRY_STATUSES or attempt == 4:
+                    raise
+                # A list or delete the overloaded apiserver timed out (504 at 500 nodes on 2 cores) is sent
+                # again after the controllers' backoff, as a reflector relists; a create is never resent here.
+                await asyncio.sleep(retry_delay(attempt + 1))
         return {}
 
 
@@ -608,7 +621,10 @@ def plot(result: dict[str, Any], path: Path) -> None:
 @click.option("--sizes", default=None, metavar="N,N,...", help=f"node counts (default {SIZES_FULL})")
 @click.option("--keep", is_flag=True, help="leave each size's cluster running (for debugging)")
 @click.option("--timeout", type=float, default=900.0, show_default=True, help="seconds a batch may take")
-def fleet(out: str, quick: bool, sizes: str | None, keep: bool, timeout: float) -> None:
+@click.option("--add", is_flag=True,
+              help="keep the sizes already in OUT/fleet.json that this run does not measure (each row says when "
+                   "and on which commit it was measured); to redo one size without the others")
+def fleet(out: str, quick: bool, sizes: str | None, keep: bool, timeout: float, add: bool) -> None:
     """Fill, churn and burst on simulated fleets of KWOK nodes; dralab against DRA without dralab.
 
     Each size is a throw-away cluster (`dralab cluster up --fleet NODESx8`), never `dralab`.
@@ -617,16 +633,21 @@ def fleet(out: str, quick: bool, sizes: str | None, keep: bool, timeout: float) 
     Example:
       dralab bench fleet --quick --out /tmp/results
       dralab bench fleet --sizes 50,200
+      dralab bench fleet --sizes 500 --add --out bench/results
     """
     from dralab_kit.cluster import build
 
     build.require_binaries()
     chosen = parse_sizes(sizes, "node counts") if sizes else (SIZES_QUICK if quick else SIZES_FULL)
     started = time.monotonic()
+    kept = kept_sizes(_load(Path(out) / "fleet.json"), chosen, quick) if add else []
     rows: list[dict[str, Any]] = []
     for nodes in chosen:
-        rows.append(measure_size(nodes, quick, keep, timeout))
-        path = _write(out, quick, rows, started)  # each size as soon as it is measured: a later one may fail
+        row = measure_size(nodes, quick, keep, timeout)
+        row["measured"] = {k: context(quick)[k] for k in ("date", "commit", "dirty")}
+        rows.append(row)
+        # each size as soon as it is measured: a later one may fail
+        path = _write(out, quick, sorted([*kept, *rows], key=lambda r: int(r["nodes"])), started)
     try:
         plot(_load(path), Path(out) / "fleet.png")
     except ImportError:
@@ -637,7 +658,30 @@ def fleet(out: str, quick: bool, sizes: str | None, keep: bool, timeout: float) 
 
 
 def _load(path: Path) -> dict[str, Any]:
-    return json.loads(path.read_text())
+    from dralab.errors import UserError
+
+    try:
+        return dict(json.loads(path.read_text()))
+    except (OSError, ValueError) as exc:
+        raise UserError(f"cannot read {path}: {exc}; run without --add to measure every size anew") from exc
+
+
+def kept_sizes(previous: dict[str, Any], chosen: tuple[int, ...], quick: bool) -> list[dict[str, Any]]:
+    """The size rows of an earlier ``fleet.json`` that ``--add`` keeps: those not measured again, each stamped
+    with the run it came from. A quick file and a full run never mix."""
+    from dralab.errors import UserError
+
+    if bool(previous.get("quick")) != quick:
+        raise UserError(f"--add: the existing fleet.json is a {'quick' if previous.get('quick') else 'full'} run "
+                        f"and this one is {'quick' if quick else 'full'}; use the same --quick setting or drop --add")
+    ctx = previous.get("context") or {}
+    kept = []
+    for row in previous.get("sizes") or []:
+        if int(row["nodes"]) in chosen:
+            continue
+        kept.append({**row, "measured": row.get("measured") or {
+            "date": previous.get("measured_at"), "commit": ctx.get("commit"), "dirty": ctx.get("dirty")}})
+    return kept
 
 
 def _write(out: str, quick: bool, rows: list[dict[str, Any]], started: float) -> Path:

@@ -131,3 +131,32 @@ def test_sizes_the_command_asked_for_but_the_results_lack_are_named() -> None:
     res["context"] = {"command": "dralab bench fleet --sizes 50,200"}
     assert sizes_not_measured(FleetResult.model_validate(res)) == []
     assert "did not finish: 500 nodes" not in "\n".join(section(FleetResult.model_validate(res)))
+
+
+def test_add_keeps_the_sizes_not_measured_again_stamped_with_their_run() -> None:
+    previous = {"quick": False, "measured_at": "2026-12-02T23:23:10Z", "context": {"commit": "abc", "dirty": False},
+                "sizes": [{"nodes": 50}, {"nodes": 200, "measured": {"date": "d", "commit": "c", "dirty": True}},
+                          {"nodes": 500}]}
+    kept = fleet.kept_sizes(previous, (500,), quick=False)
+    assert [r["nodes"] for r in kept] == [50, 200]
+    assert kept[0]["measured"] == {"date": "2026-12-02T23:23:10Z", "commit": "abc", "dirty": False}
+    assert kept[1]["measured"]["commit"] == "c"  # a row stamped before keeps its own run
+
+
+def test_add_refuses_to_mix_a_quick_file_with_a_full_run() -> None:
+    import pytest
+
+    from dralab.errors import UserError
+
+    with pytest.raises(UserError, match="quick run and this one is full"):
+        fleet.kept_sizes({"quick": True, "sizes": []}, (500,), quick=False)
+
+
+def test_report_names_the_run_of_each_size_when_sizes_come_from_several() -> None:
+    res = FleetResult.model_validate({"sizes": [
+        {"nodes": 50, "phases": {}, "measured": {"date": "2026-12-02T23:23:10Z", "commit": "87e70a7001"}},
+        {"nodes": 500, "phases": {}, "measured": {"date": "2026-12-03T05:00:00Z", "commit": "1234567890"}},
+    ]})
+    text = "\n".join(section(res))
+    assert "- 50 nodes: 2026-12-02T23:23:10Z, commit 87e70a7" in text
+    assert "- 500 nodes: 2026-12-03T05:00:00Z, commit 1234567" in text

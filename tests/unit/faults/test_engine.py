@@ -121,5 +121,5 @@ def test_a_scenario_that_raises_is_a_failed_row_and_its_namespaces_are_discarded
 
 def test_run_all_refuses_a_scenario_of_another_profile_by_name(tmp_path: Path) -> None:
     ctx = Ctx(Handle(tmp_path), quick=True, grace=0)
-    with pytest.raises(ValueError, match="no local fault scenario named reboot; known: .*webhook_killed"):
+    with pytest.raises(ValueError, match=r"no local fault scenario named reboot; known: .*webhook_killed"):
         engine.run_all(ctx, ["reboot"])

@@ -128,6 +128,14 @@ def section(res: FleetResult, plot: str | None = None) -> list[str]:
     if missing:
         out += [f"Sizes the run was asked for but did not finish: {', '.join(map(str, missing))} nodes "
                 "(README, \"Scale\", says why).", ""]
+    runs = {(m.get("date"), m.get("commit")) for s in res.sizes if (m := s.get("measured"))}
+    if len(runs) > 1:  # sizes from several runs (`--add`): each says which; ratios within a size stay same-run
+        out += ["Sizes measured in separate runs (`dralab bench fleet --add`); dralab and its baseline always "
+                "share a run, so the ratios of a size hold, while comparisons across sizes cross runs:", ""]
+        out += [f"- {s.get('nodes')} nodes: {s['measured'].get('date')}, commit "
+                f"{str(s['measured'].get('commit'))[:7]}{' (dirty tree)' if s['measured'].get('dirty') else ''}"
+                for s in res.sizes if s.get("measured")]
+        out.append("")
     leaks = [f"{s.get('nodes')} nodes: {s.get('leaks')}" for s in res.sizes]
     out += [f"Leaks at the end of each size: {'; '.join(leaks) or '-'}.", ""]
     for size in res.sizes:
