@@ -239,14 +239,17 @@ def verdict(sizes: list[dict[str, Any]]) -> dict[str, Any]:
     def rate(size: dict[str, Any], phase: str, kind: str) -> float | None:
         return phase_row(size, phase, kind).get("pods_per_s")
 
+    # a size stopped part-way (``failed``) is compared on the phases both sizes measured
+    common = [p for p in PHASES if phase_row(small, p, "dralab") and phase_row(large, p, "dralab")]
+
     def cpu(size: dict[str, Any], field: str = "dralab_cpu_ms_per_pod") -> float | None:
-        vals = [phase_row(size, p, "dralab").get(field) for p in PHASES]
+        vals = [phase_row(size, p, "dralab").get(field) for p in common]
         got = [v for v in vals if v is not None]
         return sum(got) / len(got) if got else None
 
     def webhook(size: dict[str, Any]) -> float | None:
         vals = [(phase_row(size, p, "dralab").get("cpu_ms_per_pod") or {}).get("webhook")
-                for p in PHASES]
+                for p in common]
         got = [v for v in vals if v is not None]
         return sum(got) / len(got) if got else None
 
@@ -255,11 +258,15 @@ def verdict(sizes: list[dict[str, Any]]) -> dict[str, Any]:
     rest = "dralab_cpu_ms_per_pod_above_rest"
     growth_above_rest = _ratio(cpu(large, rest), cpu(small, rest)) if large is not small else None
     leaks = [s.get("leaks") or {} for s in sizes]
-    no_leaks = all(not (lk.get("claims") or lk.get("capacity") or lk.get("prepared")) for lk in leaks)
+    no_leaks: bool | None = all(not (lk.get("claims") or lk.get("capacity") or lk.get("prepared")) for lk in leaks)
+    if no_leaks and any(s.get("failed") for s in sizes):
+        no_leaks = None  # a stopped size has no leak figure: not judged rather than passed
     gated = [r for r in (ratios["fill"], ratios["burst"]) if r is not None]
     churn_p99 = phase_row(large, "churn", "dralab").get("running_p99_s")
     return {
         "largest_nodes": large.get("nodes"),
+        "phases_compared": common,
+        "stopped": {s["nodes"]: s["failed"] for s in sizes if s.get("failed")},
         "smallest_nodes": small.get("nodes"),
         "ratio_by_phase": ratios,
         "ratio_target": RATIO_TARGET,
@@ -335,6 +342,13 @@ class Runner(BurstRunner):
                 await asyncio.sleep(retry_delay(attempt + 1))
         return {}
 
+    async def clear(self, ns: str, kube_wait: float = 180.0, own_claims: bool = False) -> None:
+        """Delete the pods one by one first: at 500 nodes the collection delete of 4,000 pods outlived the
+        apiserver's request timeout, which then closed the connection, five times running."""
+        listed = await self._ok("GET", f"/api/v1/namespaces/{ns}/pods")
+        await _delete_pods(self, ns, [p["metadata"]["name"] for p in listed.get("items") or []])
+        await super().clear(ns, kube_wait=kube_wait, own_claims=own_claims)
+
 
 class Fleet:
     """One size's cluster: the timed batches, the meters, the clean-up and the leak check."""
@@ -399,20 +413,18 @@ class Fleet:
         return row
 
     def leaks(self) -> dict[str, int]:
-        """What is left once every pod is gone: claims, capacity still consumed, claims still prepared."""
-        from dralab.model.quantity import to_int
+        """What is left once every pod is gone: claims, devices with capacity that no live pod's claim
+        holds (the one accounting, :func:`dralab_kit.faults.audit.capacity_leaks`), claims still prepared."""
+        from dralab_kit.faults.audit import capacity_leaks
 
         kube = self.handle.kube()
         try:
-            claims = (kube.list("/apis/resource.k8s.io/v1/resourceclaims").get("items")) or []
+            claims = kube.list_all("/apis/resource.k8s.io/v1/resourceclaims")
+            pods = kube.list_all("/api/v1/pods")
+            slices = kube.list_all("/apis/resource.k8s.io/v1/resourceslices")
         finally:
             kube.close()
-        consumed = 0
-        for claim in claims:
-            results = ((claim.get("status") or {}).get("allocation") or {}).get("devices", {}).get("results") or []
-            for res in results:
-                for qty in (res.get("consumedCapacity") or {}).values():
-                    consumed += to_int(str(qty), "consumedCapacity")
+        consumed = len(capacity_leaks(claims, pods, slices))
         prepared = 0
         for node in self.handle.nodes:
             try:
@@ -511,18 +523,26 @@ async def run_size(handle: Any, nodes: int, quick: bool, timeout: float) -> dict
     fleet = Fleet(handle, nodes, timeout)
     rounds = CHURN_ROUNDS_QUICK if quick else CHURN_ROUNDS
     phases: dict[str, dict[str, Any]] = {p: {} for p in PHASES}
+    row: dict[str, Any] = {"nodes": nodes, "devices_per_node": DEVICES_PER_NODE, "phases": phases}
     async with async_client(handle) as client:
         idle = await fleet.at_rest()
+        row.update(idle_cpu_ms_per_s=idle, idle_window_s=IDLE_WINDOW_S)
         console.print(f"[{nodes} nodes] at rest: {idle} ms/s", markup=False, highlight=False)
-        for kind in KINDS:
-            got = await fill_and_churn(fleet, client, kind, rounds)
-            for phase, row in got.items():
-                phases[phase][kind] = row
-        for kind in reversed(KINDS):
-            phases["burst"][kind] = await burst(fleet, client, kind, quick)
+        step = ""
+        try:
+            for kind in KINDS:
+                step = f"fill and churn, {kind}"
+                got = await fill_and_churn(fleet, client, kind, rounds)
+                for phase, measured in got.items():
+                    phases[phase][kind] = measured
+            for kind in reversed(KINDS):
+                step = f"burst, {kind}"
+                phases["burst"][kind] = await burst(fleet, client, kind, quick)
+        except Exception as exc:  # what was measured before the failure is kept, and the failure named
+            row.update(failed=f"{step}: {type(exc).__name__}: {str(exc)[:300]}", pids=dict(fleet.meter.pids))
+            return row  # no leak figure: the cluster was left mid-phase
     _wait_released(fleet, timeout)
-    return {"nodes": nodes, "devices_per_node": DEVICES_PER_NODE, "phases": phases, "leaks": fleet.leaks(),
-            "pids": dict(fleet.meter.pids), "idle_cpu_ms_per_s": idle, "idle_window_s": IDLE_WINDOW_S}
+    return {**row, "leaks": fleet.leaks(), "pids": dict(fleet.meter.pids)}
 
 
 def _wait_released(fleet: Fleet, timeout: float) -> None:
@@ -575,7 +595,10 @@ def measure_size(nodes: int, quick: bool, keep: bool, timeout: float) -> dict[st
         row = asyncio.run(run_size(handle, nodes, quick, timeout))
         row["up_s"] = up_s
         row["duration_s"] = round(time.monotonic() - started, 1)
-        failed = False
+        failed = "failed" in row
+        if failed:
+            console.print(f"[{nodes} nodes] stopped in {row['failed']}; the phases before it are kept",
+                          markup=False, highlight=False)
         return row
     finally:
         if not keep:
@@ -596,11 +619,12 @@ def plot(result: dict[str, Any], path: Path) -> None:
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4.2))
     for phase, color in zip(PHASES, ("tab:blue", "tab:orange", "tab:green"), strict=True):
         for kind, style in (("dralab", "-o"), ("baseline", "--s")):
-            ys = [s["phases"][phase][kind]["pods_per_s"] for s in sizes]
+            ys = [phase_row(s, phase, kind).get("pods_per_s", math.nan) for s in sizes]
             ax1.plot(xs, ys, style, color=color, label=f"{phase}, {kind}")
-        ax2.plot(xs, [s["phases"][phase]["dralab"]["dralab_cpu_ms_per_pod"] for s in sizes], "-o", color=color,
-                 label=f"{phase}: webhook + driver")
-        ax2.plot(xs, [s["phases"][phase]["dralab"]["cpu_ms_per_pod"].get("webhook") for s in sizes], ":^",
+        ax2.plot(xs, [phase_row(s, phase, "dralab").get("dralab_cpu_ms_per_pod", math.nan) for s in sizes], "-o",
+                 color=color, label=f"{phase}: webhook + driver")
+        ax2.plot(xs, [(phase_row(s, phase, "dralab").get("cpu_ms_per_pod") or {}).get("webhook", math.nan)
+                      for s in sizes], ":^",
                  color=color, label=f"{phase}: webhook alone")
     ax1.set_ylabel("pods bound per second")
     ax2.set_ylabel("dralab CPU ms per pod (webhook, janitor, driver)")

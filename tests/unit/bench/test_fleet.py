@@ -160,3 +160,60 @@ def test_report_names_the_run_of_each_size_when_sizes_come_from_several() -> Non
     text = "\n".join(section(res))
     assert "- 50 nodes: 2026-12-02T23:23:10Z, commit 87e70a7" in text
     assert "- 500 nodes: 2026-12-03T05:00:00Z, commit 1234567" in text
+
+
+def _stopped(nodes: int) -> dict:
+    """A size that stopped after fill and churn of the dralab kind: burst never ran, no leak figure."""
+    size = _size(nodes, 4.0, 30.0)
+    size["phases"]["fill"]["dralab"]["dralab_cpu_ms_per_pod"] = 20.0
+    size["phases"]["burst"] = {}
+    del size["phases"]["fill"]["baseline"], size["phases"]["churn"]["baseline"], size["leaks"]
+    size["failed"] = "fill and churn, baseline: RemoteProtocolError: Server disconnected"
+    return size
+
+
+def test_a_stopped_size_is_compared_on_the_phases_it_measured_and_its_leaks_are_not_judged() -> None:
+    small = _size(50, 9.5, 10.0)
+    small["phases"]["burst"]["dralab"]["dralab_cpu_ms_per_pod"] = 100.0  # the large size has no burst to match
+    v = fleet.verdict([small, _stopped(500)])
+    assert v["phases_compared"] == ["fill", "churn"]
+    assert v["cpu_growth"] == 2.5  # (20 + 30) / 2 against (10 + 10) / 2; the small size's burst left out
+    assert v["ratio_by_phase"]["fill"] is None and v["meets_ratio"] is None
+    assert v["no_leaks"] is None and v["stopped"] == {500: _stopped(500)["failed"]}
+    assert fleet.verdict([small, _size(500, 9.5, 10.0, leaks=2) | {"failed": "x"}])["no_leaks"] is False
+
+
+def test_the_report_names_a_stopped_size_and_renders_only_its_measured_phases() -> None:
+    res = FleetResult.model_validate({"devices_per_node": 8, "sizes": [_size(50, 9.5, 10.0), _stopped(500)]})
+    text = "\n".join(section(res))
+    assert "- 500 nodes **stopped** in fill and churn, baseline: RemoteProtocolError" in text
+    assert "| 500 | fill | dralab |" in text and "| 500 | fill | baseline |" not in text
+    assert "| 500 | burst |" not in text
+
+
+def test_the_fleet_clear_deletes_pods_one_by_one_before_the_collection() -> None:
+    import asyncio
+
+    import httpx
+
+    seen: list[str] = []
+    pods = {"a", "b", "c"}
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        seen.append(f"{request.method} {request.url.path}")
+        path = request.url.path
+        if request.method == "GET" and path.endswith("/pods"):
+            return httpx.Response(200, json={"items": [{"metadata": {"name": n}} for n in sorted(pods)]})
+        if request.method == "DELETE" and "/pods/" in path:
+            pods.discard(path.rsplit("/", 1)[1])
+        return httpx.Response(200, json={"items": []})
+
+    async def run() -> None:
+        async with httpx.AsyncClient(transport=httpx.MockTransport(answer), base_url="https://api") as client:
+            await fleet.Runner(client).clear("ns", kube_wait=5)
+
+    asyncio.run(run())
+    singles = [s for s in seen if s.startswith("DELETE /api/v1/namespaces/ns/pods/")]
+    assert sorted(singles) == [f"DELETE /api/v1/namespaces/ns/pods/{n}" for n in "abc"]
+    assert seen.index("DELETE /api/v1/namespaces/ns/pods") > max(seen.index(s) for s in singles)
+    assert seen[-1] == "DELETE /api/v1/namespaces/ns" and not pods

@@ -92,6 +92,8 @@ def section(res: FleetResult, plot: str | None = None) -> list[str]:
         for phase in PHASES:
             for kind in ("dralab", "baseline"):
                 r = phase_row(size, phase, kind)
+                if not r:
+                    continue  # a size stopped before this phase (its ``failed`` names where)
                 rows.append([
                     size.get("nodes"), phase, kind, r.get("pods"), _f(r.get("pods_per_s")),
                     f"{_f(r.get('running_p50_s'))} / {_f(r.get('running_p99_s'))}",
@@ -124,6 +126,9 @@ def section(res: FleetResult, plot: str | None = None) -> list[str]:
                                f"bound but never Running; {r.get('duplicate_claims', 0)} pod(s) owning more than "
                                "one claim (kube-controller-manager's second claim from the pod's template)")
     out.append("")
+    stopped = [f"- {s.get('nodes')} nodes **stopped** in {s['failed']}; the phases measured before it are kept, "
+               "and its leaks were not measured." for s in res.sizes if s.get("failed")]
+    out += [*stopped, ""] if stopped else []
     missing = sizes_not_measured(res)
     if missing:
         out += [f"Sizes the run was asked for but did not finish: {', '.join(map(str, missing))} nodes "
