@@ -473,13 +473,15 @@ async def _delete_pods(runner: BurstRunner, ns: str, names: list[str]) -> None:
     await asyncio.gather(*(one(n) for n in names))
 
 
-async def fill_and_churn(fleet: Fleet, client: Any, kind: str, rounds: int) -> dict[str, Any]:
-    """Fill (8 pods per node) then churn rounds on top of it, then clear; one row per phase."""
+async def fill_and_churn(fleet: Fleet, client: Any, kind: str, rounds: int, phases: dict[str, dict[str, Any]]) -> None:
+    """Fill (8 pods per node) then churn rounds on top of it, then clear; each phase's row goes to ``phases``
+    as soon as it is measured (a later step may fail)."""
     runner = Runner(client, timeout=fleet.timeout, retry_refusals=True, stall_s=STALL_S)
     ns = await runner.namespace(f"fleet-{kind}")
     n = fleet.nodes * FILL_PER_NODE
     fill = await fleet.measured(client, n, _batch(runner, ns, kind, "f", n, FILL_POD))
     console.print(f"[{fleet.nodes} nodes] fill {kind}: {_line(fill)}", markup=False, highlight=False)
+    phases["fill"][kind] = fill
     per_round = fleet.nodes
     gone: list[str] = []
 
@@ -494,10 +496,10 @@ async def fill_and_churn(fleet: Fleet, client: Any, kind: str, rounds: int) -> d
 
     churn = await fleet.measured(client, per_round * rounds, churn_rounds())
     console.print(f"[{fleet.nodes} nodes] churn {kind}: {_line(churn)}", markup=False, highlight=False)
+    phases["churn"][kind] = churn
     started = time.monotonic()
     await runner.clear(ns, kube_wait=fleet.timeout)
     fill["clear_s"] = round(time.monotonic() - started, 2)
-    return {"fill": fill, "churn": churn}
 
 
 async def burst(fleet: Fleet, client: Any, kind: str, quick: bool) -> dict[str, Any]:
@@ -518,31 +520,32 @@ def _line(row: dict[str, Any]) -> str:
             f"failures {row['failures']} {row['first_error'][:120]}")
 
 
-async def run_size(handle: Any, nodes: int, quick: bool, timeout: float) -> dict[str, Any]:
-    """Every phase of one size, the kinds taking turns (dralab first in fill/churn, baseline first in burst)."""
+async def run_size(handle: Any, nodes: int, quick: bool, timeout: float, row: dict[str, Any]) -> None:
+    """Every phase of one size into ``row``, the kinds taking turns (dralab first in fill/churn, baseline
+    first in burst). ``row`` is filled as phases end and ``row["step"]`` names the one running, so the
+    caller keeps what was measured when a phase fails or the run is interrupted."""
     fleet = Fleet(handle, nodes, timeout)
     rounds = CHURN_ROUNDS_QUICK if quick else CHURN_ROUNDS
     phases: dict[str, dict[str, Any]] = {p: {} for p in PHASES}
-    row: dict[str, Any] = {"nodes": nodes, "devices_per_node": DEVICES_PER_NODE, "phases": phases}
+    row.update(nodes=nodes, devices_per_node=DEVICES_PER_NODE, phases=phases, step="at rest")
     async with async_client(handle) as client:
         idle = await fleet.at_rest()
-        row.update(idle_cpu_ms_per_s=idle, idle_window_s=IDLE_WINDOW_S)
+        row.update(idle_cpu_ms_per_s=idle, idle_window_s=IDLE_WINDOW_S, pids=dict(fleet.meter.pids))
         console.print(f"[{nodes} nodes] at rest: {idle} ms/s", markup=False, highlight=False)
-        step = ""
         try:
             for kind in KINDS:
-                step = f"fill and churn, {kind}"
-                got = await fill_and_churn(fleet, client, kind, rounds)
-                for phase, measured in got.items():
-                    phases[phase][kind] = measured
+                row["step"] = f"fill and churn, {kind}"
+                await fill_and_churn(fleet, client, kind, rounds, phases)
             for kind in reversed(KINDS):
-                step = f"burst, {kind}"
+                row["step"] = f"burst, {kind}"
                 phases["burst"][kind] = await burst(fleet, client, kind, quick)
         except Exception as exc:  # what was measured before the failure is kept, and the failure named
-            row.update(failed=f"{step}: {type(exc).__name__}: {str(exc)[:300]}", pids=dict(fleet.meter.pids))
-            return row  # no leak figure: the cluster was left mid-phase
+            row["failed"] = f"{row.pop('step')}: {type(exc).__name__}: {str(exc)[:300]}"
+            return  # no leak figure: the cluster was left mid-phase
+    row["step"] = "leak check"
     _wait_released(fleet, timeout)
-    return {**row, "leaks": fleet.leaks(), "pids": dict(fleet.meter.pids)}
+    row["leaks"] = fleet.leaks()
+    del row["step"]
 
 
 def _wait_released(fleet: Fleet, timeout: float) -> None:
@@ -592,7 +595,11 @@ def measure_size(nodes: int, quick: bool, keep: bool, timeout: float) -> dict[st
         wait_fleet_slices(handle, nodes, timeout)
         up_s = round(time.monotonic() - started, 1)
         console.print(f"[{nodes} nodes] fleet up in {up_s}s", markup=False, highlight=False)
-        row = asyncio.run(run_size(handle, nodes, quick, timeout))
+        row: dict[str, Any] = {}
+        try:
+            asyncio.run(run_size(handle, nodes, quick, timeout, row))
+        except KeyboardInterrupt:  # Ctrl-C: the phases measured so far are kept, and the command stops
+            row.update(nodes=nodes, failed=f"{row.pop('step', 'bring-up')}: interrupted")
         row["up_s"] = up_s
         row["duration_s"] = round(time.monotonic() - started, 1)
         failed = "failed" in row
@@ -672,6 +679,8 @@ def fleet(out: str, quick: bool, sizes: str | None, keep: bool, timeout: float, 
         rows.append(row)
         # each size as soon as it is measured: a later one may fail
         path = _write(out, quick, sorted([*kept, *rows], key=lambda r: int(r["nodes"])), started)
+        if str(row.get("failed", "")).endswith(": interrupted"):
+            break  # Ctrl-C stops the run after writing what the size measured
     try:
         plot(_load(path), Path(out) / "fleet.png")
     except ImportError:
