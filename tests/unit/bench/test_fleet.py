@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import math
 
+import pytest
+
 from dralab_kit.bench import fleet
 from dralab_kit.bench.concurrency import Burst
 from dralab_kit.bench.models.fleet import FleetResult
@@ -144,8 +146,6 @@ def test_add_keeps_the_sizes_not_measured_again_stamped_with_their_run() -> None
 
 
 def test_add_refuses_to_mix_a_quick_file_with_a_full_run() -> None:
-    import pytest
-
     from dralab.errors import UserError
 
     with pytest.raises(UserError, match="quick run and this one is full"):
@@ -217,3 +217,24 @@ def test_the_fleet_clear_deletes_pods_one_by_one_before_the_collection() -> None
     assert sorted(singles) == [f"DELETE /api/v1/namespaces/ns/pods/{n}" for n in "abc"]
     assert seen.index("DELETE /api/v1/namespaces/ns/pods") > max(seen.index(s) for s in singles)
     assert seen[-1] == "DELETE /api/v1/namespaces/ns" and not pods
+
+
+def test_ctrl_c_keeps_the_phases_measured_and_names_the_step(monkeypatch: pytest.MonkeyPatch) -> None:
+    from types import SimpleNamespace
+
+    from dralab_kit.cluster import api
+
+    downs: list[tuple[str, bool]] = []
+    monkeypatch.setattr(api, "ensure_cluster", lambda name, devices: SimpleNamespace(state={}))
+    monkeypatch.setattr(api, "down", lambda name, keep_logs=False: downs.append((name, keep_logs)))
+    monkeypatch.setattr(fleet, "wait_fleet_slices", lambda handle, nodes, timeout: None)
+
+    async def interrupted(handle: object, nodes: int, quick: bool, timeout: float, row: dict) -> None:
+        row.update(nodes=nodes, phases={"fill": {"dralab": {"pods_per_s": 3.8}}}, step="fill and churn, baseline")
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(fleet, "run_size", interrupted)
+    row = fleet.measure_size(500, quick=False, keep=False, timeout=1.0)
+    assert row["failed"] == "fill and churn, baseline: interrupted" and "step" not in row
+    assert row["phases"]["fill"]["dralab"]["pods_per_s"] == 3.8
+    assert downs and downs[0][1] is True  # the stopped size's logs are kept
