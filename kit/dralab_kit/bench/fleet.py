@@ -419,9 +419,9 @@ class Fleet:
 
         kube = self.handle.kube()
         try:
-            claims = kube.list_all("/apis/resource.k8s.io/v1/resourceclaims")
-            pods = kube.list_all("/api/v1/pods")
-            slices = kube.list_all("/apis/resource.k8s.io/v1/resourceslices")
+            claims, _ = kube.list_all("/apis/resource.k8s.io/v1/resourceclaims")
+            pods, _ = kube.list_all("/api/v1/pods")
+            slices, _ = kube.list_all("/apis/resource.k8s.io/v1/resourceslices")
         finally:
             kube.close()
         consumed = len(capacity_leaks(claims, pods, slices))
