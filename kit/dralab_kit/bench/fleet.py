@@ -599,7 +599,7 @@ def measure_size(nodes: int, quick: bool, keep: bool, timeout: float) -> dict[st
         try:
             asyncio.run(run_size(handle, nodes, quick, timeout, row))
         except KeyboardInterrupt:  # Ctrl-C: the phases measured so far are kept, and the command stops
-            row.update(nodes=nodes, failed=f"{row.pop('step', 'bring-up')}: interrupted")
+            row.update(nodes=nodes, failed=f"{row.pop('step', 'bring-up')}: interrupted", interrupted=True)
         row["up_s"] = up_s
         row["duration_s"] = round(time.monotonic() - started, 1)
         failed = "failed" in row
@@ -675,11 +675,12 @@ def fleet(out: str, quick: bool, sizes: str | None, keep: bool, timeout: float, 
     rows: list[dict[str, Any]] = []
     for nodes in chosen:
         row = measure_size(nodes, quick, keep, timeout)
-        row["measured"] = {k: context(quick)[k] for k in ("date", "commit", "dirty")}
+        run = context(quick)  # one git lookup per size, not one per field
+        row["measured"] = {k: run[k] for k in ("date", "commit", "dirty")}
         rows.append(row)
         # each size as soon as it is measured: a later one may fail
         path = _write(out, quick, sorted([*kept, *rows], key=lambda r: int(r["nodes"])), started)
-        if str(row.get("failed", "")).endswith(": interrupted"):
+        if row.get("interrupted"):
             break  # Ctrl-C stops the run after writing what the size measured
     try:
         plot(_load(path), Path(out) / "fleet.png")
