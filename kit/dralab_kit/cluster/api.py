@@ -54,6 +54,7 @@ Say = Callable[[str], None]
 LOCK_TIMEOUT = 600.0
 APISERVER_TIMEOUT = 90.0
 COMPONENT_TIMEOUT = 60.0
+NODE_READY_SECONDS = 0.25  # more per node beyond the first (nodes_ready_timeout)
 FLEET_TIMEOUT = 600.0  # a fleet's drivers publish and register hundreds of nodes before they are ready
 
 
@@ -413,6 +414,12 @@ def _bootstrap_objects(handle: ClusterHandle, inventory: Any, config: str | None
         kube.close()
 
 
+def nodes_ready_timeout(nodes: int) -> float:
+    """How long ``up`` waits for its nodes to be Ready: KWOK initializes them one status write at a
+    time, and 500 of them on a loaded 2-core machine took longer than the 60 s one node is given."""
+    return COMPONENT_TIMEOUT + NODE_READY_SECONDS * max(0, nodes - 1)
+
+
 def _nodes_ready(handle: ClusterHandle) -> bool:
     kube = handle.kube()
     try:
@@ -635,7 +642,8 @@ def _up_locked(
         dralab_components += [c for c in real_components if c.startswith(("driver/", "dra-tap/"))]
         specs = _specs(handle)
     try:
-        wait_for(lambda: _nodes_ready(handle), COMPONENT_TIMEOUT, "the nodes to become Ready", interval=0.1)
+        wait_for(lambda: _nodes_ready(handle), nodes_ready_timeout(len(nodes)), "the nodes to become Ready",
+                 interval=0.1)
     except WaitTimeout as exc:
         logs = f"{handle.log_path('kwok')}" + (f" and {handle.log_path(f'kubelet/{real}')}" if real else "")
         raise UserError(f"{exc}; see {logs}") from None

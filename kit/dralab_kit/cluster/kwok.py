@@ -93,21 +93,91 @@ containerStatuses:
 phase: Succeeded
 """
 
+# A node's status as KWOK writes it: every condition KWOK knows (Ready True, the pressures False),
+# heartbeat now, in that state since the node was made; addresses and the kubelet port kept or
+# filled in. Allocatable, capacity and nodeInfo come with the Node object (:func:`node_manifest`)
+# and are written back unchanged.
+_NODE_STATUS = """\
+{{ $now := Now }}
+{{ $since := or .metadata.creationTimestamp $now }}
+conditions:
+{{ range NodeConditions }}
+- type: {{ .type | Quote }}
+  status: {{ .status | Quote }}
+  reason: {{ .reason | Quote }}
+  message: {{ .message | Quote }}
+  lastHeartbeatTime: {{ $now | Quote }}
+  lastTransitionTime: {{ $since | Quote }}
+{{ end }}
+addresses:
+{{ with .status.addresses }}
+{{ YAML . 1 }}
+{{ else }}
+- type: InternalIP
+  address: {{ NodeIP | Quote }}
+- type: Hostname
+  address: {{ .metadata.name | Quote }}
+{{ end }}
+{{ with NodePort }}
+daemonEndpoints:
+  kubeletEndpoint:
+    Port: {{ . }}
+{{ end }}
+{{ with .status.allocatable }}
+allocatable:
+{{ YAML . 1 }}
+{{ end }}
+{{ with .status.capacity }}
+capacity:
+{{ YAML . 1 }}
+{{ end }}
+{{ with .status.nodeInfo }}
+nodeInfo:
+{{ YAML . 1 }}
+{{ end }}
+phase: Running
+"""
+_NODE_READY = '.status.conditions.[] | select( .type == "Ready" ) | .status'
+# With node leases a kubelet reports its status every 5 minutes when nothing changed
+# (nodeStatusReportFrequency); KWOK's default stages rewrite it about every 20 s, which at 500 nodes
+# is 25 node-status writes a second fanned out to every node watcher, for nothing the lease misses.
+NODE_STATUS_REPORT_MS = 300_000
+
 _NOT_DELETING = {"key": ".metadata.deletionTimestamp", "operator": "DoesNotExist"}
 _NOT_STARTED = {"key": ".status.podIP", "operator": "DoesNotExist"}
 
 
-def _stage(name: str, expressions: list[dict[str, Any]], next_: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "apiVersion": "kwok.x-k8s.io/v1alpha1",
-        "kind": "Stage",
-        "metadata": {"name": name},
-        "spec": {
-            "resourceRef": {"apiGroup": "v1", "kind": "Pod"},
-            "selector": {"matchExpressions": expressions},
-            "next": next_,
-        },
+def _stage(
+    name: str, expressions: list[dict[str, Any]], next_: dict[str, Any], kind: str = "Pod", delay_ms: int = 0
+) -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "resourceRef": {"apiGroup": "v1", "kind": kind},
+        "selector": {"matchExpressions": expressions},
+        "next": next_,
     }
+    if delay_ms:
+        spec["delay"] = {"durationMilliseconds": delay_ms, "jitterDurationMilliseconds": delay_ms + delay_ms // 10}
+    return {"apiVersion": "kwok.x-k8s.io/v1alpha1", "kind": "Stage", "metadata": {"name": name}, "spec": spec}
+
+
+def node_stages() -> list[dict[str, Any]]:
+    """The node stages: Ready at once (and again whenever the node controller marks it otherwise), then
+    a status report every :data:`NODE_STATUS_REPORT_MS` as a kubelet with a lease does."""
+    return [
+        _stage(
+            "dralab-node-initialize",
+            [{"key": _NODE_READY, "operator": "NotIn", "values": ["True"]}],
+            {"statusTemplate": _NODE_STATUS},
+            kind="Node",
+        ),
+        _stage(
+            "dralab-node-report",
+            [{"key": _NODE_READY, "operator": "In", "values": ["True"]}],
+            {"statusTemplate": _NODE_STATUS},
+            kind="Node",
+            delay_ms=NODE_STATUS_REPORT_MS,
+        ),
+    ]
 
 
 def pod_stages() -> list[dict[str, Any]]:
@@ -136,8 +206,9 @@ def pod_stages() -> list[dict[str, Any]]:
 
 
 def kwok_config() -> str:
-    """The file passed to ``kwok --config``: our pod stages (KWOK's default node stages stay)."""
-    return yaml.safe_dump_all(pod_stages(), sort_keys=False)
+    """The file passed to ``kwok --config``: our node and pod stages (KWOK's own defaults for either
+    apply only where the file has no stage of that kind)."""
+    return yaml.safe_dump_all([*node_stages(), *pod_stages()], sort_keys=False)
 
 
 def node_manifest(node: InventoryNode, kubelet_version: str) -> dict[str, Any]:

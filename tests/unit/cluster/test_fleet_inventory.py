@@ -84,3 +84,18 @@ def test_the_node_layer_runs_one_driver_and_one_stand_in_process_per_shard(tmp_p
     assert sorted(specs) == ["driver/shard-0", "driver/shard-1", "kubelet/shard-0", "kubelet/shard-1"]
     argv = specs["driver/shard-1"].argv
     assert argv[argv.index("--shard") + 1] == "shard-1" and argv[argv.index("--port") + 1] == "1002"
+
+
+def test_a_fleet_process_quiets_grpc_idle_wakeups(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The deallocated-server check of grpc's sync servers is lengthened in the shard process; a grpc
+    without that constant is left alone (only idle cost differs), never broken."""
+    import grpc._server
+
+    from dralab_kit.cluster import fleetnode
+
+    monkeypatch.setattr(grpc._server, "_DEALLOCATED_SERVER_CHECK_PERIOD_S", 1.0)
+    fleetnode._quiet_grpc_servers()
+    assert grpc._server._DEALLOCATED_SERVER_CHECK_PERIOD_S == fleetnode.GRPC_DEALLOCATED_CHECK_SECONDS
+    monkeypatch.delattr(grpc._server, "_DEALLOCATED_SERVER_CHECK_PERIOD_S")
+    fleetnode._quiet_grpc_servers()
+    assert not hasattr(grpc._server, "_DEALLOCATED_SERVER_CHECK_PERIOD_S")

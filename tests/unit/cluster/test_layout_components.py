@@ -141,7 +141,8 @@ def test_dralab_components_follow_the_cli_contract(layout):
 def test_kwok_starts_only_pods_without_claims():
     """Pods with claims are started by the stand-in once prepared (its one status write), never by KWOK."""
     stages = {s["metadata"]["name"]: s for s in yaml.safe_load_all(kwok.kwok_config())}
-    assert set(stages) == {"dralab-pod-ready", "dralab-pod-complete", "dralab-pod-delete"}
+    pods = {name for name, s in stages.items() if s["spec"]["resourceRef"]["kind"] == "Pod"}
+    assert pods == {"dralab-pod-ready", "dralab-pod-complete", "dralab-pod-delete"}
     plain = stages["dralab-pod-ready"]["spec"]["selector"]["matchExpressions"]
     assert {"key": ".spec.resourceClaims", "operator": "DoesNotExist"} in plain
     template = stages["dralab-pod-ready"]["spec"]["next"]["statusTemplate"]
@@ -149,6 +150,34 @@ def test_kwok_starts_only_pods_without_claims():
     complete = stages["dralab-pod-complete"]["spec"]["selector"]["matchExpressions"]
     assert not any(".spec.resourceClaims" in e["key"] for e in complete)  # a Job pod with claims completes too
     assert stages["dralab-pod-delete"]["spec"]["next"] == {"finalizers": {"empty": True}, "delete": True}
+
+
+def test_kwok_reports_node_status_as_a_kubelet_with_a_lease():
+    """Ready at once and again after the node controller marks a node otherwise; then a status report
+    every 5 minutes, not KWOK's default 20 s (25 node writes a second at 500 nodes)."""
+    stages = {s["metadata"]["name"]: s["spec"] for s in yaml.safe_load_all(kwok.kwok_config())}
+    init, report = stages["dralab-node-initialize"], stages["dralab-node-report"]
+    assert init["resourceRef"] == report["resourceRef"] == {"apiGroup": "v1", "kind": "Node"}
+    (not_ready,) = init["selector"]["matchExpressions"]
+    assert not_ready["operator"] == "NotIn" and not_ready["values"] == ["True"] and '"Ready"' in not_ready["key"]
+    assert "delay" not in init
+    (ready,) = report["selector"]["matchExpressions"]
+    assert ready["operator"] == "In" and ready["key"] == not_ready["key"]
+    assert report["delay"]["durationMilliseconds"] == kwok.NODE_STATUS_REPORT_MS == 300_000
+    template = init["next"]["statusTemplate"]
+    assert template == report["next"]["statusTemplate"]
+    # allocatable, capacity and nodeInfo come from the Node object and are written back, never dropped
+    for field in ("allocatable", "capacity", "nodeInfo"):
+        assert f"{{{{ with .status.{field} }}}}\n{field}:" in template
+    assert "phase: Running" in template and "lastHeartbeatTime: {{ $now | Quote }}" in template
+
+
+def test_nodes_ready_timeout_grows_with_the_fleet():
+    from dralab_kit.cluster.api import COMPONENT_TIMEOUT, nodes_ready_timeout
+
+    assert nodes_ready_timeout(1) == COMPONENT_TIMEOUT
+    assert nodes_ready_timeout(500) > nodes_ready_timeout(50) > COMPONENT_TIMEOUT
+    assert nodes_ready_timeout(500) >= 180
 
 
 def test_node_manifests_from_the_inventory():

@@ -255,3 +255,22 @@ def test_a_driver_the_status_never_reached_is_not_registered(tmp_path: Path) -> 
         assert manager.get(DRIVER) is None and not driver.registered.is_set()
     finally:
         driver.stop()
+
+
+def test_an_idle_queue_waits_for_work_or_stop_without_polling(tmp_path: Path) -> None:
+    """``_next`` sleeps until ``enqueue`` or ``stop`` wakes it (no timed polling: hundreds of idle
+    nodes in one fleet process), and a due item is handed out in order."""
+    import threading
+
+    standin = StandIn("n1", FakeKube(), tmp_path / "n1")
+    got: list[str | None] = []
+    waiting = threading.Thread(target=lambda: got.append(standin._next()))
+    waiting.start()
+    standin.enqueue("uid-1")
+    waiting.join(10)
+    assert got == ["uid-1"]
+    stopped = threading.Thread(target=lambda: got.append(standin._next()))
+    stopped.start()
+    standin.stop()
+    stopped.join(10)
+    assert got == ["uid-1", None] and not stopped.is_alive()

@@ -125,9 +125,9 @@ class StandIn:
                             del self._queued[uid]
                             return uid
                         continue
-                    self._cond.wait(min(wait, 1.0))
+                    self._cond.wait(wait)
                 else:
-                    self._cond.wait(1.0)
+                    self._cond.wait()  # enqueue() and stop() notify: no polling (hundreds of idle nodes)
             return None
 
     # ------------------------------------------------------------ loops
