@@ -318,29 +318,31 @@ def tree_rss_mib(pid: int) -> float:
     return round(total / 1024, 1)
 
 
+CALL_ATTEMPTS = 5  # per list, delete or create call of the fleet's runner (Runner._ok)
+
+
 class Runner(BurstRunner):
     """BurstRunner whose calls survive a dropped connection: on a loaded machine the apiserver closes kept-alive
     connections under the client now and then, and one lost DELETE must not lose a half-hour run."""
 
     async def _ok(self, method: str, path: str, **kw: Any) -> dict[str, Any]:
+        """Send again, after the controllers' backoff, a call whose connection dropped, and a list or
+        delete answered with an overload status (504 at 500 nodes on 2 cores), as a reflector relists.
+        A create answered with any status is never resent here (creates count their own resends)."""
         import httpx
 
-        for attempt in range(5):
+        for attempt in range(1, CALL_ATTEMPTS + 1):
             try:
                 return await super()._ok(method, path, **kw)
-            except httpx.TransportError:
-                if attempt == 4:
+            except (httpx.TransportError, ApiStatusError) as exc:
+                status = exc.status if isinstance(exc, ApiStatusError) else None
+                if method == "POST" and attempt > 1 and status == 409:
+                    return {}  # the create resent after a dropped connection had reached the apiserver
+                answered = status is not None
+                if attempt == CALL_ATTEMPTS or (answered and (method == "POST" or status not in RETRY_STATUSES)):
                     raise
-                await asyncio.sleep(0.5 * (attempt + 1))  # backoff before retrying the call
-            except ApiStatusError as exc:
-                if method == "POST" and attempt and exc.status == 409:
-                    return {}  # the retried create had reached the apiserver
-                if method == "POST" or exc.status not in RETRY_STATUSES or attempt == 4:
-                    raise
-                # A list or delete the overloaded apiserver timed out (504 at 500 nodes on 2 cores) is sent
-                # again after the controllers' backoff, as a reflector relists; a create is never resent here.
-                await asyncio.sleep(retry_delay(attempt + 1))
-        return {}
+                await asyncio.sleep(retry_delay(attempt))
+        raise AssertionError("unreachable: the last attempt returns or raises")
 
     async def clear(self, ns: str, kube_wait: float = 180.0, own_claims: bool = False) -> None:
         """Delete the pods one by one first: at 500 nodes the collection delete of 4,000 pods outlived the
@@ -671,7 +673,8 @@ def fleet(out: str, quick: bool, sizes: str | None, keep: bool, timeout: float, 
     build.require_binaries()
     chosen = parse_sizes(sizes, "node counts") if sizes else (SIZES_QUICK if quick else SIZES_FULL)
     started = time.monotonic()
-    kept = kept_sizes(_load(Path(out) / "fleet.json"), chosen, quick) if add else []
+    kept = kept_sizes(_load(Path(out) / "fleet.json", "; run without --add to measure every size anew"),
+                      chosen, quick) if add else []
     rows: list[dict[str, Any]] = []
     for nodes in chosen:
         row = measure_size(nodes, quick, keep, timeout)
@@ -691,13 +694,14 @@ def fleet(out: str, quick: bool, sizes: str | None, keep: bool, timeout: float, 
                f"CPU per pod growth {v.get('cpu_growth')}; no leaks: {v.get('no_leaks')} -> {path}")
 
 
-def _load(path: Path) -> dict[str, Any]:
+def _load(path: Path, hint: str = "") -> dict[str, Any]:
+    """``fleet.json`` as a dict; ``hint`` says how to go on when it cannot be read."""
     from dralab.errors import UserError
 
     try:
         return dict(json.loads(path.read_text()))
     except (OSError, ValueError) as exc:
-        raise UserError(f"cannot read {path}: {exc}; run without --add to measure every size anew") from exc
+        raise UserError(f"cannot read {path}: {exc}{hint}") from exc
 
 
 def kept_sizes(previous: dict[str, Any], chosen: tuple[int, ...], quick: bool) -> list[dict[str, Any]]:

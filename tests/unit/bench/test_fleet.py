@@ -219,6 +219,50 @@ def test_the_fleet_clear_deletes_pods_one_by_one_before_the_collection() -> None
     assert seen[-1] == "DELETE /api/v1/namespaces/ns" and not pods
 
 
+def test_the_fleet_runner_resends_lists_after_overload_and_never_a_refused_create(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A GET answered 504 and a call whose connection dropped are sent again; a create the apiserver
+    answered (500) is not, and a create resent after a dropped connection that meets 409 was made."""
+    import asyncio
+
+    import httpx
+
+    from dralab_kit.bench.concurrency import ApiStatusError
+
+    monkeypatch.setattr(fleet, "retry_delay", lambda attempt: 0.0)
+    answers: dict[str, list[object]] = {
+        "GET /pods": [504, 504, 200], "POST /pods": ["drop", 409], "POST /refused": [500, 200],
+        "DELETE /pods/a": ["drop"] * 9,
+    }
+    seen: list[str] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        call = f"{request.method} {request.url.path}"
+        seen.append(call)
+        code = answers[call].pop(0)
+        if code == "drop":
+            raise httpx.RemoteProtocolError("Server disconnected without sending a response", request=request)
+        assert isinstance(code, int)
+        return httpx.Response(code, json={"items": []} if code == 200 else {"kind": "Status"})
+
+    async def run() -> list[object]:
+        async with httpx.AsyncClient(transport=httpx.MockTransport(answer), base_url="https://api") as client:
+            runner = fleet.Runner(client)
+            got: list[object] = [await runner._ok("GET", "/pods"), await runner._ok("POST", "/pods", json={})]
+            for method, path in (("POST", "/refused"), ("DELETE", "/pods/a")):
+                try:
+                    await runner._ok(method, path)
+                except (ApiStatusError, httpx.TransportError) as exc:
+                    got.append(type(exc).__name__)
+            return got
+
+    assert asyncio.run(run()) == [{"items": []}, {}, "ApiStatusError", "RemoteProtocolError"]
+    assert seen.count("GET /pods") == 3 and seen.count("POST /pods") == 2
+    assert seen.count("POST /refused") == 1  # a create the apiserver answered is never resent here
+    assert seen.count("DELETE /pods/a") == fleet.CALL_ATTEMPTS  # a connection that keeps dropping: given up
+
+
 def test_ctrl_c_keeps_the_phases_measured_and_names_the_step(monkeypatch: pytest.MonkeyPatch) -> None:
     from types import SimpleNamespace
 
