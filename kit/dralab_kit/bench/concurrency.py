@@ -45,12 +45,11 @@ from dralab_kit.bench import DEFAULT_OUT
 from dralab_kit.bench.common import parse_sizes, percentile, save_figure, write_result
 from dralab_kit.bench.cpu import CpuMeter
 from dralab_kit.bench.phases import Scraper, difference, per_pod
+from dralab_kit.fixtures.pods import POD_CORES, POD_MEMORY_MIB, plain_pod, sharing_pod
 
 NODE = "bench-node"
 DEVICES = 8
 DEVICE_MEMORY_MIB = 21525
-POD_MEMORY_MIB = 512
-POD_CORES = 2
 SIZES_FULL = (1, 10, 50, 100, 200)
 SIZES_QUICK = (1, 10, 50)
 RATIO_TARGET = 0.8  # pods/s at the largest N >= this x pods/s at N=10
@@ -58,7 +57,6 @@ RATE_TARGET = 50.0  # pods/s end to end at the largest N
 BASELINE_RATIO_TARGET = 0.8  # DRA pods/s >= this x plain pods/s of the same run ...
 BASELINE_RATIO_N = 200  # ... at this burst size
 DEFAULT_QPS = (50, 100)  # kube-scheduler's client default (qps, burst)
-CHIP = "Ascend310P"
 KINDS = ("dra", "direct", "plain")  # dralab's DRA pods, DRA pods without dralab, plain pods
 
 console = Console(stderr=True)
@@ -96,50 +94,6 @@ def capacity_pods(devices: int = DEVICES, memory_mib: int = POD_MEMORY_MIB, core
     """How many sharing pods of this size the node holds at once (memory or cores run out first)."""
     per_device = min(DEVICE_MEMORY_MIB // memory_mib, 100 // cores if cores else 10**9)
     return per_device * devices
-
-
-def sharing_pod(
-    name: str | None = None,
-    *,
-    memory_mib: int = POD_MEMORY_MIB,
-    cores: int = POD_CORES,
-    labels: dict[str, str] | None = None,
-    generate_name: str | None = None,
-) -> dict[str, Any]:
-    """A pod in HAMi syntax asking for a share of one 310P (what the webhook converts)."""
-    limits = {
-        f"huawei.com/{CHIP}": "1",
-        f"huawei.com/{CHIP}-memory": str(memory_mib),
-        f"huawei.com/{CHIP}-core": str(cores),
-    }
-    meta: dict[str, Any] = {"labels": dict(labels or {})}
-    if name:
-        meta["name"] = name
-    else:
-        meta["generateName"] = generate_name or "share-"
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": meta,
-        "spec": {
-            "runtimeClassName": "ascend",
-            "terminationGracePeriodSeconds": 0,
-            "containers": [{"name": "app", "image": "busybox", "resources": {"limits": limits}}],
-        },
-    }
-
-
-def plain_pod(name: str) -> dict[str, Any]:
-    """The baseline: the same pod without accelerator resources (no claim, no DRA allocation)."""
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name},
-        "spec": {
-            "terminationGracePeriodSeconds": 0,
-            "containers": [{"name": "app", "image": "busybox"}],
-        },
-    }
 
 
 def direct_pod(name: str, namespace: str) -> tuple[dict[str, Any], dict[str, Any]]:

@@ -104,7 +104,7 @@ class Target:
     def sharing_objects(self, name: str, labels: dict[str, str] | None = None) -> list[tuple[str, dict[str, Any]]]:
         """What to create (collection suffix, object) for one pod holding a share of one device."""
         if not self.real:
-            from dralab_kit.bench.concurrency import sharing_pod
+            from dralab_kit.fixtures.pods import sharing_pod
 
             return [("pods", sharing_pod(name, labels=labels))]
         return [("resourceclaims", claim_obj(name)), ("pods", pod_obj(name, name, labels))]

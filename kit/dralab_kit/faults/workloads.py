@@ -10,8 +10,8 @@ import contextlib
 import time
 from typing import Any
 
-from dralab_kit.bench.concurrency import sharing_pod
 from dralab_kit.faults.context import Ctx, meta
+from dralab_kit.fixtures.pods import sharing_pod
 
 
 def deployment(name: str, replicas: int, rev: str = "0") -> dict[str, Any]:

@@ -180,7 +180,7 @@ def _short(body: bytes) -> str:
 
 def baseline_checks() -> dict[str, Any]:
     """A well-formed Lab 20 pod passes the same checks (a checker that flags everything proves nothing)."""
-    from dralab_kit.bench.concurrency import sharing_pod
+    from dralab_kit.fixtures.pods import sharing_pod
 
     client, hook = webhook_client()
     sent = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",

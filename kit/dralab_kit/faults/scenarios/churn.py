@@ -6,11 +6,11 @@ from functools import partial
 from typing import Any
 
 from dralab.model.podclaims import claim_names
-from dralab_kit.bench.concurrency import sharing_pod
 from dralab_kit.faults.context import Ctx, meta
 from dralab_kit.faults.denier import DENY_LABEL, Denier
 from dralab_kit.faults.engine import Outcome, scenario
 from dralab_kit.faults.workloads import deployment, statefulset, wait_rollout
+from dralab_kit.fixtures.pods import sharing_pod
 
 
 @scenario("local")

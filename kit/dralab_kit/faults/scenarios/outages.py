@@ -8,11 +8,11 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 from dralab.util import wait_for
-from dralab_kit.bench.concurrency import sharing_pod
 from dralab_kit.faults.audit import is_live
 from dralab_kit.faults.context import Ctx
 from dralab_kit.faults.engine import Outcome, scenario
 from dralab_kit.faults.workloads import deployment, wait_rollout
+from dralab_kit.fixtures.pods import sharing_pod
 
 OUTAGE_S = 2.0
 
