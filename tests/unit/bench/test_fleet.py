@@ -87,6 +87,22 @@ def test_verdict_judges_ratio_growth_and_leaks() -> None:
     assert fleet.verdict([_size(10, 9.0, 1.0)])["meets_cpu_growth"] is None
 
 
+def test_a_ratio_whose_kinds_did_not_create_the_same_pods_is_shown_but_not_judged() -> None:
+    """A baseline fill that lost 1,238 of 4,000 creates in the bench's own connection pool did less work:
+    its pods/s is no yardstick. The other phase still fails the target on its own."""
+    large = _size(500, 9.5, 11.0)
+    large["phases"]["fill"]["baseline"].update(pods=4000, failures=1238, first_error="PoolTimeout: ")
+    large["phases"]["burst"]["dralab"].update(pods=1000, failures=10, first_error="HTTP 500: webhook")  # 1 %: kept
+    v = fleet.verdict([_size(50, 9.5, 10.0), large])
+    assert v["ratio_by_phase"]["fill"] == 0.95  # the arithmetic stays in the file
+    assert v["ratio_not_comparable"] == {"fill": "baseline lost 1238 of 4000 creates (PoolTimeout)"}
+    assert v["meets_ratio"] is None
+    res = FleetResult.model_validate({"devices_per_node": 8, "sizes": [_size(50, 9.5, 10.0), large]})
+    assert verdicts(res)[0][-1] == "not judged; fill: baseline lost 1238 of 4000 creates (PoolTimeout)"
+    large["phases"]["burst"]["dralab"]["pods_per_s"] = 5.0
+    assert fleet.verdict([_size(50, 9.5, 10.0), large])["meets_ratio"] is False
+
+
 def test_report_renders_the_fleet_section_and_verdicts() -> None:
     res = {"benchmark": "fleet", "quick": False, "devices_per_node": 8, "pods": {"fill_per_node": 8},
            "sizes": [_size(50, 9.5, 10.0), _size(200, 9.5, 11.0)]}

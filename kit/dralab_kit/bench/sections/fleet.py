@@ -22,10 +22,12 @@ def verdicts(res: FleetResult) -> list[list[str]]:
     v = verdict(res.sizes)  # recomputed from the raw fields, so old results get new rows
     ratios = v.get("ratio_by_phase") or {}
     large, small = v.get("largest_nodes"), v.get("smallest_nodes")
+    apart = {p: why for p, why in (v.get("ratio_not_comparable") or {}).items() if p in ("fill", "burst")}
+    unjudged = "not judged" + "".join(f"; {p}: {why}" for p, why in apart.items())
     return [
         ["fleet", f"dralab ÷ DRA without dralab, pods bound/s, same run, fill / burst at {large} nodes",
          f"{_f(ratios.get('fill'))} / {_f(ratios.get('burst'))}", f">= {_f(v.get('ratio_target'))}",
-         verdict_text(v.get("meets_ratio"), "not judged")],
+         verdict_text(v.get("meets_ratio"), unjudged)],
         ["fleet", f"dralab CPU per pod at {large} nodes ÷ at {small} nodes", _f(v.get("cpu_growth")),
          f"<= {_f(v.get('cpu_growth_target'))}",
          verdict_text(v.get("meets_cpu_growth"), "not judged: one size only")],
