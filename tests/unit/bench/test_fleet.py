@@ -178,6 +178,20 @@ def test_report_names_the_run_of_each_size_when_sizes_come_from_several() -> Non
     assert "- 500 nodes: 2026-12-03T05:00:00Z, commit 1234567" in text
 
 
+def test_one_run_of_three_sizes_is_not_reported_as_several() -> None:
+    """Each size of a run is stamped when it finishes: different dates, one run. A size kept by ``--add``
+    from before the run began, on the same commit, makes it several."""
+    from dralab_kit.bench.sections.fleet import from_several_runs
+
+    one = {"measured_at": "2026-12-03T08:21:00Z", "duration_s": 3700.0, "sizes": [
+        {"nodes": n, "phases": {}, "measured": {"date": d, "commit": "e1166ef0"}}
+        for n, d in ((50, "2026-12-03T07:24:22Z"), (200, "2026-12-03T07:37:22Z"), (500, "2026-12-03T08:16:18Z"))]}
+    assert not from_several_runs(FleetResult.model_validate(one))
+    assert "separate runs" not in "\n".join(section(FleetResult.model_validate(one)))
+    one["sizes"][0]["measured"]["date"] = "2026-12-02T23:23:10Z"  # kept from last night's run
+    assert from_several_runs(FleetResult.model_validate(one))
+
+
 def _stopped(nodes: int) -> dict:
     """A size that stopped after fill and churn of the dralab kind: burst never ran, no leak figure."""
     size = _size(nodes, 4.0, 30.0)

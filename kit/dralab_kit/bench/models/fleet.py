@@ -22,3 +22,4 @@ class FleetResult(BenchResult):
     pods: FleetPods = Field(default_factory=FleetPods)
     # per size: phases -> kind -> figures; kept as written, since the fleet's verdict is recomputed from them
     sizes: list[dict[str, Any]] = Field(default_factory=list)
+    duration_s: float | None = None  # the whole run's length (the sizes measured by this run, not those kept)

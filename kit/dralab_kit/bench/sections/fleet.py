@@ -15,6 +15,21 @@ TITLE = "Fleet scale: simulated KWOK fleets against a plain DRA baseline"
 PHASES = ("fill", "churn", "burst")
 
 
+def from_several_runs(res: FleetResult) -> bool:
+    """Whether ``--add`` kept sizes of an earlier run: a size stamped with another commit, or measured
+    before this file's run began (its end, ``measured_at``, less its ``duration_s``). Every size of one
+    run has its own date, the time it finished."""
+    from datetime import datetime, timedelta
+
+    stamps = [m for s in res.sizes if (m := s.get("measured"))]
+    if len({m.get("commit") for m in stamps}) > 1:
+        return True
+    if not (res.measured_at and res.duration_s is not None):
+        return False
+    began = datetime.fromisoformat(res.measured_at) - timedelta(seconds=res.duration_s)
+    return any(datetime.fromisoformat(str(m.get("date"))) < began for m in stamps if m.get("date"))
+
+
 def verdicts(res: FleetResult) -> list[list[str]]:
     """Rows of the report's verdict table."""
     from dralab_kit.bench.fleet import verdict
@@ -135,8 +150,7 @@ def section(res: FleetResult, plot: str | None = None) -> list[str]:
     if missing:
         out += [f"Sizes the run was asked for but did not finish: {', '.join(map(str, missing))} nodes "
                 "(README, \"Scale\", says why).", ""]
-    runs = {(m.get("date"), m.get("commit")) for s in res.sizes if (m := s.get("measured"))}
-    if len(runs) > 1:  # sizes from several runs (`--add`): each says which; ratios within a size stay same-run
+    if from_several_runs(res):  # `--add` kept sizes of an earlier run: each says which; ratios stay same-run
         out += ["Sizes measured in separate runs (`dralab bench fleet --add`); dralab and its baseline always "
                 "share a run, so the ratios of a size hold, while comparisons across sizes cross runs:", ""]
         out += [f"- {s.get('nodes')} nodes: {s['measured'].get('date')}, commit "
