@@ -87,16 +87,10 @@ IDLE_WINDOW_S = 20.0  # the fleet at rest, before the phases: each component's C
 
 def hami_pod(name: str, memory_mib: int, cores: int) -> dict[str, Any]:
     """A pod in HAMi syntax asking for a share of one NVIDIA GPU (what the webhook converts)."""
-    limits = {"nvidia.com/gpu": "1", "nvidia.com/gpumem": str(memory_mib), "nvidia.com/gpucores": str(cores)}
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name},
-        "spec": {
-            "terminationGracePeriodSeconds": 0,
-            "containers": [{"name": "app", "image": "busybox", "resources": {"limits": limits}}],
-        },
-    }
+    from dralab_kit.fixtures.pods import bench_pod
+
+    return bench_pod(name, {"nvidia.com/gpu": "1", "nvidia.com/gpumem": str(memory_mib),
+                            "nvidia.com/gpucores": str(cores)})
 
 
 def dra_pod(name: str, namespace: str, memory_mib: int, cores: int) -> tuple[dict[str, Any], dict[str, Any]]:
