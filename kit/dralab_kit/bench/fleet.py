@@ -270,7 +270,7 @@ def verdict(sizes: list[dict[str, Any]]) -> dict[str, Any]:
     no_leaks: bool | None = all(not (lk.get("claims") or lk.get("capacity") or lk.get("prepared")) for lk in leaks)
     if no_leaks and any(s.get("failed") for s in sizes):
         no_leaks = None  # a stopped size has no leak figure: not judged rather than passed
-    judged = [ratios[p] for p in ("fill", "burst") if ratios[p] is not None and p not in not_comparable]
+    judged = [r for p in ("fill", "burst") if (r := ratios[p]) is not None and p not in not_comparable]
     # one ratio below the target fails the target; both are needed to meet it
     meets_ratio = False if any(r < RATIO_TARGET for r in judged) else (True if len(judged) == 2 else None)
     churn_p99 = phase_row(large, "churn", "dralab").get("running_p99_s")
