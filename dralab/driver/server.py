@@ -1,7 +1,12 @@
 """The kubelet-facing gRPC servers of one driver name: registration and DRA (v1 + v1beta1), plus health.
 
 Two unix sockets per driver name: ``<registry-dir>/<driver>-reg.sock`` (Registration) and
-``<plugin-dir>/<driver>/dra.sock`` (DRAPlugin v1 and v1beta1, and grpc.health.v1). The health check
+``<plugin-dir>/<driver>/dra.sock`` (DRAPlugin v1 and v1beta1, and grpc.health.v1), served by one gRPC
+server: every sync gRPC server polls its completion queue every 200 ms and checks for itself being
+garbage-collected once a second, whether it has calls or not, so a second server per driver doubled
+that idle cost (it adds up on a host simulating hundreds of nodes). The kubelet calls only
+Registration on the first socket and only DRAPlugin on the second; the other services each socket
+also answers are harmless. The health check
 never takes a worker of the pools the kubelet's calls run on: it connects to both sockets (the
 HTTP/2 handshake is answered by gRPC's own I/O, so a socket that is gone or not served fails) and
 checks that no Prepare/Unprepare call has been running for longer than ``STUCK_CALL_S`` (a wedged
@@ -244,27 +249,31 @@ def _remove_stale(path: Path) -> None:
 
 
 class PluginServer:
-    """Both sockets of one driver name; start() binds them (removing stale sockets first)."""
+    """Both sockets of one driver name on one gRPC server; start() binds them (removing stale sockets first)."""
 
     def __init__(self, state: DriverState, paths: SocketPaths, workers: int = 8) -> None:
         self.state = state
         self.paths = paths
         self.registration = RegistrationService(state.driver, paths.dra)
-        self._dra = grpc.server(futures.ThreadPoolExecutor(max_workers=workers, thread_name_prefix="dra"))
-        self._reg = grpc.server(futures.ThreadPoolExecutor(max_workers=2, thread_name_prefix="reg"))
+        # Registration calls come once per kubelet start; the two workers more keep one free for them
+        # while every other worker serves a Prepare or Unprepare.
+        pool = futures.ThreadPoolExecutor(max_workers=workers + 2, thread_name_prefix="dra")
+        self._server = grpc.server(pool)
         self.inflight = InFlight()
-        dra_v1_pb2_grpc.add_DRAPluginServicer_to_server(DRAv1Service(state, self.inflight), self._dra)
-        dra_v1beta1_pb2_grpc.add_DRAPluginServicer_to_server(DRAv1beta1Service(state, self.inflight), self._dra)
-        health_pb2_grpc.add_HealthServicer_to_server(HealthService(paths, self.inflight), self._dra)
-        pluginregistration_pb2_grpc.add_RegistrationServicer_to_server(self.registration, self._reg)
+        dra_v1_pb2_grpc.add_DRAPluginServicer_to_server(DRAv1Service(state, self.inflight), self._server)
+        dra_v1beta1_pb2_grpc.add_DRAPluginServicer_to_server(DRAv1beta1Service(state, self.inflight), self._server)
+        health_pb2_grpc.add_HealthServicer_to_server(HealthService(paths, self.inflight), self._server)
+        pluginregistration_pb2_grpc.add_RegistrationServicer_to_server(self.registration, self._server)
 
     def start(self) -> None:
-        # The DRA socket first: when the registration socket appears the kubelet may connect at once.
-        for server, path in ((self._dra, self.paths.dra), (self._reg, self.paths.registration)):
+        # Binding creates and listens on each socket: the DRA socket first, so that when the kubelet
+        # sees the registration socket appear, the endpoint it is told about already exists. A call
+        # that connects before start() waits in the listen queue for the server to start.
+        for path in (self.paths.dra, self.paths.registration):
             _remove_stale(path)
-            if server.add_insecure_port(f"unix://{path}") == 0:
+            if self._server.add_insecure_port(f"unix://{path}") == 0:
                 raise UserError(f"cannot listen on {path}: check the directory is writable")
-            server.start()
+        self._server.start()
         log.info(
             "serving",
             extra={
@@ -273,9 +282,11 @@ class PluginServer:
         )
 
     def stop(self, grace: float = 2.0) -> None:
-        """Stop serving; the registration socket goes first so the kubelet sees the plugin leave."""
-        self._reg.stop(grace).wait()
-        self._dra.stop(grace).wait()
+        """Stop serving; the registration socket is removed first, so the kubelet's plugin watcher sees
+        the plugin leave before calls in flight on the DRA socket are given ``grace`` to end."""
+        with contextlib.suppress(FileNotFoundError):
+            self.paths.registration.unlink()
+        self._server.stop(grace).wait()
         for path in (self.paths.registration, self.paths.dra):
             with contextlib.suppress(FileNotFoundError):
                 path.unlink()

@@ -4,14 +4,19 @@ Each size is a throw-away cluster ``dralab cluster up --fleet NODESx8`` (8 share
 node; the nodes' drivers and kubelet stand-ins hosted 50 nodes to a process:
 :mod:`dralab_kit.cluster.fleetnode`). Three phases, each run twice, alternating the two kinds:
 
-- *dralab*: pods in HAMi syntax (``nvidia.com/gpu``, ``gpumem``, ``gpucores``) through the webhook,
-  which creates their claims; the janitor releases them after the pods are gone;
+- *dralab*: pods in HAMi syntax (``nvidia.com/gpu``, ``gpumem``, ``gpucores``) through the webhook.
+  With ``--lifecycle claim`` (the chart's default) the webhook creates each pod's claim in admission
+  and the janitor releases it after the pod is gone; with ``--lifecycle template`` the webhook makes
+  one ResourceClaimTemplate per pod shape and namespace, and kube-controller-manager each claim;
 - *baseline* (DRA without dralab): the same pods already written as DRA pods, each naming one
   ResourceClaimTemplate (the webhook's own conversion, run here once, in its template form), as
   DRA users and Kubernetes' scheduler_perf write them. The bench creates the one template before
   the clock; kube-controller-manager's resourceclaim controller creates each pod's claim inside the
   clock and removes it once the pod is gone. So both kinds pay a claim create per pod in the clock:
-  dralab in admission, the baseline in the controller.
+  dralab in admission (claim lifecycle) or in the controller (template), the baseline in the controller.
+
+Each node's driver reconciles as README "Scale" advises for the fleet's size
+(:func:`dralab_kit.cluster.fleet.driver_reconcile_seconds`); each size's row records that and the lifecycle.
 
 Both kinds' creates are resent after an overload answer (429, 500, 503, 504; the webhook answers
 504 "retry the pod" when the apiserver cannot create a claim within its deadline), with a
@@ -71,6 +76,7 @@ BURST_PODS_QUICK = 200
 BURST_SHARE = 0.5  # a burst asks for at most half of what the fleet's cores hold
 CHURN_ROUNDS, CHURN_ROUNDS_QUICK = 3, 2
 KINDS = ("dralab", "baseline")
+LIFECYCLES = ("claim", "template")  # the webhook's, as in the chart's webhook.lifecycle
 PHASES = ("fill", "churn", "burst")
 DRALAB_COMPONENTS = ("webhook", "driver")  # the janitor runs inside the webhook's tree
 SIMULATED = ("kubelet", "kwok")  # the simulated node layer: reported apart
@@ -595,16 +601,32 @@ def wait_fleet_slices(handle: Any, nodes: int, timeout: float) -> None:
         kube.close()
 
 
-def measure_size(nodes: int, quick: bool, keep: bool, timeout: float) -> dict[str, Any]:
+def dralab_config(lifecycle: str, folder: Path) -> str | None:
+    """The dralab config file a fleet runs with: none (the defaults) for the claim lifecycle, else one
+    that sets ``webhook.lifecycle``."""
+    if lifecycle == "claim":
+        return None
+    path = folder / "dralab-config.yaml"
+    path.write_text(f"webhook:\n  lifecycle: {lifecycle}\n")
+    return str(path)
+
+
+def measure_size(nodes: int, quick: bool, keep: bool, timeout: float, lifecycle: str = "claim") -> dict[str, Any]:
     """Bring a throw-away fleet of ``nodes`` up (timed: the cold start), run the phases, take it down."""
+    import shutil
+    import tempfile
+
     from dralab_kit.cluster.api import down, ensure_cluster
+    from dralab_kit.cluster.fleet import driver_reconcile_seconds
     from dralab_kit.cluster.layout import Layout
 
     name = f"fleet{nodes}-{os.getpid() % 100000}"
     started = time.monotonic()
     failed = True
+    folder = Path(tempfile.mkdtemp(prefix=f"dralab-{name}-"))  # the config outlives every restart of the size
     try:
-        handle = ensure_cluster(name, devices=f"fleet:{nodes}x{DEVICES_PER_NODE}")
+        config = dralab_config(lifecycle, folder)
+        handle = ensure_cluster(name, devices=f"fleet:{nodes}x{DEVICES_PER_NODE}", config=config)
         for note in handle.state.get("notes") or []:
             console.print(f"[{nodes} nodes] {note}", markup=False, highlight=False)
         wait_fleet_slices(handle, nodes, timeout)
@@ -615,8 +637,8 @@ def measure_size(nodes: int, quick: bool, keep: bool, timeout: float) -> dict[st
             asyncio.run(run_size(handle, nodes, quick, timeout, row))
         except KeyboardInterrupt:  # Ctrl-C: the phases measured so far are kept, and the command stops
             row.update(nodes=nodes, failed=f"{row.pop('step', 'bring-up')}: interrupted", interrupted=True)
-        row["up_s"] = up_s
-        row["duration_s"] = round(time.monotonic() - started, 1)
+        row.update(webhook_lifecycle=lifecycle, driver_reconcile_s=driver_reconcile_seconds(nodes), up_s=up_s,
+                   duration_s=round(time.monotonic() - started, 1))
         failed = "failed" in row
         if failed:
             console.print(f"[{nodes} nodes] stopped in {row['failed']}; the phases before it are kept",
@@ -627,6 +649,7 @@ def measure_size(nodes: int, quick: bool, keep: bool, timeout: float) -> dict[st
             down(name, keep_logs=failed)  # a failed size keeps its components' logs to be read
             if failed:
                 console.print(f"[{nodes} nodes] failed: the logs stay in {Layout.of(name).root}", markup=False)
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 def plot(result: dict[str, Any], path: Path) -> None:
@@ -667,10 +690,13 @@ def plot(result: dict[str, Any], path: Path) -> None:
 @click.option("--sizes", default=None, metavar="N,N,...", help=f"node counts (default {SIZES_FULL})")
 @click.option("--keep", is_flag=True, help="leave each size's cluster running (for debugging)")
 @click.option("--timeout", type=float, default=900.0, show_default=True, help="seconds a batch may take")
+@click.option("--lifecycle", type=click.Choice(LIFECYCLES), default="claim", show_default=True,
+              help="the webhook's webhook.lifecycle for the dralab kind: claim (claims made in admission) or "
+                   "template (kube-controller-manager makes them, as for the baseline)")
 @click.option("--add", is_flag=True,
               help="keep the sizes already in OUT/fleet.json that this run does not measure (each row says when "
                    "and on which commit it was measured); to redo one size without the others")
-def fleet(out: str, quick: bool, sizes: str | None, keep: bool, timeout: float, add: bool) -> None:
+def fleet(out: str, quick: bool, sizes: str | None, keep: bool, timeout: float, lifecycle: str, add: bool) -> None:
     """Fill, churn and burst on simulated fleets of KWOK nodes; dralab against DRA without dralab.
 
     Each size is a throw-away cluster (`dralab cluster up --fleet NODESx8`), never `dralab`.
@@ -678,7 +704,7 @@ def fleet(out: str, quick: bool, sizes: str | None, keep: bool, timeout: float, 
     \b
     Example:
       dralab bench fleet --quick --out /tmp/results
-      dralab bench fleet --sizes 50,200
+      dralab bench fleet --sizes 50,200 --lifecycle template
       dralab bench fleet --sizes 500 --add --out bench/results
     """
     from dralab_kit.cluster import build
@@ -687,10 +713,10 @@ def fleet(out: str, quick: bool, sizes: str | None, keep: bool, timeout: float, 
     chosen = parse_sizes(sizes, "node counts") if sizes else (SIZES_QUICK if quick else SIZES_FULL)
     started = time.monotonic()
     kept = kept_sizes(_load(Path(out) / "fleet.json", "; run without --add to measure every size anew"),
-                      chosen, quick) if add else []
+                      chosen, quick, lifecycle) if add else []
     rows: list[dict[str, Any]] = []
     for nodes in chosen:
-        row = measure_size(nodes, quick, keep, timeout)
+        row = measure_size(nodes, quick, keep, timeout, lifecycle)
         run = context(quick)  # one git lookup per size, not one per field
         row["measured"] = {k: run[k] for k in ("date", "commit", "dirty")}
         rows.append(row)
@@ -717,9 +743,10 @@ def _load(path: Path, hint: str = "") -> dict[str, Any]:
         raise UserError(f"cannot read {path}: {exc}{hint}") from exc
 
 
-def kept_sizes(previous: dict[str, Any], chosen: tuple[int, ...], quick: bool) -> list[dict[str, Any]]:
+def kept_sizes(previous: dict[str, Any], chosen: tuple[int, ...], quick: bool,
+               lifecycle: str = "claim") -> list[dict[str, Any]]:
     """The size rows of an earlier ``fleet.json`` that ``--add`` keeps: those not measured again, each stamped
-    with the run it came from. A quick file and a full run never mix."""
+    with the run it came from. A quick file and a full run never mix, nor two webhook lifecycles."""
     from dralab.errors import UserError
 
     if bool(previous.get("quick")) != quick:
@@ -730,6 +757,11 @@ def kept_sizes(previous: dict[str, Any], chosen: tuple[int, ...], quick: bool) -
     for row in previous.get("sizes") or []:
         if int(row["nodes"]) in chosen:
             continue
+        if row.get("webhook_lifecycle", "claim") != lifecycle:  # rows from before the option ran the claim one
+            raise UserError(f"--add: the existing fleet.json's {row['nodes']}-node size ran with webhook.lifecycle "
+                            f"{row.get('webhook_lifecycle', 'claim')} and this run uses {lifecycle}; give "
+                            f"--lifecycle {row.get('webhook_lifecycle', 'claim')}, or measure every size again "
+                            "without --add")
         kept.append({**row, "measured": row.get("measured") or {
             "date": previous.get("measured_at"), "commit": ctx.get("commit"), "dirty": ctx.get("dirty")}})
     return kept

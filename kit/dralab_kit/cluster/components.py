@@ -369,7 +369,7 @@ def fleet_specs(layout: Layout, ports: dict[str, Any], config: str | None, nodes
     """A fleet's simulated node layer: per shard of nodes (:func:`dralab_kit.cluster.fleet.shard_keys`),
     ``driver/shard-N`` (its nodes' drivers) and ``kubelet/shard-N`` (their stand-ins), one process each
     (dralab_kit.cluster.fleetnode)."""
-    from dralab_kit.cluster.fleet import shard_keys
+    from dralab_kit.cluster.fleet import driver_reconcile_seconds, shard_keys
 
     env = {"DRALAB_HOME": str(layout.root.parent.parent)}  # the process finds the cluster's folders by name
     specs = {}
@@ -378,8 +378,9 @@ def fleet_specs(layout: Layout, ports: dict[str, Any], config: str | None, nodes
             port = ports[role][shard]
             argv = [sys.executable, "-m", "dralab_kit.cluster.fleetnode", role, "--cluster", layout.name,
                     "--shard", shard, "--port", str(port)]
-            if config and role == "driver":
-                argv += ["--config", config]
+            if role == "driver":
+                argv += ["--reconcile-seconds", f"{driver_reconcile_seconds(nodes):g}"]
+                argv += ["--config", config] if config else []
             name = f"{role}/{shard}"
             path = "/readyz"  # the drivers': every node's pool published and registered with its stand-in
             specs[name] = ComponentSpec(name, argv, Health(f"http://127.0.0.1:{port}{path}"), env=env,

@@ -9,6 +9,8 @@ runs instead, per shard of :data:`dralab_kit.cluster.fleet.SHARD_NODES` nodes (`
   status writes. Backends come from one parsed inventory. The claim cache is off by default: each
   node's cache watches *every* claim (the apiserver cannot select claims by node), so N caches in
   one process decode every claim event N times; Prepare then GETs its claims, as ``--no-claim-cache``.
+  Each driver reconciles every :func:`dralab_kit.cluster.fleet.driver_reconcile_seconds` (the chart
+  value README "Scale" advises for the fleet's size).
 - ``kubelet/shard-N``: one :class:`dralab_kit.cluster.standin.runner.StandIn` per node, in one process,
   each calling its node's driver through the real gRPC sockets. This process is the simulation, not
   dralab: benches report its CPU and memory apart.
@@ -66,7 +68,7 @@ def _quiet_grpc_servers() -> None:
 
 
 def run_drivers(layout: Layout, shard: str, port: int, config: str | None, claim_cache: bool,
-                stop: threading.Event) -> None:
+                stop: threading.Event, reconcile_seconds: float = 60.0) -> None:
     """Start the shard's nodes' drivers, serve /healthz /readyz /metrics (its nodes together), wait for ``stop``."""
     from dralab.config import load_config
     from dralab.driver.devices.fake import HEALTH_FILE, FakeBackend, from_inventory
@@ -89,6 +91,7 @@ def run_drivers(layout: Layout, shard: str, port: int, config: str | None, claim
             state_dir=str(state_dir),
             config=config,
             claim_cache=claim_cache,
+            reconcile_seconds=reconcile_seconds,
         )
         backend = FakeBackend(
             node=node.name,
@@ -171,13 +174,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--port", type=int, required=True, help="/healthz, /readyz, /metrics")
     parser.add_argument("--config", help="dralab config file (driver)")
     parser.add_argument("--claim-cache", action="store_true", help="each node's driver watches every claim")
+    parser.add_argument("--reconcile-seconds", type=float, default=60.0,
+                        help="how often each node's driver checks its prepared claims (the driver's flag)")
     args = parser.parse_args(argv)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
     layout = Layout.of(args.cluster)
     if args.role == "driver":
-        run_drivers(layout, args.shard, args.port, args.config, args.claim_cache, stop)
+        run_drivers(layout, args.shard, args.port, args.config, args.claim_cache, stop, args.reconcile_seconds)
     else:
         run_standins(layout, args.shard, args.port, stop)
 

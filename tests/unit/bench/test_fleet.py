@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 
@@ -112,6 +113,8 @@ def test_report_renders_the_fleet_section_and_verdicts() -> None:
                                      "not judged: one size only", "not judged", "met"]
     text = "\n".join(section(FleetResult.model_validate(res), "results/fleet.png"))
     assert "| 200 | burst | baseline |" in text and "![fleet](results/fleet.png)" in text
+    # rows from before the lifecycle and the reconcile period were recorded ran the claim lifecycle at 60 s
+    assert "`webhook.lifecycle: claim`" in text and "reconcile every: 50 nodes 60 s, 200 nodes 60 s" in text
     assert "## Fleet scale" in render({"fleet": res})
 
 
@@ -166,6 +169,23 @@ def test_add_refuses_to_mix_a_quick_file_with_a_full_run() -> None:
 
     with pytest.raises(UserError, match="quick run and this one is full"):
         fleet.kept_sizes({"quick": True, "sizes": []}, (500,), quick=False)
+
+
+def test_add_refuses_to_mix_webhook_lifecycles() -> None:
+    from dralab.errors import UserError
+
+    previous = {"quick": False, "sizes": [{"nodes": 50}, {"nodes": 200, "webhook_lifecycle": "template"}]}
+    with pytest.raises(UserError, match=r"50-node size ran with webhook\.lifecycle claim and this run uses template"):
+        fleet.kept_sizes(previous, (500,), quick=False, lifecycle="template")
+    assert [r["nodes"] for r in fleet.kept_sizes(previous, (50,), quick=False, lifecycle="template")] == [200]
+
+
+def test_the_template_lifecycle_runs_the_fleet_with_a_config_that_sets_it(tmp_path) -> None:
+    from dralab.config import load_config
+
+    assert fleet.dralab_config("claim", tmp_path) is None  # the defaults: the chart's claim lifecycle
+    path = fleet.dralab_config("template", tmp_path)
+    assert path is not None and load_config(path).webhook.lifecycle == "template"
 
 
 def test_report_names_the_run_of_each_size_when_sizes_come_from_several() -> None:
@@ -299,7 +319,9 @@ def test_ctrl_c_keeps_the_phases_measured_and_names_the_step(monkeypatch: pytest
     from dralab_kit.cluster import api
 
     downs: list[tuple[str, bool]] = []
-    monkeypatch.setattr(api, "ensure_cluster", lambda name, devices: SimpleNamespace(state={}))
+    configs: list[str | None] = []
+    monkeypatch.setattr(api, "ensure_cluster",
+                        lambda name, devices, config: configs.append(config) or SimpleNamespace(state={}))
     monkeypatch.setattr(api, "down", lambda name, keep_logs=False: downs.append((name, keep_logs)))
     monkeypatch.setattr(fleet, "wait_fleet_slices", lambda handle, nodes, timeout: None)
 
@@ -308,7 +330,9 @@ def test_ctrl_c_keeps_the_phases_measured_and_names_the_step(monkeypatch: pytest
         raise KeyboardInterrupt
 
     monkeypatch.setattr(fleet, "run_size", interrupted)
-    row = fleet.measure_size(500, quick=False, keep=False, timeout=1.0)
+    row = fleet.measure_size(500, quick=False, keep=False, timeout=1.0, lifecycle="template")
     assert row["failed"] == "fill and churn, baseline: interrupted" and "step" not in row
+    assert row["webhook_lifecycle"] == "template" and row["driver_reconcile_s"] == 300.0
+    assert configs[0] is not None and not Path(configs[0]).exists()  # the size's config goes with its cluster
     assert row["phases"]["fill"]["dralab"]["pods_per_s"] == 3.8
     assert downs and downs[0][1] is True  # the stopped size's logs are kept

@@ -84,6 +84,14 @@ def test_the_node_layer_runs_one_driver_and_one_stand_in_process_per_shard(tmp_p
     assert sorted(specs) == ["driver/shard-0", "driver/shard-1", "kubelet/shard-0", "kubelet/shard-1"]
     argv = specs["driver/shard-1"].argv
     assert argv[argv.index("--shard") + 1] == "shard-1" and argv[argv.index("--port") + 1] == "1002"
+    assert argv[argv.index("--reconcile-seconds") + 1] == "300"  # README "Scale": 300 s from 51 to 500 nodes
+    assert "--reconcile-seconds" not in specs["kubelet/shard-0"].argv
+
+
+@pytest.mark.parametrize(("nodes", "seconds"), [(1, 60.0), (50, 60.0), (51, 300.0), (500, 300.0), (501, 600.0),
+                                                (fleet.MAX_NODES, 600.0)])
+def test_a_fleets_drivers_reconcile_as_the_chart_table_advises_for_its_size(nodes: int, seconds: float) -> None:
+    assert fleet.driver_reconcile_seconds(nodes) == seconds
 
 
 def test_a_fleet_process_quiets_grpc_idle_wakeups(monkeypatch: pytest.MonkeyPatch) -> None:

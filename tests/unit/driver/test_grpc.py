@@ -243,3 +243,22 @@ def test_a_wedged_call_makes_the_driver_unhealthy(driver, monkeypatch) -> None:
         ok, detail = plugin.health()
     assert not ok and "wedged" in detail
     assert plugin.health()[0], "healthy again once the call ends"
+
+
+def test_the_kubelet_sees_the_plugin_leave_before_calls_in_flight_end(driver) -> None:
+    """One server serves both sockets: stop() removes the registration socket before the grace period
+    given to the DRA socket's calls, so the kubelet's plugin watcher deregisters first."""
+    proc, _, _ = driver
+    plugin = proc.served[0].server
+    seen: dict[str, bool] = {}
+    grpc_stop = plugin._server.stop
+
+    def stop(grace: float | None) -> object:
+        seen.update(registration=plugin.paths.registration.exists(), dra=plugin.paths.dra.exists())
+        return grpc_stop(grace)
+
+    plugin._server.stop = stop
+    Kubelet(plugin.paths.registration.parent, plugin.state.driver).register()
+    plugin.stop(grace=0.5)
+    assert seen == {"registration": False, "dra": True}
+    assert not plugin.paths.dra.exists()

@@ -69,6 +69,17 @@ def _templates(res: FleetResult) -> bool:
                for r in ph.values())
 
 
+def _lifecycle(res: FleetResult) -> str:
+    """How the webhook made the dralab kind's claims, and how often the nodes' drivers reconciled (rows
+    from before either was recorded ran the claim lifecycle and a 60 s reconcile)."""
+    lifecycles = sorted({s.get("webhook_lifecycle", "claim") for s in res.sizes})
+    made = {"claim": "`webhook.lifecycle: claim`: it creates each pod's claim in admission",
+            "template": "`webhook.lifecycle: template`: it makes one ResourceClaimTemplate per pod shape and "
+                        "kube-controller-manager each claim"}
+    reconcile = ", ".join(f"{s.get('nodes')} nodes {_f(s.get('driver_reconcile_s', 60.0))} s" for s in res.sizes)
+    return f" ({'; '.join(made[lc] for lc in lifecycles)}; the nodes' drivers reconcile every: {reconcile})"
+
+
 def sizes_not_measured(res: FleetResult) -> list[int]:
     """Node counts the command asked for (``--sizes``) that have no results: a size that failed or was stopped."""
     command = res.context.command if res.context is not None else ""
@@ -90,8 +101,7 @@ def section(res: FleetResult, plot: str | None = None) -> list[str]:
         f"Each size is a throw-away `dralab cluster up --fleet NODESx{res.devices_per_node}` ("
         + ("the nodes' drivers and kubelet stand-ins hosted 50 nodes to a process" if _at_rest(res) else
            "every node's driver in one process, every node's kubelet stand-in in another")
-        + "). *dralab*: HAMi pods "
-        "through the webhook; *baseline*: the same pods as DRA pods"
+        + "). *dralab*: HAMi pods through the webhook" + _lifecycle(res) + "; *baseline*: the same pods as DRA pods"
         + (" naming one ResourceClaimTemplate (kube-controller-manager makes each claim, in the clock). "
            if _templates(res) else " with claims the bench made first, before the clock. ")
         + "A create refused with an overload answer (429, 500, 503, 504) is sent again after a backoff, as "
