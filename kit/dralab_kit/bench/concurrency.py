@@ -31,7 +31,7 @@ import statistics
 import tempfile
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypedDict
@@ -377,7 +377,14 @@ class BurstRunner:
         await self._ok("POST", "/api/v1/namespaces", json={"metadata": {"name": name}})
         return name
 
-    async def run(self, ns: str, pods: list[dict[str, Any]], wait_running: bool) -> Burst:
+    async def run(self, ns: str, pods: list[dict[str, Any]], wait_running: bool, pace_s: float | None = None,
+                  before: Callable[[int], Awaitable[None]] | None = None) -> Burst:
+        """Create ``pods`` and time each to bound (and Running where ``wait_running``).
+
+        All at once by default; with ``pace_s``, the i-th create is issued ``i * pace_s`` seconds after
+        the first (a steady rate), each after ``before(i)`` (churn deletes a pod there). A create's
+        clock starts when it is issued.
+        """
         n = len(pods)
         burst = Burst(n=n)
         base = f"/api/v1/namespaces/{ns}/pods"
@@ -441,10 +448,17 @@ class BurstRunner:
                 burst.admitted.append(time.monotonic() - issued[name])
                 expected.add(name)
 
+        async def scheduled(i: int, pod: dict[str, Any]) -> None:
+            if pace_s:  # the offered rate being generated, not a wait for any state
+                await asyncio.sleep(max(0.0, start + i * pace_s - time.monotonic()))
+            if before is not None:
+                await before(i)
+            await create(pod)
+
         watcher = asyncio.create_task(watch())
         await asyncio.sleep(0)  # let the watch request go out before the creates (ordering, not timing)
         start = time.monotonic()
-        await asyncio.gather(*(create(p) for p in pods))
+        await asyncio.gather(*(scheduled(i, p) for i, p in enumerate(pods)))
         created_all = True
         check_done()
         if expected:

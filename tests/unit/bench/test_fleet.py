@@ -60,15 +60,17 @@ def test_burst_size_fits_half_the_fleet() -> None:
     assert fleet.burst_size(10, quick=True) == 200
 
 
-def test_merge_and_summarize_rates_over_the_rounds() -> None:
-    a = Burst(n=2, latencies=[0.1, 0.2], running=[0.5, 1.0], completion_s=0.5)
-    b = Burst(n=2, latencies=[0.3], running=[0.4], completion_s=1.5, failures=1, first_error="x", retries=3)
-    merged = fleet.merge([a, b])
-    row = fleet.summarize(merged)
+def test_summarize_rates_over_the_time_to_the_last_bound_pod() -> None:
+    row = fleet.summarize(Burst(n=4, latencies=[0.1, 0.2, 0.3], running=[0.5, 1.0, 0.4], completion_s=2.0,
+                                failures=1, first_error="x", retries=3))
     assert row["pods"] == 4 and row["failures"] == 1 and row["first_error"] == "x" and row["retries"] == 3
     assert row["pods_per_s"] == 1.5  # 3 bound in 2 s
     assert fleet.summarize(Burst(n=1))["pods_per_s"] is None
     assert math.isnan(Burst(n=1).completion_s)
+
+
+def test_churn_replaces_pods_at_one_steady_rate_whatever_the_size() -> None:
+    assert fleet.churn_pods() == 540 and fleet.churn_pods(quick=True) == 90
 
 
 def _size(nodes: int, dralab_rate: float, cpu: float, leaks: int = 0) -> dict:

@@ -14,7 +14,9 @@ class FleetPods(Model):
     fill_pod: dict[str, Any] = Field(default_factory=dict)
     burst_pod: dict[str, Any] = Field(default_factory=dict)
     burst_max: int | None = None
-    churn_rounds: int | None = None
+    churn_rounds: int | None = None  # runs before churn was a steady rate: rounds of one pod per node at once
+    churn_pods_per_s: float | None = None
+    churn_s: float | None = None
 
 
 class FleetResult(BenchResult):

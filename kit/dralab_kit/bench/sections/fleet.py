@@ -7,7 +7,7 @@ import re
 from dralab_kit.bench.common import fmt as _f
 from dralab_kit.bench.common import md_table
 from dralab_kit.bench.fleet import phase_row
-from dralab_kit.bench.models.fleet import FleetResult
+from dralab_kit.bench.models.fleet import FleetPods, FleetResult
 from dralab_kit.bench.sections.format import verdict_text
 
 TITLE = "Fleet scale: simulated KWOK fleets against a plain DRA baseline"
@@ -69,6 +69,13 @@ def _templates(res: FleetResult) -> bool:
                for r in ph.values())
 
 
+def _churn(pods: FleetPods) -> str:
+    if pods.churn_pods_per_s is None:  # runs before churn was a steady rate
+        return f"{pods.churn_rounds} rounds deleting and creating one pod per node at once"
+    return (f"{_f(pods.churn_pods_per_s)} pods replaced a second for {_f(pods.churn_s)} s, the same at every size "
+            "(the oldest deleted, its claim released, and a new one created)")
+
+
 def _lifecycle(res: FleetResult) -> str:
     """How the webhook made the dralab kind's claims, and how often the nodes' drivers reconciled (rows
     from before either was recorded ran the claim lifecycle and a 60 s reconcile)."""
@@ -107,7 +114,7 @@ def section(res: FleetResult, plot: str | None = None) -> list[str]:
         + "A create refused with an overload answer (429, 500, 503, 504) is sent again after a backoff, as "
         "a controller would (*retries*); failures are pods never created or never bound. "
         f"Fill: {pods.fill_per_node} pods per node ({pods.fill_pod.get('cores')} % "
-        f"cores each); churn: {pods.churn_rounds} rounds deleting and creating one pod per node; "
+        f"cores each); churn: {_churn(pods)}; "
         f"burst: up to {pods.burst_max} pods of {pods.burst_pod.get('cores')} % at once. "
         "dralab CPU = webhook (servers and janitor) + driver; the simulated layer (stand-in, KWOK) is apart."
         + (" *Above rest*: the same less what dralab's processes burn at rest (measured for "
