@@ -101,6 +101,8 @@ class ClaimLifecycle:
                 "retry the pod later"
             )
         if self.converter.lifecycle == "template":
+            if self.budgets is not None:  # a budgeted namespace is refused: templates' claims escape the gate
+                await self.budgets.refuse_unenforceable(namespace, conv.objects)
             await self._ensure_templates(conv)
             return conv
         if self.budgets is not None:

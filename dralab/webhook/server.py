@@ -126,7 +126,7 @@ def build(
     if own_namespace:
         excluded.add(own_namespace)
     handler = AdmissionHandler(lifecycle, metrics, excluded, deadline_seconds=float(wh.admission_deadline_seconds))
-    handler.volcano = VolcanoMutator(converters.volcano, budget_api, metrics, excluded)
+    handler.volcano = VolcanoMutator(converters.volcano, budget_api, metrics, excluded, budgets=gate)
     watch = janitor if watch_classes is None else watch_classes
     handler.extended = DeviceClassWatch(api) if api is not None and watch else None
     webhook = Webhook(config, handler, metrics, api, None, admission_api, budget_metrics=budget_metrics)

@@ -8,7 +8,7 @@ controller and owned by their pods: nothing here can leak a claim.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dralab.kube import KubeError
 from dralab.kube.aio import call_api
@@ -19,6 +19,9 @@ from dralab.model.volcano import GROUP, KIND, convert_job
 from dralab.util import get_logger
 from dralab.webhook.handlers import respond
 from dralab.webhook.limits import check_namespace
+
+if TYPE_CHECKING:
+    from dralab.webhook.controllers.budgets import BudgetGate
 
 log = get_logger("dralab.webhook.volcano")
 
@@ -31,11 +34,13 @@ def is_job_request(request: dict[str, Any]) -> bool:
 class VolcanoMutator:
     """Mutates Volcano Job CREATEs with a template-lifecycle converter; creates the templates they need."""
 
-    def __init__(self, converter: Converter, api: Any, metrics: Any, excluded: set[str]) -> None:
+    def __init__(self, converter: Converter, api: Any, metrics: Any, excluded: set[str],
+                 budgets: BudgetGate | None = None) -> None:
         self.converter = converter
         self.api = api
         self.metrics = metrics
         self.excluded = excluded
+        self.budgets = budgets  # a Job a ShareBudget covers is refused (its pods' claims come from templates)
 
     async def mutate(self, review: dict[str, Any]) -> dict[str, Any]:
         request = review["request"]
@@ -47,6 +52,8 @@ class VolcanoMutator:
             if namespace in self.excluded:
                 return respond(uid)
             conv = convert_job(request.get("object") or {}, self.converter, namespace=namespace, request_uid=uid)
+            if conv.changed and self.budgets is not None:
+                await self.budgets.refuse_unenforceable(namespace, conv.objects, kind="Volcano Job")
         except Denied as exc:
             self.metrics.denials.labels("mutate").inc()
             return respond(uid, False, message=str(exc), code=400)

@@ -165,6 +165,26 @@ class BudgetGate:
             self._classes = {k: v for k, v in self._classes.items() if v[1] > now}
         return classes
 
+    async def refuse_unenforceable(self, namespace: str, templates: list[dict[str, Any]], kind: str = "pod") -> None:
+        """Deny (fail closed) a ``kind`` whose ResourceClaimTemplates a ShareBudget of ``namespace`` covers.
+
+        With templates, kube-controller-manager makes the claims after admission, so nothing can hold
+        them to the budget from the check until they exist (what :meth:`admit` does for the claims the
+        webhook makes): admitting would let the namespace past its budget unchecked.
+        """
+        classes = {c for t in templates for c in model.claim_classes({"spec": (t.get("spec") or {}).get("spec")})}
+        if not classes or not await self._budgeted(namespace, classes):
+            return
+        covered = sorted(classes & self._classes[namespace][0])
+        for device_class in covered:
+            self.metrics.denials.labels(namespace, device_class).inc()
+        raise Denied(
+            f"ShareBudget of namespace {namespace} for {', '.join(covered)}",
+            f"this {kind}'s claims would come from ResourceClaimTemplates, which kube-controller-manager turns "
+            "into claims after admission, so dralab cannot hold them to the budget; set webhook.lifecycle: claim "
+            "for Pods (Volcano Jobs always use templates) to admit it within the budget, or delete the budget",
+        )
+
     @contextlib.asynccontextmanager
     async def admit(self, namespace: str, claims: list[dict[str, Any]]) -> AsyncIterator[None]:
         """Check ``claims`` against the namespace's budgets; hold the namespace until the body created them."""

@@ -89,6 +89,11 @@ SIMULATED = ("kubelet", "kwok")  # the simulated node layer: reported apart
 RATIO_TARGET = 0.9  # dralab ÷ baseline pods/s at the largest size, fill and burst
 CHURN_P99_TARGET_S = 5.0  # churn: a replacement pod's create to Running, p99, at the largest size
 CPU_GROWTH_TARGET = 1.2  # dralab CPU per pod at the largest size ÷ at the smallest
+# dralab's resident memory per claim at the largest size, above what it held at rest (fill, dralab). From the
+# growth law (README "Scale"): 100,000 claims within the 4Gi the chart table gives the webhook at 5,000
+# nodes is 41 KiB per claim, for every process of dralab together; the leader's caches alone take about
+# 25 KB per pod and claim (a pod 12 KB, a claim 12.5 KB).
+MEMORY_PER_CLAIM_TARGET_KIB = 40.0
 LOST_CREATES_MAX = 0.01  # a kind that lost more of a phase's creates did less work: that ratio is not judged
 STALL_S = 120.0  # every pod bound and none started Running for this long: the rest never will
 IDLE_WINDOW_S = 20.0  # the fleet at rest, before the phases: each component's CPU per second
@@ -223,6 +228,15 @@ def above_rest(per_pod: float | None, idle_ms_per_s: dict[str, float], window_s:
     return round(per_pod - sum(idle) * window_s / pods, 3)
 
 
+def kib_per_claim(rss_mib: dict[str, float], idle_rss_mib: dict[str, float], claims: int) -> float | None:
+    """dralab's resident memory (its components in ``rss_mib``) above what it held at rest, per claim in
+    the cluster, in KiB; None without claims or a rest reading."""
+    if not claims or not idle_rss_mib:
+        return None
+    grown = sum(rss_mib.get(c, 0.0) - idle_rss_mib.get(c, 0.0) for c in DRALAB_COMPONENTS)
+    return round(grown * 1024 / claims, 2)
+
+
 def _ratio(a: float | None, b: float | None) -> float | None:
     return round(a / b, 3) if a and b else None
 
@@ -276,6 +290,7 @@ def verdict(sizes: list[dict[str, Any]]) -> dict[str, Any]:
     # one ratio below the target fails the target; both are needed to meet it
     meets_ratio = False if any(r < RATIO_TARGET for r in judged) else (True if len(judged) == 2 else None)
     churn_p99 = phase_row(large, "churn", "dralab").get("running_p99_s")
+    memory = phase_row(large, "fill", "dralab").get("dralab_kib_per_claim_above_rest")
     return {
         "largest_nodes": large.get("nodes"),
         "phases_compared": common,
@@ -296,11 +311,15 @@ def verdict(sizes: list[dict[str, Any]]) -> dict[str, Any]:
         # whose per-node loops grow with the fleet in one process but stay per node in a real fleet
         "webhook_cpu_growth": _ratio(webhook(large), webhook(small)) if large is not small else None,
         "no_leaks": no_leaks,
-        # churn deletes one pod per node and creates one per node on a half-full fleet: the p99 of the new
-        # pods' create to Running, dralab's kind (release and reallocation run through the janitor)
+        # churn replaces pods at a steady rate on a half-full fleet: the p99 of the new pods' create to
+        # Running, dralab's kind (runs before the steady rate made one round of a pod per node at once)
         "churn_p99_s": churn_p99,
         "churn_p99_target_s": CHURN_P99_TARGET_S,
         "meets_churn_p99": None if churn_p99 is None else churn_p99 <= CHURN_P99_TARGET_S,
+        # dralab's memory per claim at the largest size, fill, above its rest (runs since rest RSS was read)
+        "memory_kib_per_claim": memory,
+        "memory_kib_per_claim_target": MEMORY_PER_CLAIM_TARGET_KIB,
+        "meets_memory_per_claim": None if memory is None else memory <= MEMORY_PER_CLAIM_TARGET_KIB,
     }
 
 
@@ -376,6 +395,7 @@ class Fleet:
         self.meter = CpuMeter.for_cluster(handle)
         self.timeout = timeout
         self.idle_ms_per_s: dict[str, float] = {}
+        self.idle_rss_mib: dict[str, float] = {}
 
     def rss(self) -> dict[str, float]:
         return {name: round(sum(tree_rss_mib(pid) for pid in pids), 1) for name, pids in self.meter.pids.items()}
@@ -401,6 +421,7 @@ class Fleet:
         await asyncio.sleep(seconds)  # the window being measured, not a wait for anything
         after, elapsed = self.meter.read(), time.monotonic() - started
         self.idle_ms_per_s = {k: round((after[k] - before.get(k, 0.0)) * 1000 / elapsed, 3) for k in after}
+        self.idle_rss_mib = self.rss()
         return self.idle_ms_per_s
 
     async def measured(self, client: Any, pods: int, work: Any) -> dict[str, Any]:
@@ -422,6 +443,7 @@ class Fleet:
             "simulated_cpu_ms_per_pod": round(sum(cpu.get(c, 0.0) for c in SIMULATED), 3),
             "rss_mib": rss,
             "dralab_rss_mib": round(sum(rss.get(c, 0.0) for c in DRALAB_COMPONENTS), 1),
+            "dralab_kib_per_claim_above_rest": kib_per_claim(rss, self.idle_rss_mib, len(claims)),
             "claims": len(claims),
             "duplicate_claims": duplicate_claims(claims),
             "slices": len(await self.items(client, "/apis/resource.k8s.io/v1/resourceslices")),
@@ -549,7 +571,8 @@ async def run_size(handle: Any, nodes: int, quick: bool, timeout: float, row: di
     row.update(nodes=nodes, devices_per_node=DEVICES_PER_NODE, phases=phases, step="at rest")
     async with async_client(handle) as client:
         idle = await fleet.at_rest()
-        row.update(idle_cpu_ms_per_s=idle, idle_window_s=IDLE_WINDOW_S, pids=dict(fleet.meter.pids))
+        row.update(idle_cpu_ms_per_s=idle, idle_window_s=IDLE_WINDOW_S, idle_rss_mib=fleet.idle_rss_mib,
+                   pids=dict(fleet.meter.pids))
         console.print(f"[{nodes} nodes] at rest: {idle} ms/s", markup=False, highlight=False)
         try:
             for kind in KINDS:

@@ -112,7 +112,8 @@ def test_report_renders_the_fleet_section_and_verdicts() -> None:
     res["verdict"] = fleet.verdict(res["sizes"])
     rows = verdicts(FleetResult.model_validate(res))
     assert [r[-1] for r in rows] == ["met", "met", "not judged: no rest measured (older run) or one size only",
-                                     "not judged: one size only", "not judged", "met"]
+                                     "not judged: one size only", "not judged",
+                                     "not judged: no rest memory read (older run)", "met"]
     text = "\n".join(section(FleetResult.model_validate(res), "results/fleet.png"))
     assert "| 200 | burst | baseline |" in text and "![fleet](results/fleet.png)" in text
     # rows from before the lifecycle and the reconcile period were recorded ran the claim lifecycle at 60 s
@@ -125,6 +126,18 @@ def test_cpu_above_rest_takes_out_what_the_fleet_burns_idle_over_the_window() ->
     assert fleet.above_rest(10.0, {"webhook": 2.0, "driver": 30.0, "apiserver": 500.0}, 50.0, 400) == 6.0
     assert fleet.above_rest(10.0, {}, 50.0, 400) is None  # older runs measured no rest
     assert fleet.above_rest(None, {"driver": 1.0}, 50.0, 400) is None
+
+
+def test_memory_per_claim_is_dralabs_growth_over_its_rest_and_judged_at_the_largest_size() -> None:
+    # webhook 100 -> 150 MiB, driver 400 -> 450 MiB, 4,000 claims: 100 MiB / 4,000 = 25.6 KiB; KWOK is not dralab's
+    rss, idle = {"webhook": 150.0, "driver": 450.0, "kwok": 900.0}, {"webhook": 100.0, "driver": 400.0, "kwok": 50.0}
+    assert fleet.kib_per_claim(rss, idle, 4000) == 25.6
+    assert fleet.kib_per_claim(rss, {}, 4000) is None and fleet.kib_per_claim(rss, idle, 0) is None
+    small, large = _size(50, 9.5, 10.0), _size(500, 9.5, 10.0)
+    large["phases"]["fill"]["dralab"]["dralab_kib_per_claim_above_rest"] = 25.6
+    assert fleet.verdict([small, large])["meets_memory_per_claim"] is True
+    large["phases"]["fill"]["dralab"]["dralab_kib_per_claim_above_rest"] = 41.0
+    assert fleet.verdict([small, large])["meets_memory_per_claim"] is False
 
 
 def test_verdict_judges_growth_above_rest_apart() -> None:

@@ -262,3 +262,22 @@ def test_a_pod_of_one_class_does_not_hide_the_budget_of_another() -> None:
     npu_pod["spec"]["containers"][0]["resources"]["limits"] = limits
     denied = admit(wh, npu_pod, "u2")
     assert denied["allowed"] is False and f"ShareBudget {NS}/npus" in denied["status"]["message"]
+
+
+def test_a_budgeted_namespace_refuses_template_lifecycle_pods_naming_the_fix() -> None:
+    """Templates' claims are made after admission, past the gate: a budget that could not hold fails closed."""
+    from dralab.config import parse_config
+    from dralab.kube.paths import templates_path
+
+    api = FakeKube()
+    wh = build(parse_config({"webhook": {"lifecycle": "template"}}), api, janitor=False)
+    assert admit(wh, gpu_pod("a", "4096"), "u1", namespace="team-b")["allowed"]  # no budget there
+    with_budget(api)
+    denied = admit(wh, gpu_pod("b", "4096"), "u2")
+    assert denied["allowed"] is False and denied["status"]["code"] == 400
+    assert denied["status"]["message"].startswith(f"ShareBudget of namespace {NS} for {GPU}: this pod's claims")
+    assert "set webhook.lifecycle: claim" in denied["status"]["message"]
+    assert api.names(templates_path(NS)) == []  # refused before anything was made
+    assert b'dralab_budget_denials_total{device_class="hami-core-gpu.project-hami.io",namespace="team-a"} 1.0' in (
+        wh.metrics.render()
+    )

@@ -74,3 +74,25 @@ def test_registration_adds_the_volcano_entry_only_when_asked() -> None:
     assert job_hook["clientConfig"] == pod_hook["clientConfig"]
     assert job_hook["namespaceSelector"] == pod_hook["namespaceSelector"]
     assert "spec.tasks" in job_hook["matchConditions"][0]["expression"]
+
+
+def test_a_job_a_share_budget_covers_is_refused(fake_api) -> None:
+    """A Volcano Job's pods get their claims from templates, after admission: a budget cannot hold them."""
+    from dralab.webhook.controllers.budgets import budgets_path
+
+    webhook = build(parse_config({}), fake_api, janitor=False)
+    job = yaml.safe_load(JOB.read_text())
+    assert _mutate(webhook, _review(job))["allowed"] is True
+    (name,) = fake_api.names(templates_path("team-a"))
+    template = fake_api.objects[f"{templates_path('team-a')}/{name}"]
+    device_class = template["spec"]["spec"]["devices"]["requests"][0]["exactly"]["deviceClassName"]
+    fake_api.objects[f"{budgets_path('team-a')}/npus"] = {
+        "apiVersion": "dralab.io/v1alpha1", "kind": "ShareBudget",
+        "metadata": {"name": "npus", "namespace": "team-a", "generation": 1, "resourceVersion": "1"},
+        "spec": {"deviceClassName": device_class, "memory": "64Gi"},
+    }
+    webhook = build(parse_config({}), fake_api, janitor=False)  # a fresh webhook: no cached budget answer
+    denied = _mutate(webhook, _review(job, "u2"))
+    assert denied["allowed"] is False and denied["status"]["code"] == 400
+    assert f"ShareBudget of namespace team-a for {device_class}: this Volcano Job's claims" in (
+        denied["status"]["message"])

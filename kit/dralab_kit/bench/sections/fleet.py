@@ -54,9 +54,12 @@ def verdicts(res: FleetResult) -> list[list[str]]:
          _f(v.get("webhook_cpu_growth")), f"<= {_f(v.get('cpu_growth_target'))}",
          verdict_text(None if v.get("webhook_cpu_growth") is None
                       else v["webhook_cpu_growth"] <= v["cpu_growth_target"], "not judged: one size only")],
-        ["fleet", f"churn at {large} nodes: a replacement pod's create to Running, p99 (dralab; the fleet half "
-         "full, so not every new pod waits for a released share)", _f(v.get("churn_p99_s")),
+        ["fleet", f"churn at {large} nodes: a replacement pod's create to Running, p99 (dralab; {_churn(res.pods)}, "
+         "on the half-full fleet)", _f(v.get("churn_p99_s")),
          f"<= {_f(v.get('churn_p99_target_s'))} s", verdict_text(v.get("meets_churn_p99"), "not judged")],
+        ["fleet", f"dralab's memory per claim at {large} nodes, fill, above its rest (webhook and drivers)",
+         f"{_f(v.get('memory_kib_per_claim'))} KiB", f"<= {_f(v.get('memory_kib_per_claim_target'))} KiB",
+         verdict_text(v.get("meets_memory_per_claim"), "not judged: no rest memory read (older run)")],
         ["fleet", "leaks after fill, churn and burst (claims, capacity, prepared)",
          "none" if v.get("no_leaks") else "some", "none", verdict_text(v.get("no_leaks"), "not judged")],
     ]
