@@ -4,11 +4,16 @@
 another pod's claim gets a hashed variant; if any create fails, the claims this request already
 created are deleted before the pod is denied, so a failed admission leaves nothing behind.
 ``template``: the shared, content-named ResourceClaimTemplates are created if missing; the
-resourceclaim controller then makes pod-owned claims from them.
+resourceclaim controller then makes pod-owned claims from them. A template is created once per
+process and :data:`TEMPLATE_CACHE_SECONDS`, whatever the number of admissions: those arriving while
+its create is in flight wait for that one call (at 500 nodes, 4,000 pods created at once each sent
+their own create, 420 of them, each answered 409 by an overloaded apiserver). The namespace's
+creation rate is charged for the templates created, not for pods that create nothing.
 """
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import time
 from collections.abc import Callable
@@ -73,7 +78,8 @@ class ClaimLifecycle:
         self.budgets = budgets  # ShareBudgets, checked over the claims this webhook creates
         self.rate = rate  # per-namespace claim creation rate (forged reviews cannot flood a namespace)
         self._convert_threads: anyio.CapacityLimiter | None = None
-        self._templates: dict[tuple[str, str], float] = {}
+        self._templates: dict[tuple[str, str], float] = {}  # (namespace, template) -> known to exist until
+        self._template_creates: dict[tuple[str, str], asyncio.Future[None]] = {}  # creates in flight
 
     async def admit(
         self,
@@ -93,22 +99,26 @@ class ClaimLifecycle:
         conv = await self._convert(pod, namespace, uid, offload)
         if not conv.changed or dry_run or not create or self.api is None:
             return conv
-        if self.rate is not None and not self.rate.take(namespace, len(conv.objects)):
-            self.metrics.refused.labels("rate_limited").inc()
-            raise RateLimited(
-                f"namespace {namespace} created more ResourceClaims through dralab than its rate allows "
-                f"(webhook.claimCreateRatePerSecond {self.rate.rate:g}, claimCreateBurst {self.rate.burst:g}); "
-                "retry the pod later"
-            )
         if self.converter.lifecycle == "template":
             if self.budgets is not None:  # a budgeted namespace is refused: templates' claims escape the gate
                 await self.budgets.refuse_unenforceable(namespace, conv.objects)
             await self._ensure_templates(conv)
             return conv
+        self._charge(namespace, len(conv.objects))
         if self.budgets is not None:
             async with self.budgets.admit(namespace, conv.objects):  # held until the claims exist
                 return await self._create_claims(pod, namespace, uid or "", conv, deadline)
         return await self._create_claims(pod, namespace, uid or "", conv, deadline)
+
+    def _charge(self, namespace: str, objects: int) -> None:
+        """Take ``objects`` from the namespace's creation rate, or refuse the pod (429: retry later)."""
+        if self.rate is not None and not self.rate.take(namespace, objects):
+            self.metrics.refused.labels("rate_limited").inc()
+            raise RateLimited(
+                f"namespace {namespace} created more ResourceClaims or ResourceClaimTemplates through dralab than "
+                f"its rate allows (webhook.claimCreateRatePerSecond {self.rate.rate:g}, claimCreateBurst "
+                f"{self.rate.burst:g}); retry the pod later"
+            )
 
     async def _convert(self, pod: dict[str, Any], namespace: str, uid: str | None, offload: bool) -> Conversion:
         if not offload:
@@ -198,18 +208,32 @@ class ClaimLifecycle:
                     )
 
     async def _ensure_templates(self, conv: Conversion) -> None:
-        assert self.api is not None
-        now = self.clock()
         for template in conv.objects:
             key = (conv.namespace, template["metadata"]["name"])
-            if self._templates.get(key, 0.0) > now:
+            if self._templates.get(key, 0.0) > self.clock():
                 continue
-            try:
-                await call_api(self.api.create, templates_path(conv.namespace), template)
-                self.metrics.templates_created.inc()
-            except KubeError as exc:
-                if exc.status != 409:
-                    raise LifecycleError(
-                        f"could not create ResourceClaimTemplate {key[0]}/{key[1]}: {exc.message}; retry the pod"
-                    ) from None
-            self._templates[key] = now + TEMPLATE_CACHE_SECONDS
+            pending = self._template_creates.get(key)
+            if pending is None:
+                self._charge(conv.namespace, 1)
+                pending = asyncio.ensure_future(self._create_template(key, template))
+                self._template_creates[key] = pending
+                pending.add_done_callback(functools.partial(self._created, key))
+            # shielded: an admission cut off by its deadline leaves the create to finish for the others
+            await asyncio.shield(pending)
+
+    def _created(self, key: tuple[str, str], done: asyncio.Future[None]) -> None:
+        self._template_creates.pop(key, None)
+        if not done.cancelled():
+            done.exception()  # read here too: when every waiter was cut off, its failure is still not unread
+
+    async def _create_template(self, key: tuple[str, str], template: dict[str, Any]) -> None:
+        assert self.api is not None
+        try:
+            await call_api(self.api.create, templates_path(key[0]), template)
+            self.metrics.templates_created.inc()
+        except KubeError as exc:
+            if exc.status != 409:
+                raise LifecycleError(
+                    f"could not create ResourceClaimTemplate {key[0]}/{key[1]}: {exc.message}; retry the pod"
+                ) from None
+        self._templates[key] = self.clock() + TEMPLATE_CACHE_SECONDS

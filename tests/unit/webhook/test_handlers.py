@@ -188,3 +188,48 @@ def test_bad_reviews_are_rejected() -> None:
         parse_review(b'{"apiVersion": "admission.k8s.io/v1beta1", "request": {}}')
     with pytest.raises(BadReview):
         parse_review(b"{}")
+
+
+def test_template_mode_sends_one_create_for_admissions_arriving_while_it_is_in_flight(fake_api) -> None:
+    """At 500 nodes 4,000 pods created at once each sent their own template create; now the first
+    sends it and the others wait for its answer."""
+    import threading
+
+    release = threading.Event()
+    fake_api.on_call.append(lambda call: release.wait(10) if call.verb == "create" else None)
+    wh = build(parse_config({"webhook": {"lifecycle": "template"}}), fake_api, janitor=False)
+    answers: list[dict[str, Any]] = []
+
+    async def admit(i: int) -> None:
+        pod = lab20_pod()
+        pod["metadata"]["name"] = f"p{i}"
+        answers.append(await wh.handler.mutate(review(pod, uid=f"u{i}")))
+
+    async def main() -> None:
+        async with anyio.create_task_group() as tg:
+            for i in range(5):
+                tg.start_soon(admit, i)
+            await anyio.wait_all_tasks_blocked()  # every admission is waiting: one on the create, four on it
+            release.set()
+
+    anyio.run(main)
+    assert [a["response"]["allowed"] for a in answers] == [True] * 5
+    assert fake_api.paths("create") == [templates_path(NS)]
+
+
+def test_template_mode_charges_the_namespace_rate_per_template_created_not_per_pod(fake_api) -> None:
+    cfg = parse_config({"webhook": {"lifecycle": "template", "claimCreateBurst": 1, "claimCreateRatePerSecond": 0.001,
+                                    "maxClaimsPerPod": 1}})
+    wh = build(cfg, fake_api, janitor=False)
+    for i in range(3):  # one template, made once: the burst of 1 covers every pod of that shape
+        pod = lab20_pod()
+        pod["metadata"]["name"] = f"p{i}"
+        assert run(wh.handler.mutate, review(pod, uid=f"u{i}"))["response"]["allowed"]
+    other = lab20_pod()
+    other["metadata"]["name"] = "bigger"
+    limits = other["spec"]["containers"][0]["resources"]["limits"]
+    memory_key = next(k for k in limits if k.endswith("memory") or "mem" in k)
+    limits[memory_key] = "2048"
+    refused = run(wh.handler.mutate, review(other, uid="u9"))["response"]
+    assert refused["allowed"] is False and refused["status"]["code"] == 429
+    assert "ResourceClaimTemplates" in refused["status"]["message"]
