@@ -89,10 +89,10 @@ SIMULATED = ("kubelet", "kwok")  # the simulated node layer: reported apart
 RATIO_TARGET = 0.9  # dralab ÷ baseline pods/s at the largest size, fill and burst
 CHURN_P99_TARGET_S = 5.0  # churn: a replacement pod's create to Running, p99, at the largest size
 CPU_GROWTH_TARGET = 1.2  # dralab CPU per pod at the largest size ÷ at the smallest
-# dralab's resident memory per claim at the largest size, above what it held at rest (fill, dralab). From the
-# growth law (README "Scale"): 100,000 claims within the 4Gi the chart table gives the webhook at 5,000
-# nodes is 41 KiB per claim, for every process of dralab together; the leader's caches alone take about
-# 25 KB per pod and claim (a pod 12 KB, a claim 12.5 KB).
+# The webhook's resident memory per claim at the largest size, above what it held at rest (fill, dralab): the
+# one process of dralab that holds every claim. From the growth law (README "Scale"): 100,000 claims within
+# the 4Gi the chart table gives the webhook at 5,000 nodes is 41 KiB per claim; its caches take about
+# 25 KB per pod and claim (a pod 12 KB, a claim 12.5 KB). A driver holds its own node's claims only.
 MEMORY_PER_CLAIM_TARGET_KIB = 40.0
 LOST_CREATES_MAX = 0.01  # a kind that lost more of a phase's creates did less work: that ratio is not judged
 STALL_S = 120.0  # every pod bound and none started Running for this long: the rest never will
@@ -220,20 +220,23 @@ def above_rest(per_pod: float | None, idle_ms_per_s: dict[str, float], window_s:
     The fleet's driver processes host every node: at rest they spend a fixed amount per node and
     second, so over a phase of W seconds and P pods they add idle * nodes * W / P to each pod, a
     share that grows with the fleet whatever a pod costs. Subtracting the rate measured before the
-    phases leaves the work the pods caused; both figures are kept.
+    phases leaves the work the pods caused; both figures are kept. None where the rest reading exceeds
+    what the phase spent (a rest window taken while the fleet was still settling cannot be subtracted).
     """
     idle = [idle_ms_per_s[c] for c in DRALAB_COMPONENTS if c in idle_ms_per_s]
     if per_pod is None or not idle or not pods:
         return None
-    return round(per_pod - sum(idle) * window_s / pods, 3)
+    left = round(per_pod - sum(idle) * window_s / pods, 3)
+    return left if left >= 0 else None
 
 
-def kib_per_claim(rss_mib: dict[str, float], idle_rss_mib: dict[str, float], claims: int) -> float | None:
-    """dralab's resident memory (its components in ``rss_mib``) above what it held at rest, per claim in
-    the cluster, in KiB; None without claims or a rest reading."""
+def kib_per_claim(rss_mib: dict[str, float], idle_rss_mib: dict[str, float], claims: int,
+                  components: tuple[str, ...] = DRALAB_COMPONENTS) -> float | None:
+    """The resident memory of ``components`` (dralab's by default) above what they held at rest, per claim
+    in the cluster, in KiB; None without claims or a rest reading."""
     if not claims or not idle_rss_mib:
         return None
-    grown = sum(rss_mib.get(c, 0.0) - idle_rss_mib.get(c, 0.0) for c in DRALAB_COMPONENTS)
+    grown = sum(rss_mib.get(c, 0.0) - idle_rss_mib.get(c, 0.0) for c in components)
     return round(grown * 1024 / claims, 2)
 
 
@@ -281,7 +284,9 @@ def verdict(sizes: list[dict[str, Any]]) -> dict[str, Any]:
     not_comparable = {p: why for p in PHASES if (why := lost_creates(large, p))}
     growth = _ratio(cpu(large), cpu(small)) if large is not small else None
     rest = "dralab_cpu_ms_per_pod_above_rest"
-    growth_above_rest = _ratio(cpu(large, rest), cpu(small, rest)) if large is not small else None
+    negative = any((phase_row(sz, p, "dralab").get(rest) or 0.0) < 0 for sz in (small, large) for p in common)
+    growth_above_rest = (_ratio(cpu(large, rest), cpu(small, rest))
+                         if large is not small and not negative else None)  # older runs stored negatives
     leaks = [s.get("leaks") or {} for s in sizes]
     no_leaks: bool | None = all(not (lk.get("claims") or lk.get("capacity") or lk.get("prepared")) for lk in leaks)
     if no_leaks and any(s.get("failed") for s in sizes):
@@ -290,7 +295,9 @@ def verdict(sizes: list[dict[str, Any]]) -> dict[str, Any]:
     # one ratio below the target fails the target; both are needed to meet it
     meets_ratio = False if any(r < RATIO_TARGET for r in judged) else (True if len(judged) == 2 else None)
     churn_p99 = phase_row(large, "churn", "dralab").get("running_p99_s")
-    memory = phase_row(large, "fill", "dralab").get("dralab_kib_per_claim_above_rest")
+    filled = phase_row(large, "fill", "dralab")
+    memory = kib_per_claim(filled.get("rss_mib") or {}, large.get("idle_rss_mib") or {}, filled.get("claims") or 0,
+                           ("webhook",))
     return {
         "largest_nodes": large.get("nodes"),
         "phases_compared": common,
@@ -316,7 +323,7 @@ def verdict(sizes: list[dict[str, Any]]) -> dict[str, Any]:
         "churn_p99_s": churn_p99,
         "churn_p99_target_s": CHURN_P99_TARGET_S,
         "meets_churn_p99": None if churn_p99 is None else churn_p99 <= CHURN_P99_TARGET_S,
-        # dralab's memory per claim at the largest size, fill, above its rest (runs since rest RSS was read)
+        # the webhook's memory per claim at the largest size, fill, above its rest (runs since rest RSS was read)
         "memory_kib_per_claim": memory,
         "memory_kib_per_claim_target": MEMORY_PER_CLAIM_TARGET_KIB,
         "meets_memory_per_claim": None if memory is None else memory <= MEMORY_PER_CLAIM_TARGET_KIB,

@@ -111,7 +111,8 @@ def test_report_renders_the_fleet_section_and_verdicts() -> None:
            "sizes": [_size(50, 9.5, 10.0), _size(200, 9.5, 11.0)]}
     res["verdict"] = fleet.verdict(res["sizes"])
     rows = verdicts(FleetResult.model_validate(res))
-    assert [r[-1] for r in rows] == ["met", "met", "not judged: no rest measured (older run) or one size only",
+    assert [r[-1] for r in rows] == ["met", "met",
+                                     "not judged: no rest measured, a rest reading above a phase's, or one size only",
                                      "not judged: one size only", "not judged",
                                      "not judged: no rest memory read (older run)", "met"]
     text = "\n".join(section(FleetResult.model_validate(res), "results/fleet.png"))
@@ -128,16 +129,31 @@ def test_cpu_above_rest_takes_out_what_the_fleet_burns_idle_over_the_window() ->
     assert fleet.above_rest(None, {"driver": 1.0}, 50.0, 400) is None
 
 
-def test_memory_per_claim_is_dralabs_growth_over_its_rest_and_judged_at_the_largest_size() -> None:
+def test_memory_per_claim_is_growth_over_rest_and_the_webhooks_is_judged_at_the_largest_size() -> None:
     # webhook 100 -> 150 MiB, driver 400 -> 450 MiB, 4,000 claims: 100 MiB / 4,000 = 25.6 KiB; KWOK is not dralab's
     rss, idle = {"webhook": 150.0, "driver": 450.0, "kwok": 900.0}, {"webhook": 100.0, "driver": 400.0, "kwok": 50.0}
     assert fleet.kib_per_claim(rss, idle, 4000) == 25.6
     assert fleet.kib_per_claim(rss, {}, 4000) is None and fleet.kib_per_claim(rss, idle, 0) is None
+    assert fleet.kib_per_claim(rss, idle, 4000, ("webhook",)) == 12.8
+    # judged: the webhook's, the one process holding every claim (a driver holds its node's)
     small, large = _size(50, 9.5, 10.0), _size(500, 9.5, 10.0)
-    large["phases"]["fill"]["dralab"]["dralab_kib_per_claim_above_rest"] = 25.6
+    large["idle_rss_mib"] = idle
+    large["phases"]["fill"]["dralab"].update(rss_mib=rss, claims=4000)
+    assert fleet.verdict([small, large])["memory_kib_per_claim"] == 12.8
     assert fleet.verdict([small, large])["meets_memory_per_claim"] is True
-    large["phases"]["fill"]["dralab"]["dralab_kib_per_claim_above_rest"] = 41.0
+    large["phases"]["fill"]["dralab"]["rss_mib"] = {**rss, "webhook": 300.0}  # 200 MiB / 4,000 = 51.2 KiB
     assert fleet.verdict([small, large])["meets_memory_per_claim"] is False
+
+
+def test_a_rest_reading_above_the_phases_own_spend_is_not_subtracted_nor_judged() -> None:
+    assert fleet.above_rest(1.0, {"driver": 240.0}, 100.0, 100) is None  # 240 ms/s over 100 s > 1 ms x 100 pods
+    small, large = _size(50, 9.5, 10.0), _size(500, 9.5, 10.0)
+    for p in fleet.PHASES:
+        small["phases"][p]["dralab"]["dralab_cpu_ms_per_pod_above_rest"] = 5.0
+        large["phases"][p]["dralab"]["dralab_cpu_ms_per_pod_above_rest"] = 5.0
+    assert fleet.verdict([small, large])["cpu_growth_above_rest"] == 1.0
+    large["phases"]["churn"]["dralab"]["dralab_cpu_ms_per_pod_above_rest"] = -3.0  # stored by an older run
+    assert fleet.verdict([small, large])["cpu_growth_above_rest"] is None
 
 
 def test_verdict_judges_growth_above_rest_apart() -> None:

@@ -6,7 +6,7 @@ import re
 
 from dralab_kit.bench.common import fmt as _f
 from dralab_kit.bench.common import md_table
-from dralab_kit.bench.fleet import phase_row
+from dralab_kit.bench.fleet import DRALAB_COMPONENTS, kib_per_claim, phase_row
 from dralab_kit.bench.models.fleet import FleetPods, FleetResult
 from dralab_kit.bench.sections.format import verdict_text
 
@@ -49,7 +49,7 @@ def verdicts(res: FleetResult) -> list[list[str]]:
         ["fleet", f"... less each size's CPU at rest (the work pods cause), at {large} ÷ at {small} nodes",
          _f(v.get("cpu_growth_above_rest")), f"<= {_f(v.get('cpu_growth_target'))}",
          verdict_text(v.get("meets_cpu_growth_above_rest"),
-                      "not judged: no rest measured (older run) or one size only")],
+                      "not judged: no rest measured, a rest reading above a phase's, or one size only")],
         ["fleet", f"... the webhook's share alone (admission and janitor), at {large} ÷ at {small} nodes",
          _f(v.get("webhook_cpu_growth")), f"<= {_f(v.get('cpu_growth_target'))}",
          verdict_text(None if v.get("webhook_cpu_growth") is None
@@ -57,7 +57,8 @@ def verdicts(res: FleetResult) -> list[list[str]]:
         ["fleet", f"churn at {large} nodes: a replacement pod's create to Running, p99 (dralab; {_churn(res.pods)}, "
          "on the half-full fleet)", _f(v.get("churn_p99_s")),
          f"<= {_f(v.get('churn_p99_target_s'))} s", verdict_text(v.get("meets_churn_p99"), "not judged")],
-        ["fleet", f"dralab's memory per claim at {large} nodes, fill, above its rest (webhook and drivers)",
+        ["fleet", f"the webhook's memory per claim at {large} nodes, fill, above its rest (the drivers' is in "
+         "the section: each holds its own node's claims)",
          f"{_f(v.get('memory_kib_per_claim'))} KiB", f"<= {_f(v.get('memory_kib_per_claim_target'))} KiB",
          verdict_text(v.get("meets_memory_per_claim"), "not judged: no rest memory read (older run)")],
         ["fleet", "leaks after fill, churn and burst (claims, capacity, prepared)",
@@ -154,6 +155,13 @@ def section(res: FleetResult, plot: str | None = None) -> list[str]:
         if size.get("idle_cpu_ms_per_s"):
             rest = ", ".join(f"{k} {_f(v)}" for k, v in sorted(size["idle_cpu_ms_per_s"].items()))
             out.append(f"- {size.get('nodes')} nodes at rest, CPU ms per second: {rest}")
+    for size in res.sizes:
+        fill = phase_row(size, "fill", "dralab")
+        if size.get("idle_rss_mib") and fill.get("claims"):
+            per = {c: kib_per_claim(fill.get("rss_mib") or {}, size["idle_rss_mib"], fill["claims"], (c,))
+                   for c in DRALAB_COMPONENTS}
+            out.append(f"- {size.get('nodes')} nodes, fill, dralab: resident memory per claim above rest, "
+                       + ", ".join(f"{c} {_f(v)} KiB" for c, v in per.items()) + f" ({fill['claims']} claims)")
     for size in res.sizes:
         for phase in PHASES:
             for kind in ("dralab", "baseline"):
