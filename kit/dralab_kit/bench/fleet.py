@@ -62,6 +62,7 @@ from dralab_kit.bench.concurrency import (
     retry_delay,
 )
 from dralab_kit.bench.cpu import CpuMeter, settle_machine
+from dralab_kit.bench.phases import Scraper, per_pod
 from dralab_kit.bench.results import context
 
 console = Console(stderr=True)
@@ -84,6 +85,10 @@ CHURN_S, CHURN_S_QUICK = 180.0, 30.0
 KINDS = ("dralab", "baseline")
 LIFECYCLES = ("claim", "template")  # the webhook's, as in the chart's webhook.lifecycle
 PHASES = ("fill", "churn", "burst")
+# The fill again, the kinds in the other order (baseline first): with the first fill (dralab first) an
+# A-B-B-A crossover, so a cost or a speed-up that comes with running first (a cluster's first thousands
+# of pods: etcd and the apiserver's caches growing, the Go heaps sizing up) falls on both kinds alike.
+FILL_AGAIN = "fill_again"
 DRALAB_COMPONENTS = ("webhook", "driver")  # the janitor runs inside the webhook's tree
 SIMULATED = ("kubelet", "kwok")  # the simulated node layer: reported apart
 RATIO_TARGET = 0.9  # dralab ÷ baseline pods/s at the largest size, fill and burst
@@ -244,6 +249,39 @@ def _ratio(a: float | None, b: float | None) -> float | None:
     return round(a / b, 3) if a and b else None
 
 
+def phase_ratio(size: dict[str, Any], phase: str) -> float | None:
+    """dralab ÷ baseline pods bound per second in one phase of one size."""
+    dralab, baseline = (phase_row(size, phase, kind).get("pods_per_s") for kind in KINDS)
+    return _ratio(dralab, baseline)
+
+
+def crossover_ratio(size: dict[str, Any], phase: str = "fill", again: str = FILL_AGAIN) -> float | None:
+    """dralab ÷ baseline pods/s of ``phase``, over both orders where ``again`` ran (the kinds reversed):
+    the geometric mean of the two ratios, in which a factor that favours whichever kind runs second in a
+    pair cancels out. The first ratio alone where ``again`` did not run (runs before it)."""
+    first, second = phase_ratio(size, phase), phase_ratio(size, again)
+    if first is None or second is None:
+        return first
+    return round(math.sqrt(first * second), 3)
+
+
+def rest_floor(*readings: dict[str, float]) -> dict[str, float]:
+    """The lower of several rest readings, per component: a window can catch a process still settling
+    (the first, right after bring-up) or still reaping (the last), never one idler than it is, so the
+    lowest is the closest to its rest (and the least taken out of a phase's figures)."""
+    got = [r for r in readings if r]
+    keys = set().union(*got) if got else set()
+    return {k: min(r[k] for r in got if k in r) for k in sorted(keys)}
+
+
+def subtract_rest(phases: dict[str, dict[str, Any]], idle_ms_per_s: dict[str, float]) -> None:
+    """Set every phase row's ``dralab_cpu_ms_per_pod_above_rest`` from its own fields and ``idle_ms_per_s``."""
+    for rows in phases.values():
+        for row in rows.values():
+            row["dralab_cpu_ms_per_pod_above_rest"] = above_rest(
+                row.get("dralab_cpu_ms_per_pod"), idle_ms_per_s, row.get("window_s") or 0.0, row.get("created") or 0)
+
+
 def lost_creates(size: dict[str, Any], phase: str) -> str | None:
     """Why a phase's two kinds did not do the same work (a kind lost more than :data:`LOST_CREATES_MAX`
     of its creates), or None: pods bound per second compare only batches of the same pods."""
@@ -263,9 +301,6 @@ def verdict(sizes: list[dict[str, Any]]) -> dict[str, Any]:
         return {}
     small, large = sizes[0], sizes[-1]
 
-    def rate(size: dict[str, Any], phase: str, kind: str) -> float | None:
-        return phase_row(size, phase, kind).get("pods_per_s")
-
     # a size stopped part-way (``failed``) is compared on the phases both sizes measured
     common = [p for p in PHASES if phase_row(small, p, "dralab") and phase_row(large, p, "dralab")]
 
@@ -280,8 +315,11 @@ def verdict(sizes: list[dict[str, Any]]) -> dict[str, Any]:
         got = [v for v in vals if v is not None]
         return sum(got) / len(got) if got else None
 
-    ratios = {p: _ratio(rate(large, p, "dralab"), rate(large, p, "baseline")) for p in PHASES}
+    ratios = {p: phase_ratio(large, p) for p in PHASES}
+    ratios["fill"] = crossover_ratio(large)  # both orders where the fill ran again
     not_comparable = {p: why for p in PHASES if (why := lost_creates(large, p))}
+    if again := lost_creates(large, FILL_AGAIN):  # the fill's ratio spans both of its runs
+        not_comparable["fill"] = "; ".join(filter(None, [not_comparable.get("fill"), f"again: {again}"]))
     growth = _ratio(cpu(large), cpu(small)) if large is not small else None
     rest = "dralab_cpu_ms_per_pod_above_rest"
     negative = any((phase_row(sz, p, "dralab").get(rest) or 0.0) < 0 for sz in (small, large) for p in common)
@@ -300,6 +338,10 @@ def verdict(sizes: list[dict[str, Any]]) -> dict[str, Any]:
                            ("webhook",))
     return {
         "largest_nodes": large.get("nodes"),
+        # the fill's ratio in each order (dralab first, then baseline first): ratio_by_phase.fill is their
+        # geometric mean where both ran
+        "fill_ratio_by_order": {"dralab_first": phase_ratio(large, "fill"),
+                                "baseline_first": phase_ratio(large, FILL_AGAIN)},
         "phases_compared": common,
         "stopped": {s["nodes"]: s["failed"] for s in sizes if s.get("failed")},
         "smallest_nodes": small.get("nodes"),
@@ -400,6 +442,7 @@ class Fleet:
         self.handle = handle
         self.nodes = nodes
         self.meter = CpuMeter.for_cluster(handle)
+        self.scraper = Scraper.for_cluster(handle)
         self.timeout = timeout
         self.idle_ms_per_s: dict[str, float] = {}
         self.idle_rss_mib: dict[str, float] = {}
@@ -432,10 +475,13 @@ class Fleet:
         return self.idle_ms_per_s
 
     async def measured(self, client: Any, pods: int, work: Any) -> dict[str, Any]:
-        """Run ``work`` (a coroutine returning a Burst) between two readings of CPU and apiserver requests."""
+        """Run ``work`` (a coroutine returning a Burst) between two readings of CPU, apiserver requests and
+        the components' own histograms (the scrape of those outside the CPU window)."""
+        spent0 = await self.scraper.snapshot()
         cpu0, req0, started = self.meter.read(), self.requests(), time.monotonic()
         burst = await work
         cpu1, req1, elapsed = self.meter.read(), self.requests(), time.monotonic() - started
+        spent1 = await self.scraper.snapshot()
         created = len(burst.admitted) or pods  # pods the apiserver accepted: a refused create costs little
         cpu = cpu_per_pod(cpu0, cpu1, created)
         row = summarize(burst)
@@ -455,6 +501,9 @@ class Fleet:
             "duplicate_claims": duplicate_claims(claims),
             "slices": len(await self.items(client, "/apis/resource.k8s.io/v1/resourceslices")),
             "api_requests_per_pod": requests_per_pod(req0, req1, created),
+            # the components' own histograms per pod (ms, calls): the scheduler's attempts and extension
+            # points, the webhook's admissions, the apiserver's writes; whose time a kind's pods cost
+            "spent_per_pod": per_pod(spent0, spent1, created),
         })
         return row
 
@@ -533,15 +582,21 @@ async def _churn(runner: BurstRunner, ns: str, kind: str, live: list[str], n: in
     return await runner.run(ns, pods, wait_running=True, pace_s=1.0 / CHURN_PODS_PER_S, before=release)
 
 
-async def fill_and_churn(fleet: Fleet, client: Any, kind: str, quick: bool, phases: dict[str, dict[str, Any]]) -> None:
-    """Fill (8 pods per node), then churn on top of it, then clear; each phase's row goes to ``phases``
-    as soon as it is measured (a later step may fail)."""
+async def fill_and_churn(fleet: Fleet, client: Any, kind: str, quick: bool, phases: dict[str, dict[str, Any]],
+                         fill_phase: str = "fill", then_churn: bool = True) -> None:
+    """Fill (8 pods per node), then churn on top of it (where ``then_churn``), then clear; each phase's row
+    goes to ``phases`` (the fill's under ``fill_phase``) as soon as it is measured (a later step may fail)."""
     runner = Runner(client, timeout=fleet.timeout, retry_refusals=True, stall_s=STALL_S)
     ns = await runner.namespace(f"fleet-{kind}")
     n = fleet.nodes * FILL_PER_NODE
     fill = await fleet.measured(client, n, _batch(runner, ns, kind, "f", n, FILL_POD))
-    console.print(f"[{fleet.nodes} nodes] fill {kind}: {_line(fill)}", markup=False, highlight=False)
-    phases["fill"][kind] = fill
+    console.print(f"[{fleet.nodes} nodes] {fill_phase} {kind}: {_line(fill)}", markup=False, highlight=False)
+    phases[fill_phase][kind] = fill
+    if not then_churn:
+        started = time.monotonic()
+        await runner.clear(ns, kube_wait=fleet.timeout)
+        fill["clear_s"] = round(time.monotonic() - started, 2)
+        return
     replaced = churn_pods(quick)
     churn = await fleet.measured(client, replaced, _churn(runner, ns, kind, [f"f-{i}" for i in range(n)], replaced))
     console.print(f"[{fleet.nodes} nodes] churn {kind}: {_line(churn)}", markup=False, highlight=False)
@@ -570,11 +625,13 @@ def _line(row: dict[str, Any]) -> str:
 
 
 async def run_size(handle: Any, nodes: int, quick: bool, timeout: float, row: dict[str, Any]) -> None:
-    """Every phase of one size into ``row``, the kinds taking turns (dralab first in fill/churn, baseline
-    first in burst). ``row`` is filled as phases end and ``row["step"]`` names the one running, so the
-    caller keeps what was measured when a phase fails or the run is interrupted."""
+    """Every phase of one size into ``row``, the kinds taking turns: fill and churn dralab first, the fill
+    again baseline first (:data:`FILL_AGAIN`), the burst baseline first. ``row`` is filled as phases end
+    and ``row["step"]`` names the one running, so the caller keeps what was measured when a phase fails or
+    the run is interrupted. The fleet's rest is read before the phases and again after the leak check;
+    the lower reading per component is what "above rest" takes out."""
     fleet = Fleet(handle, nodes, timeout)
-    phases: dict[str, dict[str, Any]] = {p: {} for p in PHASES}
+    phases: dict[str, dict[str, Any]] = {p: {} for p in (*PHASES, FILL_AGAIN)}
     row.update(nodes=nodes, devices_per_node=DEVICES_PER_NODE, phases=phases, step="at rest")
     async with async_client(handle) as client:
         idle = await fleet.at_rest()
@@ -586,14 +643,22 @@ async def run_size(handle: Any, nodes: int, quick: bool, timeout: float, row: di
                 row["step"] = f"fill and churn, {kind}"
                 await fill_and_churn(fleet, client, kind, quick, phases)
             for kind in reversed(KINDS):
+                row["step"] = f"fill again, {kind}"
+                await fill_and_churn(fleet, client, kind, quick, phases, fill_phase=FILL_AGAIN, then_churn=False)
+            for kind in reversed(KINDS):
                 row["step"] = f"burst, {kind}"
                 phases["burst"][kind] = await burst(fleet, client, kind, quick)
         except Exception as exc:  # what was measured before the failure is kept, and the failure named
             row["failed"] = f"{row.pop('step')}: {type(exc).__name__}: {str(exc)[:300]}"
             return  # no leak figure: the cluster was left mid-phase
-    row["step"] = "leak check"
-    _wait_released(fleet, timeout)
-    row["leaks"] = fleet.leaks()
+        row["step"] = "leak check"
+        _wait_released(fleet, timeout)
+        row["leaks"] = fleet.leaks()
+        row["step"] = "at rest, after"
+        before = dict(fleet.idle_ms_per_s)
+        row["idle_after_cpu_ms_per_s"] = await fleet.at_rest()
+        row["idle_after_rss_mib"] = fleet.idle_rss_mib
+        subtract_rest(phases, rest_floor(before, row["idle_after_cpu_ms_per_s"]))
     del row["step"]
 
 

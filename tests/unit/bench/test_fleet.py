@@ -367,3 +367,51 @@ def test_ctrl_c_keeps_the_phases_measured_and_names_the_step(monkeypatch: pytest
     assert configs[0] is not None and not Path(configs[0]).exists()  # the size's config goes with its cluster
     assert row["phases"]["fill"]["dralab"]["pods_per_s"] == 3.8
     assert downs and downs[0][1] is True  # the stopped size's logs are kept
+
+
+def test_the_fills_ratio_is_the_geometric_mean_of_both_orders() -> None:
+    """A-B-B-A: dralab ran first in the fill (0.8 of the baseline) and second in the fill again (1.25):
+    a factor favouring whichever kind runs second cancels, leaving 1.0. Without the fill again, the first."""
+    large = _size(500, 8.0, 10.0)
+    assert fleet.crossover_ratio(large) == 0.8
+    large["phases"][fleet.FILL_AGAIN] = {"baseline": {"pods_per_s": 8.0}, "dralab": {"pods_per_s": 10.0}}
+    assert fleet.crossover_ratio(large) == 1.0
+    v = fleet.verdict([_size(50, 9.5, 10.0), large])
+    assert v["ratio_by_phase"]["fill"] == 1.0
+    assert v["fill_ratio_by_order"] == {"dralab_first": 0.8, "baseline_first": 1.25}
+    res = FleetResult.model_validate({"devices_per_node": 8, "sizes": [_size(50, 9.5, 10.0), large]})
+    assert "geometric mean of dralab first 0.8 and baseline first 1.25" in verdicts(res)[0][1]
+    assert "| 500 | fill again | baseline |" in "\n".join(section(res))
+
+
+def test_creates_lost_in_the_fill_again_keep_the_fills_ratio_from_being_judged() -> None:
+    large = _size(500, 9.5, 10.0)
+    large["phases"][fleet.FILL_AGAIN] = {"baseline": {"pods_per_s": 10.0},
+                                         "dralab": {"pods_per_s": 9.5, "pods": 4000, "failures": 400}}
+    v = fleet.verdict([_size(50, 9.5, 10.0), large])
+    assert v["ratio_not_comparable"] == {"fill": "again: dralab lost 400 of 4000 creates"}
+    assert v["meets_ratio"] is None
+
+
+def test_the_lower_rest_reading_per_process_is_taken_out_of_every_phase() -> None:
+    before, after = {"webhook": 9.0, "driver": 240.0}, {"webhook": 11.0, "driver": 150.0, "kwok": 3.0}
+    assert fleet.rest_floor(before, after) == {"driver": 150.0, "kwok": 3.0, "webhook": 9.0}
+    assert fleet.rest_floor({}, after) == after and fleet.rest_floor() == {}
+    phases = {"fill": {"dralab": {"dralab_cpu_ms_per_pod": 40.0, "window_s": 100.0, "created": 1000}}}
+    fleet.subtract_rest(phases, fleet.rest_floor(before, after))
+    # 159 ms/s at rest over 100 s for 1,000 pods: 15.9 ms of each pod's 40
+    assert phases["fill"]["dralab"]["dralab_cpu_ms_per_pod_above_rest"] == 24.1
+
+
+def test_the_section_lists_the_schedulers_own_cost_per_pod_of_each_kind() -> None:
+    large = _size(500, 8.0, 10.0)
+    large["phases"]["fill"]["dralab"]["spent_per_pod"] = {
+        "scheduler: scheduling attempt": {"ms_per_pod": 70.0, "calls_per_pod": 1.4},
+        "scheduler: Filter": {"ms_per_pod": 40.0, "calls_per_pod": 1.4}}
+    large["phases"]["fill"]["baseline"]["spent_per_pod"] = {
+        "scheduler: scheduling attempt": {"ms_per_pod": 60.0, "calls_per_pod": 1.0}}
+    large["idle_after_cpu_ms_per_s"] = {"driver": 150.0}
+    text = "\n".join(section(FleetResult.model_validate({"devices_per_node": 8, "sizes": [large]})))
+    assert ("500 nodes, fill, the scheduler's own metrics per pod: dralab 1.4 attempts, 70 ms (Filter 40); "
+            "baseline 1 attempts, 60 ms") in text
+    assert "500 nodes at rest after them, CPU ms per second: driver 150" in text

@@ -6,13 +6,15 @@ import re
 
 from dralab_kit.bench.common import fmt as _f
 from dralab_kit.bench.common import md_table
-from dralab_kit.bench.fleet import DRALAB_COMPONENTS, kib_per_claim, phase_row
+from dralab_kit.bench.fleet import DRALAB_COMPONENTS, FILL_AGAIN, kib_per_claim, phase_row
 from dralab_kit.bench.models.fleet import FleetPods, FleetResult
 from dralab_kit.bench.sections.format import verdict_text
 
 TITLE = "Fleet scale: simulated KWOK fleets against a plain DRA baseline"
 
 PHASES = ("fill", "churn", "burst")
+ROWS = ("fill", FILL_AGAIN, "churn", "burst")  # the table's phases: the fill again (baseline first) after the fill
+SCHEDULER_PARTS = ("scheduler: scheduling attempt", "scheduler: PreFilter", "scheduler: Filter", "scheduler: PreBind")
 
 
 def from_several_runs(res: FleetResult) -> bool:
@@ -39,8 +41,11 @@ def verdicts(res: FleetResult) -> list[list[str]]:
     large, small = v.get("largest_nodes"), v.get("smallest_nodes")
     apart = {p: why for p, why in (v.get("ratio_not_comparable") or {}).items() if p in ("fill", "burst")}
     unjudged = "not judged" + "".join(f"; {p}: {why}" for p, why in apart.items())
+    orders = v.get("fill_ratio_by_order") or {}
+    both = (f" (fill: the geometric mean of dralab first {_f(orders.get('dralab_first'))} and baseline first "
+            f"{_f(orders.get('baseline_first'))})" if orders.get("baseline_first") is not None else "")
     return [
-        ["fleet", f"dralab ÷ DRA without dralab, pods bound/s, same run, fill / burst at {large} nodes",
+        ["fleet", f"dralab ÷ DRA without dralab, pods bound/s, same run, fill / burst at {large} nodes{both}",
          f"{_f(ratios.get('fill'))} / {_f(ratios.get('burst'))}", f">= {_f(v.get('ratio_target'))}",
          verdict_text(v.get("meets_ratio"), unjudged)],
         ["fleet", f"dralab CPU per pod at {large} nodes ÷ at {small} nodes", _f(v.get("cpu_growth")),
@@ -91,6 +96,28 @@ def _lifecycle(res: FleetResult) -> str:
     return f" ({'; '.join(made[lc] for lc in lifecycles)}; the nodes' drivers reconcile every: {reconcile})"
 
 
+def _scheduler_lines(res: FleetResult) -> list[str]:
+    """Per size and fill, each kind's scheduler cost from the scheduler's own histograms: attempts per pod
+    and milliseconds per pod in the attempt and its DRA extension points (runs that scraped them)."""
+    out = []
+    for size in res.sizes:
+        for phase in ("fill", FILL_AGAIN):
+            parts = []
+            for kind in ("dralab", "baseline"):
+                spent = phase_row(size, phase, kind).get("spent_per_pod") or {}
+                attempt = spent.get(SCHEDULER_PARTS[0]) or {}
+                if not attempt:
+                    continue
+                points = ", ".join(f"{k.split(': ')[1]} {_f((spent.get(k) or {}).get('ms_per_pod'))}"
+                                   for k in SCHEDULER_PARTS[1:] if k in spent)
+                parts.append(f"{kind} {_f(attempt.get('calls_per_pod'))} attempts, "
+                             f"{_f(attempt.get('ms_per_pod'))} ms" + (f" ({points})" if points else ""))
+            if parts:
+                out.append(f"- {size.get('nodes')} nodes, {phase.replace('_', ' ')}, the scheduler's own metrics "
+                           f"per pod: {'; '.join(parts)}")
+    return out
+
+
 def sizes_not_measured(res: FleetResult) -> list[int]:
     """Node counts the command asked for (``--sizes``) that have no results: a size that failed or was stopped."""
     command = res.context.command if res.context is not None else ""
@@ -103,6 +130,11 @@ def sizes_not_measured(res: FleetResult) -> list[int]:
 def _at_rest(res: FleetResult) -> float | None:
     """The rest window of a run that measured one (runs since the node layer was sharded), else None."""
     return next((s["idle_window_s"] for s in res.sizes if s.get("idle_window_s")), None)
+
+
+def _rest_after(res: FleetResult) -> bool:
+    """Whether the run read the rest again after the phases (runs since the fill ran again)."""
+    return any(s.get("idle_after_cpu_ms_per_s") for s in res.sizes)
 
 
 def section(res: FleetResult, plot: str | None = None) -> list[str]:
@@ -122,18 +154,22 @@ def section(res: FleetResult, plot: str | None = None) -> list[str]:
         f"burst: up to {pods.burst_max} pods of {pods.burst_pod.get('cores')} % at once. "
         "dralab CPU = webhook (servers and janitor) + driver; the simulated layer (stand-in, KWOK) is apart."
         + (" *Above rest*: the same less what dralab's processes burn at rest (measured for "
-           f"{_at_rest(res)} s before the phases) over the phase's window, per pod." if _at_rest(res) else ""),
+           f"{_at_rest(res)} s before the phases" + (" and again after them, the lower reading per process"
+                                                     if _rest_after(res) else "")
+           + ") over the phase's window, per pod." if _at_rest(res) else "")
+        + (" *Fill again*: the fill once more with the baseline first, so each kind has run first once."
+           if any(s.get("phases", {}).get(FILL_AGAIN) for s in res.sizes) else ""),
         "",
     ]
     rows = []
     for size in res.sizes:
-        for phase in PHASES:
-            for kind in ("dralab", "baseline"):
+        for phase in ROWS:
+            for kind in (("baseline", "dralab") if phase == FILL_AGAIN else ("dralab", "baseline")):
                 r = phase_row(size, phase, kind)
                 if not r:
-                    continue  # a size stopped before this phase (its ``failed`` names where)
+                    continue  # a size stopped before this phase (its ``failed`` names where), or older runs
                 rows.append([
-                    size.get("nodes"), phase, kind, r.get("pods"), _f(r.get("pods_per_s")),
+                    size.get("nodes"), phase.replace("_", " "), kind, r.get("pods"), _f(r.get("pods_per_s")),
                     f"{_f(r.get('running_p50_s'))} / {_f(r.get('running_p99_s'))}",
                     _f(r.get("dralab_cpu_ms_per_pod")), _f(r.get("dralab_cpu_ms_per_pod_above_rest")),
                     _f(r.get("simulated_cpu_ms_per_pod")),
@@ -152,9 +188,11 @@ def section(res: FleetResult, plot: str | None = None) -> list[str]:
                 "failures (creates the webhook did not answer in time) they are per created pod only after "
                 "multiplying by pods ÷ (pods - failures). Later runs divide by created pods (`created`).", ""]
     for size in res.sizes:
-        if size.get("idle_cpu_ms_per_s"):
-            rest = ", ".join(f"{k} {_f(v)}" for k, v in sorted(size["idle_cpu_ms_per_s"].items()))
-            out.append(f"- {size.get('nodes')} nodes at rest, CPU ms per second: {rest}")
+        for field, when in (("idle_cpu_ms_per_s", "before the phases"), ("idle_after_cpu_ms_per_s", "after them")):
+            if size.get(field):
+                rest = ", ".join(f"{k} {_f(v)}" for k, v in sorted(size[field].items()))
+                out.append(f"- {size.get('nodes')} nodes at rest {when}, CPU ms per second: {rest}")
+    out += _scheduler_lines(res)
     for size in res.sizes:
         fill = phase_row(size, "fill", "dralab")
         if size.get("idle_rss_mib") and fill.get("claims"):
