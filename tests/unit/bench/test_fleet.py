@@ -407,11 +407,12 @@ def test_the_section_lists_the_schedulers_own_cost_per_pod_of_each_kind() -> Non
     large = _size(500, 8.0, 10.0)
     large["phases"]["fill"]["dralab"]["spent_per_pod"] = {
         "scheduler: scheduling attempt": {"ms_per_pod": 70.0, "calls_per_pod": 1.4},
-        "scheduler: Filter": {"ms_per_pod": 40.0, "calls_per_pod": 1.4}}
+        "scheduler: Filter": {"ms_per_pod": 40.0, "calls_per_pod": 1.4},
+        "apiserver: create pod": {"ms_per_pod": 300.0, "calls_per_pod": 1.0}}
     large["phases"]["fill"]["baseline"]["spent_per_pod"] = {
         "scheduler: scheduling attempt": {"ms_per_pod": 60.0, "calls_per_pod": 1.0}}
     large["idle_after_cpu_ms_per_s"] = {"driver": 150.0}
     text = "\n".join(section(FleetResult.model_validate({"devices_per_node": 8, "sizes": [large]})))
-    assert ("500 nodes, fill, the scheduler's own metrics per pod: dralab 1.4 attempts, 70 ms (Filter 40); "
-            "baseline 1 attempts, 60 ms") in text
+    assert ("500 nodes, fill, the components' own histograms per pod (wall time, not CPU): dralab 1.4 attempts, "
+            "70 ms (Filter 40), pod create 300 ms; baseline 1 attempts, 60 ms") in text
     assert "500 nodes at rest after them, CPU ms per second: driver 150" in text
