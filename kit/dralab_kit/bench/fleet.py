@@ -592,18 +592,13 @@ async def fill_and_churn(fleet: Fleet, client: Any, kind: str, quick: bool, phas
     fill = await fleet.measured(client, n, _batch(runner, ns, kind, "f", n, FILL_POD))
     console.print(f"[{fleet.nodes} nodes] {fill_phase} {kind}: {_line(fill)}", markup=False, highlight=False)
     phases[fill_phase][kind] = fill
-    if not then_churn:
-        started = time.monotonic()
-        await runner.clear(ns, kube_wait=fleet.timeout)
-        fill["clear_s"] = round(time.monotonic() - started, 2)
-        return
-    replaced = churn_pods(quick)
-    churn = await fleet.measured(client, replaced, _churn(runner, ns, kind, [f"f-{i}" for i in range(n)], replaced))
-    console.print(f"[{fleet.nodes} nodes] churn {kind}: {_line(churn)}", markup=False, highlight=False)
-    phases["churn"][kind] = churn
-    started = time.monotonic()
-    await runner.clear(ns, kube_wait=fleet.timeout)
-    fill["clear_s"] = round(time.monotonic() - started, 2)
+    if then_churn:
+        replaced = churn_pods(quick)
+        churn = await fleet.measured(client, replaced,
+                                     _churn(runner, ns, kind, [f"f-{i}" for i in range(n)], replaced))
+        console.print(f"[{fleet.nodes} nodes] churn {kind}: {_line(churn)}", markup=False, highlight=False)
+        phases["churn"][kind] = churn
+    fill["clear_s"] = await _timed_clear(runner, ns, fleet.timeout)
 
 
 async def burst(fleet: Fleet, client: Any, kind: str, quick: bool) -> dict[str, Any]:
@@ -612,10 +607,15 @@ async def burst(fleet: Fleet, client: Any, kind: str, quick: bool) -> dict[str, 
     n = burst_size(fleet.nodes, quick=quick)
     row = await fleet.measured(client, n, _batch(runner, ns, kind, "b", n, BURST_POD))
     console.print(f"[{fleet.nodes} nodes] burst {kind}: {_line(row)}", markup=False, highlight=False)
-    started = time.monotonic()
-    await runner.clear(ns, kube_wait=fleet.timeout)
-    row["clear_s"] = round(time.monotonic() - started, 2)
+    row["clear_s"] = await _timed_clear(runner, ns, fleet.timeout)
     return row
+
+
+async def _timed_clear(runner: BurstRunner, ns: str, timeout: float) -> float:
+    """Clear a phase's namespace (pods, then their claims, then the namespace); the seconds it took."""
+    started = time.monotonic()
+    await runner.clear(ns, kube_wait=timeout)
+    return round(time.monotonic() - started, 2)
 
 
 def _line(row: dict[str, Any]) -> str:
