@@ -32,15 +32,25 @@ SLEEPER = "import sys, time; time.sleep(600)"
 
 @contextlib.contextmanager
 def _namespaced(*argv: str) -> Iterator[subprocess.Popen[bytes]]:
-    """A process in a new mount namespace, once it is in it (its mnt link differs from ours); killed after."""
+    """A process in a new mount namespace, once it is in it (its mnt link differs from ours) and runs ``argv``
+    (unshare enters the namespace before its exec, and mid-exec the process's command line reads empty);
+    killed after."""
     proc = subprocess.Popen(["unshare", "--mount", "--propagation", "private", "--", *argv])
     try:
         own = os.readlink("/proc/self/ns/mnt")
-        wait_for(lambda: _mntns(proc.pid) not in (None, own), 10, "the process in its own namespace", interval=0.01)
+        wait_for(lambda: _mntns(proc.pid) not in (None, own) and _cmdline(proc.pid)[:1] == [argv[0]], 10,
+                 "the process in its own namespace, running its command", interval=0.01)
         yield proc
     finally:
         proc.kill()
         proc.wait()
+
+
+def _cmdline(pid: int) -> list[str]:
+    try:
+        return [a.decode() for a in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0") if a]
+    except OSError:
+        return []
 
 
 def _mntns(pid: int) -> str | None:
