@@ -28,7 +28,7 @@ from dralab.driver.slices import build_slices, comparable
 from dralab.kube import Kube, KubeError, ListWatch
 from dralab.kube.paths import SLICES_PATH, node_path, slice_path
 from dralab.model.vendors import Vendor
-from dralab.util import get_logger
+from dralab.util import get_logger, spread_start
 
 log = get_logger("dralab.driver.publisher")
 
@@ -221,14 +221,17 @@ class SlicePublisher:
         self._trigger.set()
 
     def run(self, stop: threading.Event) -> None:
-        """Publish now, then on every trigger or resync period, until ``stop``; errors retry with backoff."""
+        """Publish now, then on every trigger or resync period (the first at a random point within it),
+        until ``stop``; errors retry with backoff."""
         backoff = 0.5
+        resync = spread_start(self.resync_seconds)  # the first: a fleet started together resyncs apart
         while not stop.is_set():
             self._trigger.clear()
             try:
-                self.publish_once()
+                with self.metrics.work(self.driver, "publish"):
+                    self.publish_once()
                 backoff = 0.5
-                wait = self.resync_seconds
+                wait, resync = resync, self.resync_seconds
             except Exception as exc:  # never let the publisher thread die: log, back off, retry
                 self.metrics.publishes.labels(self.driver, "error").inc()
                 log.warning(

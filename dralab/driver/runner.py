@@ -29,7 +29,7 @@ from dralab.driver.status import StatusWriter
 from dralab.errors import UserError
 from dralab.kube import Kube
 from dralab.model.vendors import Vendor
-from dralab.util import get_logger
+from dralab.util import get_logger, spread_start
 
 log = get_logger("dralab.driver.run")
 Loop = Callable[[threading.Event], None]  # a background loop: runs until its stop event is set
@@ -180,7 +180,8 @@ class DriverProcess:
         if self.options.claim_status and isinstance(self.claims, KubeClaimSource):
             metrics = self.metrics
             self.status_writer = StatusWriter(
-                self.claims.client.clone(), on_result=lambda d, r: metrics.claim_status.labels(d, r).inc()
+                self.claims.client.clone(), on_result=lambda d, r: metrics.claim_status.labels(d, r).inc(),
+                work=lambda d: metrics.work(d, "status"),
             )
             self._spawn("claim-status", self.status_writer.run)
         if self.options.claim_cache and isinstance(self.claims, KubeClaimSource):
@@ -265,9 +266,13 @@ class DriverProcess:
 
     def _reconcile_loop(self, state: DriverState) -> Loop:
         def loop(stop: threading.Event) -> None:
-            while not stop.wait(self.options.reconcile_seconds):
+            period = self.options.reconcile_seconds
+            wait = spread_start(period)  # a fleet's drivers, started together, must not reconcile together
+            while not stop.wait(wait):
+                wait = period
                 try:
-                    state.reconcile()
+                    with self.metrics.work(state.driver, "reconcile"):
+                        state.reconcile()
                 except Exception as exc:  # a reconcile failure must never stop the driver
                     log.warning("reconcile failed", extra={"fields": {"error": str(exc)}})
 
@@ -277,7 +282,8 @@ class DriverProcess:
         def loop(stop: threading.Event) -> None:
             while not stop.wait(self.options.spec_check_seconds):
                 try:
-                    state.restore_specs()
+                    with self.metrics.work(state.driver, "restore"):
+                        state.restore_specs()
                 except Exception as exc:  # a failed restore is retried next round; never stop the driver
                     log.warning("restoring CDI specs failed", extra={"fields": {"error": str(exc)}})
 

@@ -153,11 +153,11 @@ class _DRAService:
         self.inflight = inflight or InFlight()
 
     def NodePrepareResources(self, request: Any, context: Any) -> Any:
-        with self.inflight.call():
+        with self.inflight.call(), self.state.metrics.work(self.state.driver, "prepare"):
             return self._prepare(request)
 
     def NodeUnprepareResources(self, request: Any, context: Any) -> Any:
-        with self.inflight.call():
+        with self.inflight.call(), self.state.metrics.work(self.state.driver, "unprepare"):
             return self._unprepare(request)
 
     def _prepare(self, request: Any) -> Any:

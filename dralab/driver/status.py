@@ -19,10 +19,12 @@ times, then logged (the claim's pods run all the same).
 
 from __future__ import annotations
 
+import contextlib
 import queue
 import threading
 import time
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any
 
@@ -116,9 +118,11 @@ class StatusWriter:
         client: Kube,
         on_result: Callable[[str, str], None] | None = None,
         backoff: float = 0.5,
+        work: Callable[[str], AbstractContextManager[None]] | None = None,
     ) -> None:
         self.client = client
         self.on_result = on_result  # (driver, result): ok | gone | error
+        self.work = work  # (driver) -> a block whose CPU is counted as one status write
         self.backoff = backoff
         self._queue: queue.Queue[StatusUpdate | None] = queue.Queue()
 
@@ -127,6 +131,10 @@ class StatusWriter:
 
     def write(self, update: StatusUpdate) -> str:
         """Apply one update now, retrying transient failures; returns ok, gone or error."""
+        with self.work(update.driver) if self.work else contextlib.nullcontext():
+            return self._write(update)
+
+    def _write(self, update: StatusUpdate) -> str:
         body = apply_body(update.claim, update.entries)
         fields = {"driver": update.driver, "claim": f"{update.claim.namespace}/{update.claim.name}"}
         for attempt in range(ATTEMPTS):

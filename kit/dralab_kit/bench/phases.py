@@ -32,6 +32,7 @@ API_CALLS = {
     ("PUT", "resourceclaims", ""): "apiserver: update claim (scheduler's finalizer)",
     ("PATCH", "pods", ""): "apiserver: patch pod",
 }
+DRIVER_WORK = "driver CPU: "  # + prepare, status, reconcile...: dralab_driver_work_cpu_seconds by work
 SCHEDULER = {
     "scheduler_scheduling_attempt_duration_seconds": "scheduler: scheduling attempt",
     "scheduler_pod_scheduling_sli_duration_seconds": "scheduler: queue to bound (SLI)",
@@ -67,6 +68,8 @@ def fold(samples: list[tuple[str, dict[str, str], float]]) -> Snapshot:
             key = ("webhook: mutate (incl. claim create)",)
         elif base == "dralab_webhook_request_duration_seconds" and labels.get("endpoint") == "validate":
             key = ("webhook: validate",)
+        elif base == "dralab_driver_work_cpu_seconds":  # thread CPU, not wall time: what the driver computed
+            key = (f"{DRIVER_WORK}{labels.get('work')}",)
         if key is None:
             continue
         slot = snap.setdefault(key, [0.0, 0.0])
@@ -100,7 +103,8 @@ def difference(dra: dict[str, dict[str, float]], plain: dict[str, dict[str, floa
 
 @dataclass
 class Scraper:
-    """Reads the apiserver's, the scheduler's and the webhook's /metrics of one local cluster."""
+    """Reads the apiserver's, the scheduler's, the webhook's and the drivers' /metrics of one local cluster
+    (a fleet's drivers: one endpoint per shard of nodes)."""
 
     urls: list[str]
     ctx: ssl.SSLContext
@@ -119,11 +123,12 @@ class Scraper:
         urls = [f"https://127.0.0.1:{ports['apiserver']}/metrics", f"https://127.0.0.1:{ports['scheduler']}/metrics"]
         if ports.get("webhook"):
             urls.append(f"https://127.0.0.1:{ports['webhook']}/metrics")
+        urls += [f"http://127.0.0.1:{port}/metrics" for port in (ports.get("driver") or {}).values()]
         return cls(urls, ctx)
 
     async def snapshot(self, client: httpx.AsyncClient | None = None) -> Snapshot:
         wanted = {"apiserver_request_duration_seconds", "scheduler_framework_extension_point_duration_seconds",
-                  *SCHEDULER, "dralab_webhook_request_duration_seconds"}
+                  *SCHEDULER, "dralab_webhook_request_duration_seconds", "dralab_driver_work_cpu_seconds"}
         samples = []
         async with httpx.AsyncClient(verify=self.ctx, timeout=30.0) as http:
             for url in self.urls:

@@ -113,6 +113,7 @@ def test_report_renders_the_fleet_section_and_verdicts() -> None:
     rows = verdicts(FleetResult.model_validate(res))
     assert [r[-1] for r in rows] == ["met", "met",
                                      "not judged: no rest measured, a rest reading above a phase's, or one size only",
+                                     "not judged: a run before the driver counted its work, or one size only",
                                      "not judged: one size only", "not judged",
                                      "not judged: no rest memory read (older run)", "met"]
     text = "\n".join(section(FleetResult.model_validate(res), "results/fleet.png"))
@@ -416,3 +417,49 @@ def test_the_section_lists_the_schedulers_own_cost_per_pod_of_each_kind() -> Non
     assert ("500 nodes, fill, the components' own histograms per pod (wall time, not CPU): dralab 1.4 attempts, "
             "70 ms (Filter 40), pod create 300 ms; baseline 1 attempts, 60 ms") in text
     assert "500 nodes at rest after them, CPU ms per second: driver 150" in text
+
+
+def test_the_drivers_work_is_read_from_its_own_histogram_by_kind() -> None:
+    spent = {"driver CPU: prepare": {"ms_per_pod": 3.0, "calls_per_pod": 1.0},
+             "driver CPU: reconcile": {"ms_per_pod": 0.5, "calls_per_pod": 0.01},
+             "scheduler: Filter": {"ms_per_pod": 40.0, "calls_per_pod": 1.0}}
+    assert fleet.driver_work(spent) == {"prepare": 3.0, "reconcile": 0.5}
+    assert fleet.driver_work({}) == {}
+
+
+def _worked(webhook: float, driver: float, work: dict[str, float]) -> dict:
+    return {"cpu_ms_per_pod": {"webhook": webhook, "driver": driver}, "driver_work_cpu_ms_per_pod": work,
+            "window_s": 100.0, "created": 1000}
+
+
+def test_work_counted_where_spent_is_the_webhook_above_rest_and_the_pods_own_driver_work() -> None:
+    row = _worked(3.0, 30.0, {"prepare": 4.0, "status": 1.5, "reconcile": 2.0, "publish": 0.5})
+    rest = {"webhook": 10.0, "driver": 150.0}  # over 100 s for 1,000 pods: 1 and 15 ms of each pod
+    # webhook 3 - 1, plus prepare and status; reconcile and publish are periodic, not the pod's
+    assert fleet.pod_work_cpu(row, rest) == 7.5
+    # the driver processes' 30 - 15 above rest, less the 8 ms their work counted
+    assert fleet.driver_unattributed(row, rest) == 7.0
+    assert fleet.pod_work_cpu(_worked(3.0, 30.0, {}), rest) is None  # a run before the driver counted
+    assert fleet.pod_work_cpu(_worked(0.5, 30.0, {"prepare": 4.0}), rest) is None  # rest above the phase
+    assert fleet.driver_unattributed(_worked(3.0, 10.0, {"prepare": 4.0}), rest) is None
+
+
+def test_verdict_judges_the_growth_of_work_counted_where_spent() -> None:
+    small, large = _size(50, 9.5, 10.0), _size(500, 9.5, 30.0)
+    for size in (small, large):
+        size["idle_cpu_ms_per_s"] = {"webhook": 10.0, "driver": 100.0}
+    for phase in fleet.PHASES:
+        small["phases"][phase]["dralab"].update(_worked(3.0, 20.0, {"prepare": 4.0, "status": 1.0}))
+        large["phases"][phase]["dralab"].update(_worked(3.2, 40.0, {"prepare": 4.4, "status": 1.0}))
+        for size in (small, large):
+            fleet.subtract_rest(size["phases"], size["idle_cpu_ms_per_s"])
+    v = fleet.verdict([small, large])
+    assert v["meets_cpu_growth"] is False  # the raw figure keeps its own verdict
+    assert v["pod_work_cpu_growth"] == round((2.2 + 5.4) / (2.0 + 5.0), 3) and v["meets_pod_work_cpu_growth"] is True
+    del large["phases"]["burst"]["dralab"]["driver_work_cpu_ms_per_pod"]
+    fleet.subtract_rest(large["phases"], large["idle_cpu_ms_per_s"])
+    assert fleet.verdict([small, large])["pod_work_cpu_growth"] is None  # one phase unmeasured: not judged
+    text = "\n".join(section(FleetResult.model_validate({"devices_per_node": 8, "sizes": [small, large]})))
+    assert ("500 nodes, fill, dralab: the driver's own CPU per pod by work, ms: prepare 4.4, status 1; its "
+            "processes' other CPU above rest 24.6; counted where spent (webhook above rest + Prepare, Unprepare, "
+            "status) 7.6") in text

@@ -103,6 +103,22 @@ def test_prepare_and_unprepare_over_the_socket(driver) -> None:
     assert not spec_file.exists()
 
 
+def test_each_call_counts_its_cpu_as_one_unit_of_its_work(driver) -> None:
+    proc, root, _ = driver
+    kubelet = Kubelet(root / "r", "ascend.project-hami.io")
+    kubelet.register()
+    kubelet.prepare((NAMESPACE, CLAIM_A, CLAIM_A_UID))
+    kubelet.unprepare((NAMESPACE, CLAIM_A, CLAIM_A_UID))
+    registry = proc.metrics.registry
+
+    def counted(work: str, part: str) -> float | None:
+        labels = {"driver": "ascend.project-hami.io", "work": work}
+        return registry.get_sample_value(f"dralab_driver_work_cpu_seconds_{part}", labels)
+
+    assert counted("prepare", "count") == 1 and counted("unprepare", "count") == 1
+    assert (counted("prepare", "sum") or 0.0) > 0.0  # a Prepare writes a CDI spec and a checkpoint
+
+
 def test_v1beta1_has_no_share_id_but_same_devices(driver) -> None:
     _, root, _ = driver
     kubelet = Kubelet(root / "r", "ascend.project-hami.io")

@@ -56,6 +56,11 @@ def verdicts(res: FleetResult) -> list[list[str]]:
          _f(v.get("cpu_growth_above_rest")), f"<= {_f(v.get('cpu_growth_target'))}",
          verdict_text(v.get("meets_cpu_growth_above_rest"),
                       "not judged: no rest measured, a rest reading above a phase's, or one size only")],
+        ["fleet", f"... counted where it is spent: the webhook above rest + the node's driver's own CPU for the pod "
+         f"(Prepare, Unprepare, status write), at {large} ÷ at {small} nodes",
+         _f(v.get("pod_work_cpu_growth")), f"<= {_f(v.get('cpu_growth_target'))}",
+         verdict_text(v.get("meets_pod_work_cpu_growth"),
+                      "not judged: a run before the driver counted its work, or one size only")],
         ["fleet", f"... the webhook's share alone (admission and janitor), at {large} ÷ at {small} nodes",
          _f(v.get("webhook_cpu_growth")), f"<= {_f(v.get('cpu_growth_target'))}",
          verdict_text(None if v.get("webhook_cpu_growth") is None
@@ -119,6 +124,24 @@ def _scheduler_lines(res: FleetResult) -> list[str]:
             if parts:
                 out.append(f"- {size.get('nodes')} nodes, {phase.replace('_', ' ')}, the components' own histograms "
                            f"per pod (wall time, not CPU): {'; '.join(parts)}")
+    return out
+
+
+def _driver_work_lines(res: FleetResult) -> list[str]:
+    """Per size and phase, dralab's kind: the driver's own CPU per pod by work (its threads' CPU time) and
+    what its processes spent above rest besides (runs since the driver counts its work)."""
+    out = []
+    for size in res.sizes:
+        for phase in ROWS:
+            r = phase_row(size, phase, "dralab")
+            work = r.get("driver_work_cpu_ms_per_pod") or {}
+            if not work:
+                continue
+            parts = ", ".join(f"{k} {_f(v)}" for k, v in sorted(work.items(), key=lambda kv: -kv[1]))
+            out.append(f"- {size.get('nodes')} nodes, {phase.replace('_', ' ')}, dralab: the driver's own CPU per "
+                       f"pod by work, ms: {parts}; its processes' other CPU above rest "
+                       f"{_f(r.get('driver_unattributed_cpu_ms_per_pod'))}; counted where spent (webhook above "
+                       f"rest + Prepare, Unprepare, status) {_f(r.get('dralab_work_cpu_ms_per_pod'))}")
     return out
 
 
@@ -197,6 +220,7 @@ def section(res: FleetResult, plot: str | None = None) -> list[str]:
                 rest = ", ".join(f"{k} {_f(v)}" for k, v in sorted(size[field].items()))
                 out.append(f"- {size.get('nodes')} nodes at rest {when}, CPU ms per second: {rest}")
     out += _scheduler_lines(res)
+    out += _driver_work_lines(res)
     for size in res.sizes:
         fill = phase_row(size, "fill", "dralab")
         if size.get("idle_rss_mib") and fill.get("claims"):
