@@ -435,7 +435,13 @@ class BurstRunner:
                 except (httpx.HTTPError, RuntimeError, ValueError):
                     pass
                 burst.watch_restarts += 1
-                listed = await self._ok("GET", base)
+                try:
+                    listed = await self._ok("GET", base)
+                except (httpx.HTTPError, ApiStatusError):
+                    # an overloaded apiserver refused or dropped the list: watch again from the last version
+                    # after a backoff (a 410 there lists again), never give up while pods are awaited
+                    await asyncio.sleep(retry_delay(min(burst.watch_restarts, RETRY_ATTEMPTS)))
+                    continue
                 version = listed["metadata"]["resourceVersion"]
                 for obj in listed.get("items") or []:
                     seen(obj)
@@ -463,7 +469,9 @@ class BurstRunner:
         check_done()
         if expected:
             await self._wait(done, lambda: expected <= bound.keys() and time.monotonic() - progress[0] > (
-                self.stall_s or math.inf))
+                self.stall_s or math.inf), watcher)
+        if watcher.done() and not watcher.cancelled() and (died := watcher.exception()) is not None:
+            raise RuntimeError(f"the pod watch of {ns} stopped: {type(died).__name__}: {died}") from died
         watcher.cancel()
         with contextlib.suppress(asyncio.CancelledError, httpx.HTTPError):
             await watcher
@@ -483,11 +491,14 @@ class BurstRunner:
             burst.completion_s = max(bound[p] for p in expected if p in bound) - start
         return burst
 
-    async def _wait(self, done: asyncio.Event, stalled: Callable[[], bool]) -> None:
-        """Until ``done``, ``timeout`` or ``stalled()``; the stall is looked at every few seconds (it is a
-        verdict on progress, so its resolution need not be finer)."""
+    async def _wait(self, done: asyncio.Event, stalled: Callable[[], bool],
+                    watcher: asyncio.Task[None] | None = None) -> None:
+        """Until ``done``, ``timeout``, ``stalled()`` or the end of ``watcher`` (the watch that sets ``done``:
+        once it has stopped nothing will); the stall is looked at every few seconds (it is a verdict on
+        progress, so its resolution need not be finer)."""
         deadline = time.monotonic() + self.timeout
-        while not done.is_set() and time.monotonic() < deadline and not stalled():
+        while (not done.is_set() and time.monotonic() < deadline and not stalled()
+               and not (watcher is not None and watcher.done())):
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(done.wait(), min(STALL_CHECK_S, max(0.0, deadline - time.monotonic())))
 

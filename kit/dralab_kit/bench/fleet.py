@@ -855,9 +855,13 @@ def fleet(out: str, quick: bool, sizes: str | None, keep: bool, timeout: float, 
       dralab bench fleet --sizes 50,200 --lifecycle template
       dralab bench fleet --sizes 500 --add --out bench/results
     """
+    from dralab.vcore import ensure_built
     from dralab_kit.cluster import build
 
     build.require_binaries()
+    # The nodes' drivers refuse every Prepare without vcore's library (fail closed): build it now (make
+    # is quick when it is up to date) rather than find pods that never run after a size's bring-up.
+    ensure_built()
     chosen = parse_sizes(sizes, "node counts") if sizes else (SIZES_QUICK if quick else SIZES_FULL)
     started = time.monotonic()
     kept = kept_sizes(_load(Path(out) / "fleet.json", "; run without --add to measure every size anew"),

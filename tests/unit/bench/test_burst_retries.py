@@ -120,3 +120,49 @@ def test_duplicate_claims_counts_pods_owning_more_than_one() -> None:
         return {"metadata": {"ownerReferences": [{"kind": "Pod", "uid": u} for u in owners]}}
 
     assert duplicate_claims([claim("a"), claim("a"), claim("b"), claim(), claim("c"), claim("c"), claim("c")]) == 2
+
+
+POD = {"metadata": {"name": "p"}}
+RUNNING = {"metadata": {"name": "p", "resourceVersion": "7"}, "spec": {"nodeName": "n-0"},
+           "status": {"phase": "Running"}}
+
+
+def _watched_runner(relists: list[tuple[int, str]], timeout: float = 60.0) -> tuple[BurstRunner, list[str]]:
+    """An apiserver whose first pod watch ends at once, whose relists answer from ``relists`` in turn, and
+    whose next watch shows the pod bound and Running."""
+    import json
+
+    seen: list[str] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        watch = request.url.params.get("watch") == "true"
+        if request.method == "POST":
+            seen.append("create")
+            return httpx.Response(201, json=POD)
+        if watch:
+            seen.append("watch")
+            body = "" if seen.count("watch") == 1 else json.dumps({"type": "MODIFIED", "object": RUNNING}) + "\n"
+            return httpx.Response(200, text=body)
+        seen.append("list")
+        if seen.count("list") == 1:
+            return httpx.Response(200, json={"metadata": {"resourceVersion": "1"}, "items": []})
+        code, text = relists[min(seen.count("list") - 2, len(relists) - 1)]
+        return httpx.Response(code, text=text)
+
+    client = httpx.AsyncClient(transport=httpx.MockTransport(answer), base_url="https://apiserver")
+    return BurstRunner(client, timeout=timeout), seen
+
+
+def test_a_relist_the_apiserver_refuses_does_not_end_the_pod_watch() -> None:
+    runner, seen = _watched_runner([(504, "etcd request timed out")])
+    burst = asyncio.run(runner.run("b", [POD], wait_running=True))
+    # the refused relist is followed by a watch from the last version, which sees the pod Running
+    assert seen[:3] == ["list", "watch", "list"] and seen.count("watch") >= 2
+    assert burst.failures == 0 and len(burst.running) == 1 and burst.watch_restarts >= 1
+
+
+def test_a_watch_that_stops_fails_the_batch_at_once_instead_of_waiting_out_the_timeout() -> None:
+    runner, _ = _watched_runner([(404, '{"kind": "Status"}')], timeout=600.0)  # a list without metadata
+    # raised within a stall check: before, the batch waited its 600 s and counted the pod as not bound
+    with pytest.raises(RuntimeError, match="the pod watch of b stopped: KeyError"):
+        asyncio.run(runner.run("b", [POD], wait_running=True))

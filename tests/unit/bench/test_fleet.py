@@ -463,3 +463,23 @@ def test_verdict_judges_the_growth_of_work_counted_where_spent() -> None:
     assert ("500 nodes, fill, dralab: the driver's own CPU per pod by work, ms: prepare 4.4, status 1; its "
             "processes' other CPU above rest 24.6; counted where spent (webhook above rest + Prepare, Unprepare, "
             "status) 7.6") in text
+
+
+def test_the_fleet_builds_vcore_before_any_bring_up_and_stops_when_it_cannot(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    import dralab.vcore
+    from dralab.errors import UserError
+    from dralab_kit.cluster import build
+
+    def no_compiler(*make_args: str) -> None:
+        raise UserError("building vcore needs gcc: install it (e.g. apt-get install gcc make)")
+
+    measured: list[int] = []
+    monkeypatch.setattr(build, "require_binaries", lambda: None)
+    monkeypatch.setattr(dralab.vcore, "ensure_built", no_compiler)
+    monkeypatch.setattr(fleet, "measure_size", lambda nodes, *a, **k: measured.append(nodes) or {})
+    result = CliRunner().invoke(fleet.fleet, ["--quick", "--out", str(tmp_path)])
+    assert isinstance(result.exception, UserError) and "needs gcc" in str(result.exception)
+    assert measured == [] and not (tmp_path / "fleet.json").exists()  # no cluster brought up, nothing written
