@@ -22,7 +22,7 @@ import grpc
 
 from dralab.kube import Kube, KubeError, ListWatch
 from dralab.kube.paths import SLICES_PATH, claim_path, node_path, pods_path, segment
-from dralab.util import get_logger, spread_start
+from dralab.util import get_logger
 from dralab_kit.cluster.standin import logic, status
 from dralab_kit.cluster.standin.checkpoint import Checkpoint, PreparedClaim
 from dralab_kit.cluster.standin.plugins import PluginManager
@@ -197,9 +197,7 @@ class StandIn:
         self.pod_watch.run(self.stopping)
 
     def _resync_loop(self) -> None:
-        wait = spread_start(self.resync_seconds)  # a fleet's stand-ins start together: spread their LISTs
-        while not self.stopping.wait(wait):
-            wait = self.resync_seconds
+        while not self.stopping.wait(self.resync_seconds):
             try:
                 self._list_pods()
             except Exception as exc:
