@@ -122,8 +122,8 @@ class DriverMetrics:
         """Count the calling thread's CPU time over the block as one unit of ``kind`` work.
 
         Thread CPU time, not wall time: a call that waits (for the apiserver, a checkpoint commit, the
-        interpreter lock) costs what it computed, so a node's per-pod cost reads the same however many
-        other drivers share its process or machine."""
+        interpreter lock) costs what it computed, not its wait behind other drivers sharing the process
+        or machine (a busy machine still makes the same work cost somewhat more CPU)."""
         if kind not in WORK:
             raise ValueError(f"driver work {kind!r}: use one of {', '.join(WORK)}")
         start = time.thread_time()
