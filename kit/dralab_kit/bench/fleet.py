@@ -220,7 +220,8 @@ def duplicate_claims(claims: list[dict[str, Any]]) -> int:
     return sum(1 for n in owners.values() if n > 1)
 
 
-def above_rest(per_pod: float | None, idle_ms_per_s: dict[str, float], window_s: float, pods: int) -> float | None:
+def above_rest(per_pod: float | None, idle_ms_per_s: dict[str, float], window_s: float, pods: int,
+               components: tuple[str, ...] = DRALAB_COMPONENTS) -> float | None:
     """dralab's CPU per pod less what its components burn at rest over the same window.
 
     The fleet's driver processes host every node: at rest they spend a fixed amount per node and
@@ -229,7 +230,7 @@ def above_rest(per_pod: float | None, idle_ms_per_s: dict[str, float], window_s:
     phases leaves the work the pods caused; both figures are kept. None where the rest reading exceeds
     what the phase spent (a rest window taken while the fleet was still settling cannot be subtracted).
     """
-    idle = [idle_ms_per_s[c] for c in DRALAB_COMPONENTS if c in idle_ms_per_s]
+    idle = [idle_ms_per_s[c] for c in components if c in idle_ms_per_s]
     if per_pod is None or not idle or not pods:
         return None
     left = round(per_pod - sum(idle) * window_s / pods, 3)
@@ -243,12 +244,10 @@ def driver_work(spent: dict[str, dict[str, float]]) -> dict[str, float]:
     return {k.removeprefix(DRIVER_WORK): v["ms_per_pod"] for k, v in spent.items() if k.startswith(DRIVER_WORK)}
 
 
-def _less_rest(row: dict[str, Any], component: str, idle_ms_per_s: dict[str, float]) -> float | None:
-    """One component's CPU per pod in a phase less its rest over the phase's window; None if unmeasured."""
-    spent, created = (row.get("cpu_ms_per_pod") or {}).get(component), row.get("created") or 0
-    if spent is None or not created:
-        return None
-    return spent - idle_ms_per_s.get(component, 0.0) * (row.get("window_s") or 0.0) / created
+def _component_above_rest(row: dict[str, Any], component: str, idle_ms_per_s: dict[str, float]) -> float | None:
+    """One component's CPU per pod in a phase row less its rest over the window (:func:`above_rest`)."""
+    return above_rest((row.get("cpu_ms_per_pod") or {}).get(component), idle_ms_per_s, row.get("window_s") or 0.0,
+                      row.get("created") or 0, (component,))
 
 
 def pod_work_cpu(row: dict[str, Any], idle_ms_per_s: dict[str, float]) -> float | None:
@@ -261,8 +260,8 @@ def pod_work_cpu(row: dict[str, Any], idle_ms_per_s: dict[str, float]) -> float 
     switching among hundreds of threads, periodic passes) is reported apart (:func:`driver_unattributed`).
     None for runs before the driver counted its work, or a webhook rest above the phase's spending."""
     work = row.get("driver_work_cpu_ms_per_pod") or {}
-    webhook = _less_rest(row, "webhook", idle_ms_per_s)
-    if not work or webhook is None or webhook < 0:
+    webhook = _component_above_rest(row, "webhook", idle_ms_per_s)
+    if not work or webhook is None:
         return None
     return round(webhook + sum(work.get(k, 0.0) for k in POD_WORK), 3)
 
@@ -271,7 +270,7 @@ def driver_unattributed(row: dict[str, Any], idle_ms_per_s: dict[str, float]) ->
     """The driver processes' CPU per pod above rest that no unit of driver work counted (gRPC's own threads,
     the watches, the interpreter), ms; None where not measured or the rest reading exceeds the phase's."""
     work = row.get("driver_work_cpu_ms_per_pod") or {}
-    driver = _less_rest(row, "driver", idle_ms_per_s)
+    driver = _component_above_rest(row, "driver", idle_ms_per_s)
     if not work or driver is None:
         return None
     left = driver - sum(work.values())
@@ -323,10 +322,15 @@ def subtract_rest(phases: dict[str, dict[str, Any]], idle_ms_per_s: dict[str, fl
     ``idle_ms_per_s``."""
     for rows in phases.values():
         for row in rows.values():
-            row["dralab_cpu_ms_per_pod_above_rest"] = above_rest(
-                row.get("dralab_cpu_ms_per_pod"), idle_ms_per_s, row.get("window_s") or 0.0, row.get("created") or 0)
-            row["dralab_work_cpu_ms_per_pod"] = pod_work_cpu(row, idle_ms_per_s)
-            row["driver_unattributed_cpu_ms_per_pod"] = driver_unattributed(row, idle_ms_per_s)
+            set_rest_figures(row, idle_ms_per_s)
+
+
+def set_rest_figures(row: dict[str, Any], idle_ms_per_s: dict[str, float]) -> None:
+    """One phase row's figures that take out the rest (see :func:`subtract_rest`)."""
+    row["dralab_cpu_ms_per_pod_above_rest"] = above_rest(
+        row.get("dralab_cpu_ms_per_pod"), idle_ms_per_s, row.get("window_s") or 0.0, row.get("created") or 0)
+    row["dralab_work_cpu_ms_per_pod"] = pod_work_cpu(row, idle_ms_per_s)
+    row["driver_unattributed_cpu_ms_per_pod"] = driver_unattributed(row, idle_ms_per_s)
 
 
 def lost_creates(size: dict[str, Any], phase: str) -> str | None:
@@ -559,7 +563,7 @@ class Fleet:
             "spent_per_pod": per_pod(spent0, spent1, created),
         })
         row["driver_work_cpu_ms_per_pod"] = driver_work(row["spent_per_pod"])
-        subtract_rest({"phase": {"kind": row}}, self.idle_ms_per_s)
+        set_rest_figures(row, self.idle_ms_per_s)
         return row
 
     def leaks(self) -> dict[str, int]:
