@@ -266,6 +266,15 @@ def pod_work_cpu(row: dict[str, Any], idle_ms_per_s: dict[str, float]) -> float 
     return round(webhook + sum(work.get(k, 0.0) for k in POD_WORK), 3)
 
 
+def driver_pod_work(size: dict[str, Any], phases: list[str], kind: str) -> float | None:
+    """The node driver's own CPU per pod of ``kind`` for the pod's work (:data:`POD_WORK`), ms, the mean
+    over ``phases``; None where a phase has no driver work counted (runs before the driver counted it)."""
+    works = [phase_row(size, p, kind).get("driver_work_cpu_ms_per_pod") for p in phases]
+    if not phases or not all(works):
+        return None
+    return sum(sum((w or {}).get(k, 0.0) for k in POD_WORK) for w in works) / len(works)
+
+
 def driver_unattributed(row: dict[str, Any], idle_ms_per_s: dict[str, float]) -> float | None:
     """The driver processes' CPU per pod above rest that no unit of driver work counted (gRPC's own threads,
     the watches, the interpreter), ms; None where not measured or the rest reading exceeds the phase's."""
@@ -375,6 +384,9 @@ def verdict(sizes: list[dict[str, Any]]) -> dict[str, Any]:
     work = "dralab_work_cpu_ms_per_pod"
     unmeasured = any(phase_row(sz, p, "dralab").get(work) is None for sz in (small, large) for p in common)
     work_growth = _ratio(cpu(large, work), cpu(small, work)) if large is not small and not unmeasured else None
+    driver_growth = {kind: _ratio(driver_pod_work(large, common, kind), driver_pod_work(small, common, kind))
+                     if large is not small else None for kind in KINDS}
+    driver_vs_baseline = _ratio(driver_growth["dralab"], driver_growth["baseline"])
     rest = "dralab_cpu_ms_per_pod_above_rest"
     negative = any((phase_row(sz, p, "dralab").get(rest) or 0.0) < 0 for sz in (small, large) for p in common)
     growth_above_rest = (_ratio(cpu(large, rest), cpu(small, rest))
@@ -414,6 +426,13 @@ def verdict(sizes: list[dict[str, Any]]) -> dict[str, Any]:
         # Unprepare and status write (pod_work_cpu); runs since the driver counts its work
         "pod_work_cpu_growth": work_growth,
         "meets_pod_work_cpu_growth": None if work_growth is None else work_growth <= CPU_GROWTH_TARGET,
+        # the node driver's own CPU for each pod (Prepare, Unprepare, status write), per kind's pods: the same
+        # code does the same work for the baseline's pods, so its growth there is the machine's contention
+        # (one 2-core machine for every size), and dralab's growth over it is what dralab's pods add
+        "driver_pod_work_growth": driver_growth,
+        "driver_pod_work_growth_vs_baseline": driver_vs_baseline,
+        "meets_driver_pod_work_growth_vs_baseline": (None if driver_vs_baseline is None
+                                                      else driver_vs_baseline <= CPU_GROWTH_TARGET),
         # the webhook alone (admission and janitor): the fleet's driver process hosts every node's driver,
         # whose per-node loops grow with the fleet in one process but stay per node in a real fleet
         "webhook_cpu_growth": _ratio(webhook(large), webhook(small)) if large is not small else None,

@@ -114,6 +114,7 @@ def test_report_renders_the_fleet_section_and_verdicts() -> None:
     assert [r[-1] for r in rows] == ["met", "met",
                                      "not judged: no rest measured, a rest reading above a phase's, or one size only",
                                      "not judged: a run before the driver counted its work, or one size only",
+                                     "not judged: a run before the driver counted its work, or one size only",
                                      "not judged: one size only", "not judged",
                                      "not judged: no rest memory read (older run)", "met"]
     text = "\n".join(section(FleetResult.model_validate(res), "results/fleet.png"))
@@ -457,6 +458,7 @@ def test_verdict_judges_the_growth_of_work_counted_where_spent() -> None:
     assert v["meets_cpu_growth"] is False  # the raw figure keeps its own verdict
     assert v["pod_work_cpu_growth"] == round((2.2 + 5.4) / (2.0 + 5.0), 3) and v["meets_pod_work_cpu_growth"] is True
     del large["phases"]["burst"]["dralab"]["driver_work_cpu_ms_per_pod"]
+    assert fleet.verdict([small, large])["driver_pod_work_growth"]["dralab"] is None  # one phase unmeasured
     fleet.subtract_rest(large["phases"], large["idle_cpu_ms_per_s"])
     assert fleet.verdict([small, large])["pod_work_cpu_growth"] is None  # one phase unmeasured: not judged
     text = "\n".join(section(FleetResult.model_validate({"devices_per_node": 8, "sizes": [small, large]})))
@@ -483,3 +485,29 @@ def test_the_fleet_builds_vcore_before_any_bring_up_and_stops_when_it_cannot(
     result = CliRunner().invoke(fleet.fleet, ["--quick", "--out", str(tmp_path)])
     assert isinstance(result.exception, UserError) and "needs gcc" in str(result.exception)
     assert measured == [] and not (tmp_path / "fleet.json").exists()  # no cluster brought up, nothing written
+
+
+def test_verdict_compares_the_drivers_per_pod_work_growth_with_the_same_work_for_the_baselines_pods() -> None:
+    """The driver does the same Prepare, Unprepare and status write for both kinds' pods: where the baseline's
+    grows as much, the machine grew busier; dralab's pods are judged by their growth over the baseline's."""
+    small, large = _size(50, 9.5, 10.0), _size(500, 9.5, 30.0)
+    for phase in fleet.PHASES:
+        small["phases"][phase]["dralab"]["driver_work_cpu_ms_per_pod"] = {"prepare": 4.0, "status": 2.0}
+        small["phases"][phase]["baseline"]["driver_work_cpu_ms_per_pod"] = {"prepare": 3.0, "status": 1.0}
+        large["phases"][phase]["dralab"]["driver_work_cpu_ms_per_pod"] = {"prepare": 6.0, "status": 3.0,
+                                                                         "reconcile": 9.0}  # periodic: not counted
+        large["phases"][phase]["baseline"]["driver_work_cpu_ms_per_pod"] = {"prepare": 5.0, "unprepare": 1.0}
+    v = fleet.verdict([small, large])
+    assert v["driver_pod_work_growth"] == {"dralab": 1.5, "baseline": 1.5}
+    assert v["driver_pod_work_growth_vs_baseline"] == 1.0 and v["meets_driver_pod_work_growth_vs_baseline"] is True
+    for phase in fleet.PHASES:
+        large["phases"][phase]["dralab"]["driver_work_cpu_ms_per_pod"]["prepare"] = 12.0  # 15 against 6: 2.5
+    v = fleet.verdict([small, large])
+    assert v["driver_pod_work_growth_vs_baseline"] == round(2.5 / 1.5, 3)
+    assert v["meets_driver_pod_work_growth_vs_baseline"] is False
+    rows = verdicts(FleetResult.model_validate({"devices_per_node": 8, "sizes": [small, large]}))
+    row = next(r for r in rows if "dralab's pods ÷ the baseline's (dralab 2.5, baseline 1.5;" in r[1])
+    assert row[2:] == ["1.67", "<= 1.2", "NOT met"]
+    del large["phases"]["churn"]["baseline"]["driver_work_cpu_ms_per_pod"]
+    v = fleet.verdict([small, large])
+    assert v["driver_pod_work_growth_vs_baseline"] is None and v["meets_driver_pod_work_growth_vs_baseline"] is None

@@ -61,6 +61,12 @@ def verdicts(res: FleetResult) -> list[list[str]]:
          _f(v.get("pod_work_cpu_growth")), f"<= {_f(v.get('cpu_growth_target'))}",
          verdict_text(v.get("meets_pod_work_cpu_growth"),
                       "not judged: a run before the driver counted its work, or one size only")],
+        ["fleet", f"... the node driver's own CPU for each pod (Prepare, Unprepare, status write), growth at {large} "
+         f"÷ at {small} nodes, dralab's pods ÷ the baseline's ({_growths(v.get('driver_pod_work_growth'))}; the "
+         "same code on the same machine: the baseline's growth is the contention of one 2-core machine)",
+         _f(v.get("driver_pod_work_growth_vs_baseline")), f"<= {_f(v.get('cpu_growth_target'))}",
+         verdict_text(v.get("meets_driver_pod_work_growth_vs_baseline"),
+                      "not judged: a run before the driver counted its work, or one size only")],
         ["fleet", f"... the webhook's share alone (admission and janitor), at {large} ÷ at {small} nodes",
          _f(v.get("webhook_cpu_growth")), f"<= {_f(v.get('cpu_growth_target'))}",
          verdict_text(None if v.get("webhook_cpu_growth") is None
@@ -75,6 +81,11 @@ def verdicts(res: FleetResult) -> list[list[str]]:
         ["fleet", "leaks after fill, churn and burst (claims, capacity, prepared)",
          "none" if v.get("no_leaks") else "some", "none", verdict_text(v.get("no_leaks"), "not judged")],
     ]
+
+
+def _growths(by_kind: dict[str, float | None] | None) -> str:
+    """``dralab 1.5, baseline 1.82`` from a growth per kind."""
+    return ", ".join(f"{kind} {_f(g)}" for kind, g in (by_kind or {}).items())
 
 
 def _templates(res: FleetResult) -> bool:
