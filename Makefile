@@ -91,7 +91,7 @@ test: system-test env vcore binaries binaries-matrix tools chart-images lint
 ## the figures are recorded, never a pass/fail (a shared CI machine is too noisy): only a benchmark
 ## that cannot run fails the target. Full runs go into bench/results (see README, Tests and benchmarks).
 BENCH_QUICK_OUT ?= reports/bench-quick
-BENCH_QUICK ?= admission driver concurrency prefer vcore fleet caches
+BENCH_QUICK ?= admission driver concurrency prefer vcore fleet fleet-quiet caches
 bench-quick: env vcore binaries
 	$(BIN)/dralab cluster up
 	set -e; for b in $(BENCH_QUICK); do $(BIN)/dralab bench $$b --quick --out $(BENCH_QUICK_OUT); done

@@ -20,6 +20,7 @@ BENCHMARKS: dict[str, str] = {
     "prefer": "dralab_kit.bench.prefer:prefer",
     "taints": "dralab_kit.bench.taints:taints",
     "fleet": "dralab_kit.bench.fleet:fleet",
+    "fleet-quiet": "dralab_kit.bench.quiet:fleet_quiet",
     "caches": "dralab_kit.bench.caches:caches",
     "faults": "dralab_kit.bench.faults:faults",
     "fuzz": "dralab_kit.bench.fuzz:fuzz",

@@ -44,6 +44,7 @@ import json
 import math
 import os
 import time
+from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
@@ -598,14 +599,19 @@ class Fleet:
         finally:
             kube.close()
         consumed = len(capacity_leaks(claims, pods, slices))
-        prepared = 0
+        return {"claims": len(claims), "capacity": consumed, "prepared": self.prepared()}
+
+    def prepared(self) -> int:
+        """Claims the nodes' kubelet stand-ins hold prepared (their checkpoints: a claim leaves one once its
+        driver's Unprepare answered). Files on this machine: reading them asks nothing of the cluster."""
+        count = 0
         for node in self.handle.nodes:
             try:
                 doc = json.loads((self.handle.node_dir(node) / "kubelet-checkpoint.json").read_text())
             except (OSError, ValueError):
                 continue
-            prepared += len(doc.get("claims") or {})
-        return {"claims": len(claims), "capacity": consumed, "prepared": prepared}
+            count += len(doc.get("claims") or {})
+        return count
 
 
 async def _create_templates(runner: BurstRunner, ns: str, templates: list[dict[str, Any]]) -> None:
@@ -782,8 +788,13 @@ def dralab_config(lifecycle: str, folder: Path) -> str | None:
     return str(path)
 
 
-def measure_size(nodes: int, quick: bool, keep: bool, timeout: float, lifecycle: str = "claim") -> dict[str, Any]:
-    """Bring a throw-away fleet of ``nodes`` up (timed: the cold start), run the phases, take it down."""
+SizeRun = Callable[[Any, int, bool, float, dict[str, Any]], Coroutine[Any, Any, None]]
+
+
+def measure_size(nodes: int, quick: bool, keep: bool, timeout: float, lifecycle: str = "claim",
+                 run: SizeRun | None = None) -> dict[str, Any]:
+    """Bring a throw-away fleet of ``nodes`` up (timed: the cold start), run the phases (``run``, by default
+    :func:`run_size`; :mod:`dralab_kit.bench.quiet` gives its own), take it down."""
     import shutil
     import tempfile
 
@@ -805,7 +816,7 @@ def measure_size(nodes: int, quick: bool, keep: bool, timeout: float, lifecycle:
         console.print(f"[{nodes} nodes] fleet up in {up_s}s", markup=False, highlight=False)
         row: dict[str, Any] = {}
         try:
-            asyncio.run(run_size(handle, nodes, quick, timeout, row))
+            asyncio.run((run or run_size)(handle, nodes, quick, timeout, row))
         except KeyboardInterrupt:  # Ctrl-C: the phases measured so far are kept, and the command stops
             row.update(nodes=nodes, failed=f"{row.pop('step', 'bring-up')}: interrupted", interrupted=True)
         row.update(webhook_lifecycle=lifecycle, driver_reconcile_s=driver_reconcile_seconds(nodes), up_s=up_s,

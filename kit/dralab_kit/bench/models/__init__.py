@@ -23,6 +23,7 @@ from dralab_kit.bench.models.lab import LabResult
 from dralab_kit.bench.models.node import NodeResult
 from dralab_kit.bench.models.pains import PainsResult
 from dralab_kit.bench.models.prefer import PreferResult
+from dralab_kit.bench.models.quiet import FleetQuietResult
 from dralab_kit.bench.models.setup import SetupResult
 from dralab_kit.bench.models.taints import TaintsResult
 from dralab_kit.bench.models.vcore import VcoreResult
@@ -36,6 +37,7 @@ MODELS: dict[str, type[BenchResult]] = {
     "driver": DriverResult,
     "faults": FaultsResult,
     "fleet": FleetResult,
+    "fleet-quiet": FleetQuietResult,
     "fuzz": FuzzResult,
     "install": InstallResult,
     "janitor": JanitorResult,

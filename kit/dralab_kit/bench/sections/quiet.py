@@ -1,0 +1,79 @@
+"""The report's section and verdicts for ``fleet-quiet.json``: one pod at a time on filled fleets."""
+
+from __future__ import annotations
+
+from dralab_kit.bench.common import fmt as _f
+from dralab_kit.bench.common import md_table
+from dralab_kit.bench.fleet import KINDS, phase_row
+from dralab_kit.bench.models.quiet import FleetQuietResult
+from dralab_kit.bench.quiet import QUIET, component_above_rest, verdict
+from dralab_kit.bench.sections.format import verdict_text
+
+TITLE = "Fleet scale, one pod at a time: a lone pod's cost on filled KWOK fleets"
+
+
+def verdicts(res: FleetQuietResult) -> list[list[str]]:
+    """Rows of the report's verdict table."""
+    v = verdict(res.sizes)  # recomputed from the raw fields
+    large, small = v.get("largest_nodes"), v.get("smallest_nodes")
+    target = f"<= {_f(v.get('cpu_growth_target'))}"
+    one = "not judged: one size only, or a figure missing"
+    return [
+        ["fleet-quiet", f"dralab CPU per lone pod on a filled fleet, counted where spent (the webhook above rest + "
+         f"the node's driver's own CPU for Prepare, Unprepare, status), at {large} ÷ at {small} nodes",
+         _f(v.get("pod_work_cpu_growth")), target, verdict_text(v.get("meets_pod_work_cpu_growth"), one)],
+        ["fleet-quiet", f"... dralab's processes (webhook + driver processes) above rest, {large} ÷ {small} nodes",
+         _f(v.get("cpu_growth_above_rest")), target, verdict_text(v.get("meets_cpu_growth_above_rest"), one)],
+        ["fleet-quiet", "leaks after the lone pods and the fill (claims, capacity, prepared)",
+         "none" if v.get("no_leaks") else "some", "none", verdict_text(v.get("no_leaks"), "not judged")],
+    ]
+
+
+def section(res: FleetQuietResult, plot: str | None = None) -> list[str]:
+    """Per size and kind: a lone pod's latency, dralab's CPU per pod three ways, the control plane's."""
+    out = [
+        f"Each size is a throw-away `dralab cluster up --fleet NODESx{res.devices_per_node}` with the webhook's "
+        f"template lifecycle, filled with {res.fill_per_node} dralab pods per node (half its capacity). On the "
+        f"filled fleet, {res.quiet_pods} pods per kind ({res.pod.get('cores')} % cores each) are created one at "
+        "a time, each once the one before it runs, and deleted once it runs; a kind's window ends when its last "
+        "claim is unprepared. Nothing else runs: this is a pod's cost without the contention of the fleet "
+        "bench's thousands at once. *Above rest* takes out each process's CPU at rest on the filled fleet "
+        "(the lower of a reading before and one after the lone pods) over the window; the driver's own work "
+        "is its threads' CPU time (`dralab_driver_work_cpu_seconds`), which needs no rest taken out.",
+        "",
+    ]
+    rows = []
+    for size in res.sizes:
+        rest = size.get("rest_cpu_ms_per_s") or {}
+        for kind in KINDS:
+            r = phase_row(size, QUIET, kind)
+            if not r:
+                continue
+            work = r.get("driver_work_cpu_ms_per_pod") or {}
+            rows.append([
+                size.get("nodes"), kind, r.get("pods"),
+                f"{_f(r.get('running_p50_s'))} / {_f(r.get('running_p99_s'))}",
+                _f(r.get("dralab_work_cpu_ms_per_pod")),
+                " / ".join(_f(work.get(k)) for k in ("prepare", "unprepare", "status")),
+                _f(component_above_rest(r, "webhook", rest)), _f(r.get("dralab_cpu_ms_per_pod_above_rest")),
+                *(_f(component_above_rest(r, c, rest)) for c in res.control_plane),
+                _f((r.get("api_requests_per_pod") or {}).get("total")), r.get("failures"),
+            ])
+    header = ["nodes", "kind", "pods", "create→Running p50 / p99 s", "dralab CPU ms/pod, counted where spent",
+              "driver's own: Prepare / Unprepare / status ms", "webhook above rest ms",
+              "dralab processes above rest ms",
+              *(f"{c} above rest ms" for c in res.control_plane), "API requests/pod", "failures"]
+    out += md_table(header, rows)
+    for size in res.sizes:
+        if size.get("rest_cpu_ms_per_s"):
+            rest = ", ".join(f"{k} {_f(v)}" for k, v in sorted(size["rest_cpu_ms_per_s"].items()))
+            out.append(f"- {size.get('nodes')} nodes, filled, at rest (CPU ms per second): {rest}")
+        fill = size.get("fill") or {}
+        if fill:
+            out.append(f"- {size.get('nodes')} nodes: filled with {fill.get('pods')} pods at "
+                       f"{_f(fill.get('pods_per_s'))} bound/s (not a figure of this bench)")
+        if size.get("failed"):
+            out.append(f"- {size.get('nodes')} nodes **stopped** in {size['failed']}; its leaks were not measured")
+    leaks = [f"{s.get('nodes')} nodes: {s.get('leaks')}" for s in res.sizes]
+    out += ["", f"Leaks at the end of each size: {'; '.join(leaks) or '-'}.", ""]
+    return out
