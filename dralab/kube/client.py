@@ -10,6 +10,7 @@ looked up per request, so rotation (see :mod:`dralab.kube.config`) takes effect 
 
 from __future__ import annotations
 
+import ssl
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -123,6 +124,16 @@ def delete_options(uid: str | None, grace_period_seconds: int | None, propagatio
     return body
 
 
+def shares_tls(configuration: Any, pool: Any) -> bool:
+    """Whether a client's new connections can take the credentials' one TLS context: HTTPS straight to the
+    apiserver (no proxy), a CA of its own, and no ``assert_hostname`` (urllib3 would turn the shared
+    context's own name check off for it)."""
+    import urllib3
+
+    return (type(pool) is urllib3.PoolManager and str(configuration.host).startswith("https://")
+            and bool(configuration.ssl_ca_cert) and configuration.assert_hostname is None)
+
+
 class Kube:
     """Raw JSON calls to one apiserver; thread-safe (the connection pool is)."""
 
@@ -146,6 +157,8 @@ class Kube:
         config.configuration.connection_pool_maxsize = pool_size
         self._api = client.ApiClient(config.configuration)
         self._pool = self._api.rest_client.pool_manager
+        self._shares_tls = shares_tls(config.configuration, self._pool)
+        self._tls: ssl.SSLContext | None = None
 
     @classmethod
     def from_kubeconfig(
@@ -198,6 +211,8 @@ class Kube:
         """Send one request; the unread urllib3 response (the caller reads and releases it)."""
         import urllib3
 
+        if self._shares_tls:
+            self._use_tls(self.config.ssl_context(verify_hostname=False))
         data = encode_body(body)
         limit = self.timeout if timeout is None else timeout
         if isinstance(limit, tuple):
@@ -216,6 +231,20 @@ class Kube:
             )
         except Exception as exc:  # refused, reset, timed out, TLS failure
             raise KubeError(0, f"{type(exc).__name__}: {exc}", what=f"{method} {path}") from None
+
+    def _use_tls(self, ctx: ssl.SSLContext) -> None:
+        """New connections take the credentials' shared TLS context (:meth:`KubeConfig.ssl_context`) instead of
+        building one each from the files; after a rotation the pools are dropped, so the next connect uses
+        the new one (requests in flight finish on their connections)."""
+        if ctx is self._tls:
+            return
+        kw = self._pool.connection_pool_kw
+        for key in ("ca_certs", "cert_file", "key_file"):  # what the context now carries
+            kw.pop(key, None)
+        kw["ssl_context"] = ctx
+        if self._tls is not None:
+            self._pool.clear()
+        self._tls = ctx
 
     def request(
         self,

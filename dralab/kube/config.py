@@ -134,6 +134,9 @@ class KubeConfig:
     configuration: Any  # kubernetes.client.Configuration
     source: str  # "in-cluster" or the kubeconfig's path
     _files: _MemoryFiles = field(default_factory=_MemoryFiles, repr=False)
+    # the TLS context of every client on these credentials, with the stamp of the files it was built from
+    _tls: tuple[tuple[Any, ...], ssl.SSLContext] | None = field(default=None, repr=False, compare=False)
+    _tls_lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         # the configuration names the memory files' paths: it keeps them open as long as it lives
@@ -152,16 +155,48 @@ class KubeConfig:
             return "Bearer " + value[7:]
         return value
 
-    def ssl_context(self) -> ssl.SSLContext:
-        """A client TLS context with the configured CA, client certificate and verification."""
+    def ssl_context(self, *, verify_hostname: bool = True) -> ssl.SSLContext:
+        """A client TLS context with the configured CA, client certificate and verification.
+
+        ``verify_hostname=False`` is the synchronous client's (:class:`dralab.kube.client.Kube`): one context
+        shared by every new connection of every client on these credentials, with the server's name
+        matched by urllib3 after the handshake, as it does for a context of its own (the apiserver may be
+        an IP address, which a name check inside ``ssl`` needs as a server name). Building a context reads
+        and parses the CA and the client key, which in Python is about half the CPU of a new connection,
+        and a node's driver idle past the apiserver's 90 s keep-alive reconnects on its next call. That
+        shared context is built again, for the connections made after, once a file it came from changed
+        (a rotated client certificate), as a context built per connection would have seen."""
+        if verify_hostname:
+            return self._new_ssl_context(check_hostname=True)
+        cfg = self.configuration
+        stamp = file_stamps(cfg.ssl_ca_cert, cfg.cert_file, cfg.key_file)
+        with self._tls_lock:
+            if self._tls is None or self._tls[0] != stamp:
+                self._tls = (stamp, self._new_ssl_context(check_hostname=False))
+            return self._tls[1]
+
+    def _new_ssl_context(self, check_hostname: bool) -> ssl.SSLContext:
         cfg = self.configuration
         ctx = ssl.create_default_context(cafile=cfg.ssl_ca_cert) if cfg.ssl_ca_cert else ssl.create_default_context()
+        ctx.check_hostname = check_hostname and bool(cfg.verify_ssl)
         if not cfg.verify_ssl:
-            ctx.check_hostname = False
             ctx.verify_mode = ssl.CERT_NONE
         if cfg.cert_file:
             ctx.load_cert_chain(cfg.cert_file, cfg.key_file)
         return ctx
+
+
+def file_stamps(*paths: str | None) -> tuple[Any, ...]:
+    """What tells a file's new content from its old, per path (inode, change time, size; None for no path
+    or a file that cannot be read): a ``stat`` each, no read."""
+    stamps: list[Any] = []
+    for path in paths:
+        try:
+            st = os.stat(path) if path else None
+        except OSError:
+            st = None
+        stamps.append(None if st is None else (st.st_ino, st.st_mtime_ns, st.st_size))
+    return tuple(stamps)
 
 
 def _kubeconfig_paths(kubeconfig: str | os.PathLike[str] | None) -> Path | None:

@@ -301,6 +301,11 @@ def _ratio(a: float | None, b: float | None) -> float | None:
     return round(a / b, 3) if a and b else None
 
 
+def at_most(value: float | None, target: float) -> bool | None:
+    """Whether a figure meets an upper target; None (not judged) where it was not measured."""
+    return None if value is None else value <= target
+
+
 def phase_ratio(size: dict[str, Any], phase: str) -> float | None:
     """dralab ÷ baseline pods bound per second in one phase of one size."""
     dralab, baseline = (phase_row(size, phase, kind).get("pods_per_s") for kind in KINDS)
@@ -419,21 +424,20 @@ def verdict(sizes: list[dict[str, Any]]) -> dict[str, Any]:
         "meets_ratio": meets_ratio,
         "cpu_growth": growth,
         "cpu_growth_target": CPU_GROWTH_TARGET,
-        "meets_cpu_growth": None if growth is None else growth <= CPU_GROWTH_TARGET,
+        "meets_cpu_growth": at_most(growth, CPU_GROWTH_TARGET),
         # the same with each size's CPU at rest taken out (above_rest): the work pods cause, per pod
         "cpu_growth_above_rest": growth_above_rest,
-        "meets_cpu_growth_above_rest": None if growth_above_rest is None else growth_above_rest <= CPU_GROWTH_TARGET,
+        "meets_cpu_growth_above_rest": at_most(growth_above_rest, CPU_GROWTH_TARGET),
         # counted where it is spent: the webhook above rest + the driver's own CPU for each pod's Prepare,
         # Unprepare and status write (pod_work_cpu); runs since the driver counts its work
         "pod_work_cpu_growth": work_growth,
-        "meets_pod_work_cpu_growth": None if work_growth is None else work_growth <= CPU_GROWTH_TARGET,
+        "meets_pod_work_cpu_growth": at_most(work_growth, CPU_GROWTH_TARGET),
         # the node driver's own CPU for each pod (Prepare, Unprepare, status write), per kind's pods: the same
         # code does the same work for the baseline's pods, so its growth there is the machine's contention
         # (one 2-core machine for every size), and dralab's growth over it is what dralab's pods add
         "driver_pod_work_growth": driver_growth,
         "driver_pod_work_growth_vs_baseline": driver_vs_baseline,
-        "meets_driver_pod_work_growth_vs_baseline": (None if driver_vs_baseline is None
-                                                      else driver_vs_baseline <= CPU_GROWTH_TARGET),
+        "meets_driver_pod_work_growth_vs_baseline": at_most(driver_vs_baseline, CPU_GROWTH_TARGET),
         # the webhook alone (admission and janitor): the fleet's driver process hosts every node's driver,
         # whose per-node loops grow with the fleet in one process but stay per node in a real fleet
         "webhook_cpu_growth": _ratio(webhook(large), webhook(small)) if large is not small else None,
@@ -442,11 +446,11 @@ def verdict(sizes: list[dict[str, Any]]) -> dict[str, Any]:
         # Running, dralab's kind (runs before the steady rate made one round of a pod per node at once)
         "churn_p99_s": churn_p99,
         "churn_p99_target_s": CHURN_P99_TARGET_S,
-        "meets_churn_p99": None if churn_p99 is None else churn_p99 <= CHURN_P99_TARGET_S,
+        "meets_churn_p99": at_most(churn_p99, CHURN_P99_TARGET_S),
         # the webhook's memory per claim at the largest size, fill, above its rest (runs since rest RSS was read)
         "memory_kib_per_claim": memory,
         "memory_kib_per_claim_target": MEMORY_PER_CLAIM_TARGET_KIB,
-        "meets_memory_per_claim": None if memory is None else memory <= MEMORY_PER_CLAIM_TARGET_KIB,
+        "meets_memory_per_claim": at_most(memory, MEMORY_PER_CLAIM_TARGET_KIB),
     }
 
 

@@ -139,9 +139,32 @@ class FakeApiserver:
 def apiserver(tmp_path: Path) -> Iterator[FakeApiserver]:
     """The scripted apiserver, requiring a client certificate, and an embedded-data kubeconfig for it."""
     pki = ensure_pki(tmp_path / "pki")
+    with serving(tmp_path, pki.cert("apiserver"), pki.key("apiserver")) as served:
+        yield served
+
+
+@pytest.fixture
+def misnamed_apiserver(tmp_path: Path) -> Iterator[FakeApiserver]:
+    """The scripted apiserver at 127.0.0.1 with a certificate from the right CA for another name only."""
+    from dralab import tls
+    from dralab_kit.cluster.pki import VALIDITY
+
+    pki = ensure_pki(tmp_path / "pki")
+    ca_cert, ca_key = tls.load_ca(pki.ca_cert.read_bytes(), pki.ca_key.read_bytes())
+    cert, key = tls.issue(ca_cert, ca_key, "elsewhere", VALIDITY, hosts=("elsewhere.invalid",), server=True)
+    (tmp_path / "elsewhere.crt").write_bytes(tls.cert_pem(cert))
+    (tmp_path / "elsewhere.key").write_bytes(tls.key_pem(key))
+    with serving(tmp_path, tmp_path / "elsewhere.crt", tmp_path / "elsewhere.key") as served:
+        yield served
+
+
+@contextlib.contextmanager
+def serving(tmp_path: Path, cert: Path, key: Path) -> Iterator[FakeApiserver]:
+    """The scripted apiserver on 127.0.0.1 serving ``cert``, requiring a client certificate of the PKI's CA."""
+    pki = ensure_pki(tmp_path / "pki")
     server = _Server(("127.0.0.1", 0), _handler())
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    ctx.load_cert_chain(str(pki.cert("apiserver")), str(pki.key("apiserver")))
+    ctx.load_cert_chain(str(cert), str(key))
     ctx.load_verify_locations(str(pki.ca_cert))
     ctx.verify_mode = ssl.CERT_REQUIRED
     server.socket = ctx.wrap_socket(server.socket, server_side=True)

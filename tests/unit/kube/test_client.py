@@ -199,3 +199,50 @@ def test_a_watch_stopped_while_gathering_ends(apiserver, kube, monkeypatch) -> N
     apiserver.script.on("WATCH", "/api/v1/pods", events)
     stop = _Pauses(stop_at=1)
     assert list(kube.watch("/api/v1/pods", stop=stop, gather_seconds=0.05)) == events[:1]
+
+
+def test_clients_on_one_credential_connect_with_one_shared_tls_context(apiserver, kube) -> None:
+    """A new connection takes the credentials' context instead of parsing the CA and key again, and still
+    authenticates with the client certificate."""
+    apiserver.script.on("GET", "/version", (200, {"major": "1"}))
+    other = kube.clone()
+    try:
+        kube.get("/version")
+        other.get("/version")
+        pools = [c._pool.connection_pool_kw for c in (kube, other)]
+        assert pools[0]["ssl_context"] is pools[1]["ssl_context"] is kube.config.ssl_context(verify_hostname=False)
+        assert not any(k in kw for kw in pools for k in ("ca_certs", "cert_file", "key_file"))
+    finally:
+        other.close()
+    assert [s.client_cn for s in apiserver.script.requests("GET")] == ["dralab-admin", "dralab-admin"]
+
+
+def test_the_shared_context_still_refuses_a_server_certificate_for_another_name(misnamed_apiserver) -> None:
+    misnamed_apiserver.script.on("GET", "/version", (200, {"major": "1"}))
+    with Kube.from_kubeconfig(misnamed_apiserver.kubeconfig) as kube, pytest.raises(KubeError) as err:
+        kube.get("/version")
+    assert err.value.status == 0 and "hostname '127.0.0.1' doesn't match 'elsewhere.invalid'" in str(err.value)
+    assert not misnamed_apiserver.script.requests()
+
+
+def test_a_rotated_client_certificate_is_used_from_the_next_connection(apiserver, tmp_path) -> None:
+    """Credentials in files (a rotated client certificate, written aside and renamed into place): the shared
+    context is built again, and the client's next request connects with the new certificate."""
+    from dralab import tls
+    from dralab.kube.config import load_files
+    from dralab_kit.cluster.pki import VALIDITY, ensure_pki
+
+    pki = ensure_pki(tmp_path / "pki")
+    cert, key = tmp_path / "client.crt", tmp_path / "client.key"
+    cert.write_bytes(pki.cert("admin").read_bytes())
+    key.write_bytes(pki.key("admin").read_bytes())
+    apiserver.script.on("GET", "/version", (200, {"major": "1"}))
+    with Kube(load_files(apiserver.url, str(pki.ca_cert), str(cert), str(key))) as kube:
+        kube.get("/version")
+        ca_cert, ca_key = tls.load_ca(pki.ca_cert.read_bytes(), pki.ca_key.read_bytes())
+        new_cert, new_key = tls.issue(ca_cert, ca_key, "dralab-rotated", VALIDITY, client=True)
+        for path, data in ((key, tls.key_pem(new_key)), (cert, tls.cert_pem(new_cert))):
+            path.with_suffix(".new").write_bytes(data)
+            path.with_suffix(".new").rename(path)
+        kube.get("/version")
+    assert [s.client_cn for s in apiserver.script.requests("GET")] == ["dralab-admin", "dralab-rotated"]

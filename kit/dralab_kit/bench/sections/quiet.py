@@ -39,7 +39,9 @@ def section(res: FleetQuietResult, plot: str | None = None) -> list[str]:
         "claim is unprepared. Nothing else runs: this is a pod's cost without the contention of the fleet "
         "bench's thousands at once. *Above rest* takes out each process's CPU at rest on the filled fleet "
         "(the lower of a reading before and one after the lone pods) over the window; the driver's own work "
-        "is its threads' CPU time (`dralab_driver_work_cpu_seconds`), which needs no rest taken out.",
+        "is its threads' CPU time (`dralab_driver_work_cpu_seconds`), which needs no rest taken out. Each "
+        "lone pod's wait is a LIST and a watch of its namespace, the bench's own requests, the same for "
+        "both kinds: they are in the apiserver's figures.",
         "",
     ]
     rows = []
