@@ -162,10 +162,11 @@ class KubeConfig:
         shared by every new connection of every client on these credentials, with the server's name
         matched by urllib3 after the handshake, as it does for a context of its own (the apiserver may be
         an IP address, which a name check inside ``ssl`` needs as a server name). Building a context reads
-        and parses the CA and the client key, which in Python is about half the CPU of a new connection,
-        and a node's driver idle past the apiserver's 90 s keep-alive reconnects on its next call. That
-        shared context is built again, for the connections made after, once a file it came from changed
-        (a rotated client certificate), as a context built per connection would have seen."""
+        and parses the CA and the client key, about half the CPU of a new connection in Python: every
+        client's first call, every clone's, and every reconnect after the apiserver closed a connection or
+        restarted (then every node's driver at once). That shared context is built again, for the
+        connections made after, once a file it came from changed (a rotated client certificate), as a
+        context built per connection would have seen."""
         if verify_hostname:
             return self._new_ssl_context(check_hostname=True)
         cfg = self.configuration

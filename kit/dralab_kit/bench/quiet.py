@@ -10,17 +10,20 @@ without the contention:
    bring-up: :func:`dralab_kit.bench.fleet.measure_size`), filled as the fleet bench fills it (8 dralab
    pods per node, half the capacity), so every cache holds the fleet's objects;
 2. its rest is read on the filled fleet;
-3. for each kind in turn (dralab, then the baseline: the fleet bench's two kinds), :data:`QUIET_PODS`
-   pods are created one at a time, each once the one before it is Running, and each deleted once it
-   runs; the window ends when the last one's claim is unprepared (the stand-ins' checkpoints, read as
-   files: waiting asks nothing of the cluster). Each kind's row is one window
-   (:meth:`~dralab_kit.bench.fleet.Fleet.measured`): every component's CPU per pod, the components'
-   histograms per pod (the driver's own CPU by work), create to Running of a pod alone;
+3. the two kinds take turns, dralab, baseline, baseline, dralab (an A-B-B-A crossover, as the fleet
+   bench's fill: whatever favours a window's place after the fill falls on both kinds alike): in each
+   window, half of :data:`QUIET_PODS` pods are created one at a time, each once the one before it is
+   Running, and each deleted once it runs; the window ends when the last one's claim is unprepared
+   (the stand-ins' checkpoints, read as files: waiting asks nothing of the cluster). Each window is a
+   row (:meth:`~dralab_kit.bench.fleet.Fleet.measured`, phase :data:`QUIET` for the first pair and
+   :data:`QUIET_AGAIN` for the second): every component's CPU per pod, the components' histograms per
+   pod (the driver's own CPU by work), create to Running of a pod alone;
 4. the rest again, and the rest's lower reading is taken out (as in the fleet bench).
 
-The verdict divides the largest size's figures by the smallest's: dralab's CPU per pod counted
-where it is spent (the webhook above rest + the driver's own CPU for the pod's Prepare, Unprepare
-and status write), and the same for the whole of dralab's processes above rest.
+The verdict divides the largest size's figures by the smallest's, each the mean of a kind's two
+windows: dralab's CPU per pod counted where it is spent (the webhook above rest + the driver's own
+CPU for the pod's Prepare, Unprepare and status write), and the same for the whole of dralab's
+processes above rest.
 """
 
 from __future__ import annotations
@@ -63,8 +66,10 @@ from dralab_kit.bench.fleet import (
     summarize,
 )
 
-QUIET = "quiet"  # the phase's name in a size's ``phases``
-QUIET_PODS, QUIET_PODS_QUICK = 100, 10  # pods per kind, one at a time
+QUIET, QUIET_AGAIN = "quiet", "quiet_again"  # the phases in a size's ``phases``: dralab first, then baseline first
+ORDERS = ((QUIET, KINDS), (QUIET_AGAIN, tuple(reversed(KINDS))))
+QUIET_PHASES = tuple(phase for phase, _ in ORDERS)
+QUIET_PODS, QUIET_PODS_QUICK = 100, 10  # pods per kind, one at a time, half in each of its two windows
 # components whose CPU per pod above rest the verdict reports beside dralab's (whose cost a lone pod is)
 CONTROL_PLANE = ("apiserver", "etcd", "scheduler", "controller-manager")
 REST = "rest_cpu_ms_per_s"  # a size's field: the filled fleet's rest, the lower of the readings around the lone pods
@@ -74,7 +79,7 @@ REST = "rest_cpu_ms_per_s"  # a size's field: the filled fleet's rest, the lower
 
 
 def n_pods(quick: bool) -> int:
-    """Lone pods per kind."""
+    """Lone pods per kind (half in each of its two windows)."""
     return QUIET_PODS_QUICK if quick else QUIET_PODS
 
 
@@ -103,37 +108,67 @@ def component_above_rest(row: dict[str, Any], component: str, rest: dict[str, fl
     return round(spent - rest[component] * (row.get("window_s") or 0.0) / pods, 3)
 
 
+def phases_of(size: dict[str, Any]) -> list[str]:
+    """The lone-pod phases a size has (a stopped size may lack the second)."""
+    return [p for p in QUIET_PHASES if phase_row(size, p, "dralab") and phase_row(size, p, "baseline")]
+
+
+def mean(values: list[float | None]) -> float | None:
+    """The mean of figures all measured; None where one is missing (a mean of what is left would favour it)."""
+    if not values or any(v is None for v in values):
+        return None
+    return round(sum(v for v in values if v is not None) / len(values), 3)
+
+
+def kind_figure(size: dict[str, Any], kind: str, field: str, phases: list[str]) -> float | None:
+    """A kind's figure over its lone-pod windows in ``phases`` (the mean of the windows' per-pod figures:
+    each window has as many pods)."""
+    return mean([phase_row(size, p, kind).get(field) for p in phases])
+
+
+def kind_above_rest(size: dict[str, Any], kind: str, component: str, phases: list[str]) -> float | None:
+    """A component's CPU per lone pod of ``kind`` above the filled fleet's rest, over its windows in ``phases``."""
+    return mean([component_above_rest(phase_row(size, p, kind), component, size.get(REST) or {}) for p in phases])
+
+
 def verdict(sizes: list[dict[str, Any]]) -> dict[str, Any]:
     """Largest size ÷ smallest: dralab's CPU per lone pod counted where spent, dralab's processes above
-    rest, the driver's own work per kind; each control-plane component's CPU per pod beside them."""
-    measured = sorted((s for s in sizes if phase_row(s, QUIET, "dralab")), key=lambda s: int(s["nodes"]))
+    rest, the driver's own work per kind; each control-plane component's CPU per pod beside them. Each
+    figure is the mean of a kind's windows (both orders where both ran)."""
+    measured = sorted((s for s in sizes if phases_of(s)), key=lambda s: int(s["nodes"]))
     if not measured:
         return {}
     small, large = measured[0], measured[-1]
     two = large is not small
+    same = [p for p in QUIET_PHASES if p in phases_of(small) and p in phases_of(large)]
 
-    def growth(field: str) -> float | None:
-        if not two:
-            return None
-        a, b = (phase_row(s, QUIET, "dralab").get(field) for s in (large, small))
-        return _ratio(a, b) if a is not None and b is not None and a > 0 and b > 0 else None
+    def growth(a: float | None, b: float | None) -> float | None:
+        return _ratio(a, b) if two and a is not None and b is not None and a > 0 and b > 0 else None
 
-    work, above = growth("dralab_work_cpu_ms_per_pod"), growth("dralab_cpu_ms_per_pod_above_rest")
-    driver = {k: _ratio(driver_pod_work(large, [QUIET], k), driver_pod_work(small, [QUIET], k)) if two else None
-              for k in KINDS}
-    per_pod = {str(s["nodes"]): {k: {c: component_above_rest(phase_row(s, QUIET, k), c, s.get(REST) or {})
+    work, above = (growth(kind_figure(large, "dralab", f, same), kind_figure(small, "dralab", f, same))
+                   for f in ("dralab_work_cpu_ms_per_pod", "dralab_cpu_ms_per_pod_above_rest"))
+    driver = {k: growth(driver_pod_work(large, same, k), driver_pod_work(small, same, k)) for k in KINDS}
+    per_pod = {str(s["nodes"]): {k: {c: kind_above_rest(s, k, c, phases_of(s))
                                      for c in (*CONTROL_PLANE, "webhook", "driver")} for k in KINDS}
                for s in measured}
+    driver_vs_baseline = _ratio(driver["dralab"], driver["baseline"])
+    webhook = growth(*(kind_above_rest(s, "dralab", "webhook", same) for s in (large, small)))
     leaks = [s.get("leaks") for s in measured]
     no_leaks = None if any(lk is None for lk in leaks) else all(not any(lk.values()) for lk in leaks if lk)
     return {
-        "largest_nodes": large["nodes"], "smallest_nodes": small["nodes"],
+        "largest_nodes": large["nodes"], "smallest_nodes": small["nodes"], "phases_compared": same,
         "cpu_growth_target": CPU_GROWTH_TARGET,
         "pod_work_cpu_growth": work,
         "meets_pod_work_cpu_growth": at_most(work, CPU_GROWTH_TARGET),
         "cpu_growth_above_rest": above,
         "meets_cpu_growth_above_rest": at_most(above, CPU_GROWTH_TARGET),
+        # the same code does the same Prepare, Unprepare and status write for the baseline's pods: their growth is
+        # the machine's (the filled fleet's rest, busier with size), dralab's over it is what dralab's pods add
         "driver_pod_work_growth": driver,
+        "driver_pod_work_growth_vs_baseline": driver_vs_baseline,
+        "meets_driver_pod_work_growth_vs_baseline": at_most(driver_vs_baseline, CPU_GROWTH_TARGET),
+        "webhook_cpu_growth": webhook,
+        "meets_webhook_cpu_growth": at_most(webhook, CPU_GROWTH_TARGET),
         "above_rest_ms_per_pod": per_pod,
         "no_leaks": no_leaks,
     }
@@ -164,9 +199,10 @@ async def run_quiet(handle: Any, nodes: int, quick: bool, timeout: float, row: d
     """Fill, rest, each kind's lone pods, rest again, clear, leaks: into ``row`` (``row["step"]`` names the
     step running, so the caller keeps what was measured when one fails)."""
     fleet = Fleet(handle, nodes, timeout)
-    phases: dict[str, dict[str, Any]] = {QUIET: {}}
-    n = n_pods(quick)
-    row.update(nodes=nodes, devices_per_node=DEVICES_PER_NODE, quiet_pods=n, phases=phases, step="fill")
+    phases: dict[str, dict[str, Any]] = {phase: {} for phase in QUIET_PHASES}
+    n = n_pods(quick) // 2  # per window: each kind has two
+    row.update(nodes=nodes, devices_per_node=DEVICES_PER_NODE, quiet_pods=n_pods(quick), window_pods=n,
+               phases=phases, step="fill")
     async with async_client(handle) as client:
         runner = Runner(client, timeout=timeout, retry_refusals=True, stall_s=STALL_S)
         fill_ns = await runner.namespace("fleet-dralab")
@@ -175,15 +211,16 @@ async def run_quiet(handle: Any, nodes: int, quick: bool, timeout: float, row: d
             row["fill"] = {k: filled[k] for k in ("pods", "pods_per_s", "failures", "not_running")}
             row["step"] = "at rest, filled"
             row["rest_before_cpu_ms_per_s"] = await fleet.at_rest()
-            for kind in KINDS:
-                row["step"] = f"lone pods, {kind}"
-                ns = await runner.namespace(f"quiet-{kind}")
-                await _create_templates(runner, ns, _pods(kind, ns, "q", 1, FILL_POD)[1])
-                phases[QUIET][kind] = await fleet.measured(client, n, one_at_a_time(fleet, runner, ns, kind, n))
-                console.print(f"[{nodes} nodes] lone {kind} pods: running p50 {phases[QUIET][kind]['running_p50_s']}s "
-                              f"dralab {phases[QUIET][kind]['dralab_cpu_ms_per_pod']} ms/pod",
-                              markup=False, highlight=False)
-                await _timed_clear(runner, ns, timeout)
+            for phase, kinds in ORDERS:
+                for kind in kinds:
+                    row["step"] = f"lone pods, {phase}, {kind}"
+                    ns = await runner.namespace(f"quiet-{kind}")
+                    await _create_templates(runner, ns, _pods(kind, ns, "q", 1, FILL_POD)[1])
+                    got = phases[phase][kind] = await fleet.measured(client, n,
+                                                                     one_at_a_time(fleet, runner, ns, kind, n))
+                    console.print(f"[{nodes} nodes] {phase} {kind}: running p50 {got['running_p50_s']}s "
+                                  f"dralab {got['dralab_cpu_ms_per_pod']} ms/pod", markup=False, highlight=False)
+                    await _timed_clear(runner, ns, timeout)
             row["step"] = "at rest, filled, after"
             row["rest_after_cpu_ms_per_s"] = await fleet.at_rest()
             row[REST] = rest_floor(row["rest_before_cpu_ms_per_s"], row["rest_after_cpu_ms_per_s"])

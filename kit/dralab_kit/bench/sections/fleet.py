@@ -62,7 +62,7 @@ def verdicts(res: FleetResult) -> list[list[str]]:
          verdict_text(v.get("meets_pod_work_cpu_growth"),
                       "not judged: a run before the driver counted its work, or one size only")],
         ["fleet", f"... the node driver's own CPU for each pod (Prepare, Unprepare, status write), growth at {large} "
-         f"÷ at {small} nodes, dralab's pods ÷ the baseline's ({_growths(v.get('driver_pod_work_growth'))}; the "
+         f"÷ at {small} nodes, dralab's pods ÷ the baseline's ({growths(v.get('driver_pod_work_growth'))}; the "
          "same code on the same machine: the baseline's growth is the contention of one 2-core machine)",
          _f(v.get("driver_pod_work_growth_vs_baseline")), f"<= {_f(v.get('cpu_growth_target'))}",
          verdict_text(v.get("meets_driver_pod_work_growth_vs_baseline"),
@@ -83,7 +83,7 @@ def verdicts(res: FleetResult) -> list[list[str]]:
     ]
 
 
-def _growths(by_kind: dict[str, float | None] | None) -> str:
+def growths(by_kind: dict[str, float | None] | None) -> str:
     """``dralab 1.5, baseline 1.82`` from a growth per kind."""
     return ", ".join(f"{kind} {_f(g)}" for kind, g in (by_kind or {}).items())
 
