@@ -38,6 +38,20 @@ def fmt(value: Any, unit: str = "") -> str:
     return f"{value}{unit}"
 
 
+def fmt_beside(value: Any, target: Any) -> str:
+    """A verdict's figure printed beside its target: as :func:`fmt`, with as many more digits as it takes
+    to differ from the target's own figure (1.196 or 1.204 against a target of 1.2 would both print "1.2",
+    and one of them is not met)."""
+    text = fmt(value)
+    if not isinstance(value, float) or not isinstance(target, (int, float)) or value == target:
+        return text
+    shown = fmt(float(target))
+    digits = 4
+    while text == shown and digits <= 12:
+        text, digits = f"{value:.{digits}g}", digits + 1
+    return text
+
+
 def md_table(header: list[str], rows: list[list[Any]]) -> list[str]:
     """A Markdown table for a report section, then a blank line (a ``|`` inside a cell becomes ``/``)."""
     out = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]

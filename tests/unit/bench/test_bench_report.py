@@ -148,3 +148,19 @@ def test_admission_repeats_show_the_apiservers_own_share_when_measured() -> None
     text = "\n".join(apiserver_share(summary, ["200"]))
     assert "| create | 39.4 / 0.391 |" in text and "| direct | 16 / 0.079 |" in text
     assert apiserver_share({}, ["200"]) == []  # older results: nothing to show
+
+
+@pytest.mark.parametrize(("value", "target", "shown"), [
+    (1.196, 1.2, "1.196"),  # would print "1.2" beside "<= 1.2" and be met
+    (1.204, 1.2, "1.204"),  # would print "1.2" beside "<= 1.2" and be NOT met
+    (1.2, 1.2, "1.2"),
+    (1.42, 1.2, "1.42"),
+    (0.9, 0.9, "0.9"),
+    (None, 1.2, "-"),
+    (1.1996, 1.2, "1.1996"),
+])
+def test_a_verdict_figure_never_prints_as_its_target_unless_it_is_it(value: float | None, target: float,
+                                                                      shown: str) -> None:
+    from dralab_kit.bench.common import fmt_beside
+
+    assert fmt_beside(value, target) == shown

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from dralab_kit.bench.common import fmt as _f
-from dralab_kit.bench.common import md_table
+from dralab_kit.bench.common import fmt_beside, md_table
 from dralab_kit.bench.fleet import DRALAB_COMPONENTS, FILL_AGAIN, kib_per_claim, phase_row
 from dralab_kit.bench.models.fleet import FleetPods, FleetResult
 from dralab_kit.bench.sections.format import verdict_text
@@ -45,30 +45,32 @@ def verdicts(res: FleetResult) -> list[list[str]]:
     orders = v.get("fill_ratio_by_order") or {}
     both = (f" (fill: the geometric mean of dralab first {_f(orders.get('dralab_first'))} and baseline first "
             f"{_f(orders.get('baseline_first'))})" if orders.get("baseline_first") is not None else "")
+    limit = v.get("cpu_growth_target")
+    target = f"<= {_f(limit)}"
     return [
         ["fleet", f"dralab ÷ DRA without dralab, pods bound/s, same run, fill / burst at {large} nodes{both}",
          f"{_f(ratios.get('fill'))} / {_f(ratios.get('burst'))}", f">= {_f(v.get('ratio_target'))}",
          verdict_text(v.get("meets_ratio"), unjudged)],
-        ["fleet", f"dralab CPU per pod at {large} nodes ÷ at {small} nodes", _f(v.get("cpu_growth")),
-         f"<= {_f(v.get('cpu_growth_target'))}",
+        ["fleet", f"dralab CPU per pod at {large} nodes ÷ at {small} nodes",
+         fmt_beside(v.get("cpu_growth"), limit), target,
          verdict_text(v.get("meets_cpu_growth"), "not judged: one size only")],
         ["fleet", f"... less each size's CPU at rest (the work pods cause), at {large} ÷ at {small} nodes",
-         _f(v.get("cpu_growth_above_rest")), f"<= {_f(v.get('cpu_growth_target'))}",
+         fmt_beside(v.get("cpu_growth_above_rest"), limit), target,
          verdict_text(v.get("meets_cpu_growth_above_rest"),
                       "not judged: no rest measured, a rest reading above a phase's, or one size only")],
         ["fleet", f"... counted where it is spent: the webhook above rest + the node's driver's own CPU for the pod "
          f"(Prepare, Unprepare, status write), at {large} ÷ at {small} nodes",
-         _f(v.get("pod_work_cpu_growth")), f"<= {_f(v.get('cpu_growth_target'))}",
+         fmt_beside(v.get("pod_work_cpu_growth"), limit), target,
          verdict_text(v.get("meets_pod_work_cpu_growth"),
                       "not judged: a run before the driver counted its work, or one size only")],
         ["fleet", f"... the node driver's own CPU for each pod (Prepare, Unprepare, status write), growth at {large} "
          f"÷ at {small} nodes, dralab's pods ÷ the baseline's ({growths(v.get('driver_pod_work_growth'))}; the "
          "same code on the same machine: the baseline's growth is the contention of one 2-core machine)",
-         _f(v.get("driver_pod_work_growth_vs_baseline")), f"<= {_f(v.get('cpu_growth_target'))}",
+         fmt_beside(v.get("driver_pod_work_growth_vs_baseline"), limit), target,
          verdict_text(v.get("meets_driver_pod_work_growth_vs_baseline"),
                       "not judged: a run before the driver counted its work, or one size only")],
         ["fleet", f"... the webhook's share alone (admission and janitor), at {large} ÷ at {small} nodes",
-         _f(v.get("webhook_cpu_growth")), f"<= {_f(v.get('cpu_growth_target'))}",
+         fmt_beside(v.get("webhook_cpu_growth"), limit), target,
          verdict_text(None if v.get("webhook_cpu_growth") is None
                       else v["webhook_cpu_growth"] <= v["cpu_growth_target"], "not judged: one size only")],
         ["fleet", f"churn at {large} nodes: a replacement pod's create to Running, p99 (dralab; {_churn(res.pods)}, "

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from dralab_kit.bench.common import fmt as _f
-from dralab_kit.bench.common import md_table
+from dralab_kit.bench.common import fmt_beside, md_table
 from dralab_kit.bench.fleet import phase_row
 from dralab_kit.bench.models.quiet import FleetQuietResult
 from dralab_kit.bench.quiet import ORDERS, QUIET_AGAIN, component_above_rest, verdict
@@ -19,21 +19,24 @@ def verdicts(res: FleetQuietResult) -> list[list[str]]:
     """Rows of the report's verdict table."""
     v = verdict(res.sizes)  # recomputed from the raw fields
     large, small = v.get("largest_nodes"), v.get("smallest_nodes")
-    target = f"<= {_f(v.get('cpu_growth_target'))}"
+    limit = v.get("cpu_growth_target")
+    target = f"<= {_f(limit)}"
     one = "not judged: one size only, or a figure missing"
     return [
         ["fleet-quiet", f"dralab CPU per lone pod on a filled fleet, counted where spent (the webhook above rest + "
          f"the node's driver's own CPU for Prepare, Unprepare, status), at {large} ÷ at {small} nodes",
-         _f(v.get("pod_work_cpu_growth")), target, verdict_text(v.get("meets_pod_work_cpu_growth"), one)],
+         fmt_beside(v.get("pod_work_cpu_growth"), limit), target,
+         verdict_text(v.get("meets_pod_work_cpu_growth"), one)],
         ["fleet-quiet", f"... dralab's processes (webhook + driver processes) above rest, {large} ÷ {small} nodes",
-         _f(v.get("cpu_growth_above_rest")), target, verdict_text(v.get("meets_cpu_growth_above_rest"), one)],
+         fmt_beside(v.get("cpu_growth_above_rest"), limit), target,
+         verdict_text(v.get("meets_cpu_growth_above_rest"), one)],
         ["fleet-quiet", f"... the node driver's own CPU for each lone pod (Prepare, Unprepare, status write), growth "
          f"at {large} ÷ {small} nodes, dralab's pods ÷ the baseline's ({growths(v.get('driver_pod_work_growth'))}: the "
          "same code for either kind's pods, so the baseline's growth is the machine's)",
-         _f(v.get("driver_pod_work_growth_vs_baseline")), target,
+         fmt_beside(v.get("driver_pod_work_growth_vs_baseline"), limit), target,
          verdict_text(v.get("meets_driver_pod_work_growth_vs_baseline"), one)],
         ["fleet-quiet", f"... the webhook's share alone, above rest, at {large} ÷ {small} nodes",
-         _f(v.get("webhook_cpu_growth")), target, verdict_text(v.get("meets_webhook_cpu_growth"), one)],
+         fmt_beside(v.get("webhook_cpu_growth"), limit), target, verdict_text(v.get("meets_webhook_cpu_growth"), one)],
         ["fleet-quiet", "leaks after the lone pods and the fill (claims, capacity, prepared)",
          "none" if v.get("no_leaks") else "some", "none", verdict_text(v.get("no_leaks"), "not judged")],
     ]
