@@ -76,6 +76,27 @@ FAKE_EXPORT CUresult cuCtxCreate_v2(CUcontext *ctx, unsigned int flags, CUdevice
     current_dev = dev;
     return CUDA_SUCCESS;
 }
+/* cuCtxCreate_v3 (CUDA 11.4): execution-affinity parameters before the flags. What the driver answers
+ * cuGetProcAddress("cuCtxCreate") with from version 11040 on, so a caller that asks for that base name
+ * with a newer version and calls it with three arguments fails, as it does on a real driver. */
+FAKE_EXPORT CUresult cuCtxCreate_v3(CUcontext *ctx, const void *params, int num_params, unsigned int flags,
+                                    CUdevice dev)
+{
+    if (num_params < 0 || (num_params > 0 && params == NULL))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (dev < 0 || dev >= fake_device_count())
+        return CUDA_ERROR_INVALID_DEVICE;
+    return cuCtxCreate_v2(ctx, flags, dev);
+}
+FAKE_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *ctx, CUdevice dev)
+{
+    if (ctx == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (dev < 0 || dev >= fake_device_count())
+        return CUDA_ERROR_INVALID_DEVICE;
+    *ctx = (CUcontext)(uintptr_t)(dev + 1);
+    return CUDA_SUCCESS;
+}
 FAKE_EXPORT CUresult cuCtxSetCurrent(CUcontext ctx)
 {
     current_dev = ctx == NULL ? -1 : (int)(uintptr_t)ctx - 1;
@@ -261,7 +282,9 @@ static const struct {
     {"cuDriverGetVersion", 2020, (void *)cuDriverGetVersion, NULL},
     {"cuDeviceGetCount", 2000, (void *)cuDeviceGetCount, NULL},
     {"cuDeviceGet", 2000, (void *)cuDeviceGet, NULL},
+    {"cuCtxCreate", 11040, (void *)cuCtxCreate_v3, NULL},
     {"cuCtxCreate", 3020, (void *)cuCtxCreate_v2, NULL},
+    {"cuDevicePrimaryCtxRetain", 7000, (void *)cuDevicePrimaryCtxRetain, NULL},
     {"cuCtxSetCurrent", 4000, (void *)cuCtxSetCurrent, NULL},
     {"cuCtxGetDevice", 2000, (void *)cuCtxGetDevice, NULL},
     {"cuCtxSynchronize", 2000, (void *)cuCtxSynchronize, NULL},

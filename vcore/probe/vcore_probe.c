@@ -43,7 +43,8 @@ struct cuda {
     getproc_fn getproc;
     CUresult (*init)(unsigned int);
     CUresult (*device_get)(CUdevice *, int);
-    CUresult (*ctx_create)(CUcontext *, unsigned int, CUdevice);
+    CUresult (*primary_ctx_retain)(CUcontext *, CUdevice);
+    CUresult (*ctx_set_current)(CUcontext);
     CUresult (*mem_alloc)(CUdeviceptr *, size_t);
     CUresult (*mem_free)(CUdeviceptr);
     CUresult (*mem_get_info)(size_t *, size_t *);
@@ -90,12 +91,16 @@ static int open_cuda(struct runtime *rt, int dev)
     }
     *(void **)&c.init = cuda_sym(&c, "cuInit");
     *(void **)&c.device_get = cuda_sym(&c, "cuDeviceGet");
-    *(void **)&c.ctx_create = cuda_sym(&c, "cuCtxCreate");
+    /* The primary context, as the CUDA runtime uses it. Not "cuCtxCreate": at version 12000 the driver
+     * answers with cuCtxCreate_v3 (five arguments, since 11040), seen on an H200 as error 101. */
+    *(void **)&c.primary_ctx_retain = cuda_sym(&c, "cuDevicePrimaryCtxRetain");
+    *(void **)&c.ctx_set_current = cuda_sym(&c, "cuCtxSetCurrent");
     *(void **)&c.mem_alloc = cuda_sym(&c, "cuMemAlloc");
     *(void **)&c.mem_free = cuda_sym(&c, "cuMemFree");
     *(void **)&c.mem_get_info = cuda_sym(&c, "cuMemGetInfo");
     *(void **)&c.total_mem = cuda_sym(&c, "cuDeviceTotalMem");
-    if (!c.init || !c.device_get || !c.ctx_create || !c.mem_alloc || !c.mem_free || !c.mem_get_info) {
+    if (!c.init || !c.device_get || !c.primary_ctx_retain || !c.ctx_set_current || !c.mem_alloc || !c.mem_free ||
+        !c.mem_get_info) {
         printf("error stage=getprocaddress message=\"missing CUDA entry points\"\n");
         return -1;
     }
@@ -105,7 +110,9 @@ static int open_cuda(struct runtime *rt, int dev)
     if (rc == CUDA_SUCCESS)
         rc = c.device_get(&d, dev);
     if (rc == CUDA_SUCCESS)
-        rc = c.ctx_create(&ctx, 0, d);
+        rc = c.primary_ctx_retain(&ctx, d);
+    if (rc == CUDA_SUCCESS)
+        rc = c.ctx_set_current(ctx);
     if (rc != CUDA_SUCCESS) {
         printf("error stage=init code=%d\n", rc);
         return -1;

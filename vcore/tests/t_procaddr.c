@@ -94,10 +94,16 @@ int main(int argc, char **argv)
         CHECK(is_from(dlsym(RTLD_NEXT, "cuMemAlloc_v2"), "libvcore", "cuMemAlloc_v2"));
     CHECK(dlsym(RTLD_NEXT, "getpid") != NULL);
 
+    /* vcore leaves names it does not wrap to the driver. "cuCtxCreate" past 11040 is the five-argument
+     * cuCtxCreate_v3 (what a probe calling it with three arguments met on an H200: error 101). */
+    CHECK(is_from(get(gpa2, "cuCtxCreate", 12000, 0, 0), "libcuda", "cuCtxCreate_v3"));
+    CHECK(is_from(get(gpa2, "cuCtxCreate", 11030, 0, 0), "libcuda", "cuCtxCreate_v2"));
+
     /* The functions obtained this way enforce the quota (limit 1024m) and report it. */
     CUresult (*init)(unsigned) = get(gpa2, "cuInit", 12000, 0, 0);
     CUresult (*dev_get)(CUdevice *, int) = get(gpa2, "cuDeviceGet", 12000, 0, 0);
-    CUresult (*ctx_create)(CUcontext *, unsigned, CUdevice) = get(gpa2, "cuCtxCreate", 12000, 0, 0);
+    CUresult (*primary_retain)(CUcontext *, CUdevice) = get(gpa2, "cuDevicePrimaryCtxRetain", 12000, 0, 0);
+    CUresult (*set_current)(CUcontext) = get(gpa2, "cuCtxSetCurrent", 12000, 0, 0);
     CUresult (*mem_alloc)(CUdeviceptr *, size_t) = get(gpa2, "cuMemAlloc", 12000, 0, 0);
     CUresult (*mem_free)(CUdeviceptr) = get(gpa2, "cuMemFree", 12000, 0, 0);
     CUresult (*mem_info)(size_t *, size_t *) = get(gpa2, "cuMemGetInfo", 12000, 0, 0);
@@ -105,7 +111,8 @@ int main(int argc, char **argv)
     CUcontext c;
     CHECK_EQ(init(0), 0);
     CHECK_EQ(dev_get(&d, 0), 0);
-    CHECK_EQ(ctx_create(&c, 0, d), 0);
+    CHECK_EQ(primary_retain(&c, d), 0);
+    CHECK_EQ(set_current(c), 0);
     CUdeviceptr a, b;
     size_t f, t;
     CHECK_EQ(mem_alloc(&a, 1000 * MiB), CUDA_SUCCESS);

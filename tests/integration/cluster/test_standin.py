@@ -15,7 +15,7 @@ import uuid
 import pytest
 from kubernetes import client
 
-from dralab.util import wait_for
+from dralab.util import WaitTimeout, wait_for
 from dralab_kit.cluster.standin.status import POD_CIDR
 from dralab_kit.cluster.standin.testdriver import TestDriver
 
@@ -193,7 +193,13 @@ def test_slices_of_a_driver_gone_for_30s_are_removed(cluster, k8s_client, test_d
             return exc.status == 404
 
     assert not slice_gone(), "the slice must survive a short outage"
-    wait_for(slice_gone, 90, "the stand-in to remove the slices of the unreachable driver")
+    try:
+        wait_for(slice_gone, 90, "the stand-in to remove the slices of the unreachable driver")
+    except WaitTimeout:
+        log = cluster.log_path(f"kubelet/{node}")
+        lines = [line for line in log.read_text().splitlines() if test_driver.name in line] if log.exists() else []
+        pytest.fail(f"the slice of {test_driver.name} is still published after 90 s; the stand-in's log ({log}) "
+                    "says of it:\n" + "\n".join(lines[-20:]))
     # a grace period, not a speed: a driver restart must not cost its slices
     assert time.monotonic() - stopped >= 20, "slices were removed before the ~30 s grace period"
     # recreate it so the fixture's cleanup finds it

@@ -182,6 +182,24 @@ def test_slices_of_an_unreachable_driver_are_removed(env):
     assert standin.plugins.get(DRIVER) is None, "a driver whose sockets are gone is forgotten"
 
 
+def test_a_failed_slice_removal_is_tried_again_until_it_succeeds(env):
+    """A DELETE refused once must not leave a gone driver's slices published for good."""
+    kube, driver, standin, _ = env
+    kube.fail("delete", path="/apis/resource.k8s.io/v1/resourceslices", nth=0)
+    driver.stop()
+    standin.plugins.check_reachability(now=100.0)
+
+    def deletes() -> int:
+        return len([c for c in kube.calls if c.verb == "delete"])
+
+    standin._cleanup_slices(now=100.0)
+    assert deletes() == 1 and standin.plugins.get(DRIVER) is not None, "kept until its slices are removed"
+    standin._cleanup_slices(now=100.5)
+    assert deletes() == 1, "a retry waits for its backoff (1 s after the first failure)"
+    standin._cleanup_slices(now=101.0)
+    assert deletes() == 2 and standin.plugins.get(DRIVER) is None
+
+
 def test_start_removes_the_node_slices_as_the_real_kubelet_does(env):
     kube, _driver, standin, _ = env
     standin._note_existing_slices()

@@ -88,6 +88,7 @@ class StandIn:
         self._queued: dict[str, float] = {}
         self._cond = threading.Condition()
         self._orphan_drivers: set[str] = set()
+        self._wipe_retries: dict[str, tuple[int, float]] = {}  # driver -> (failed wipes, next attempt)
         self.ips = status.PodIPs()
         self._started: set[str] = set()  # pods this process wrote Running for (the watch may lag behind)
         self._host_ip: str | None = None
@@ -236,27 +237,44 @@ class StandIn:
         self._orphan_drivers = {s["spec"]["driver"] for s in listing.get("items", [])}
 
     def _cleanup_slices(self, now: float) -> None:
+        """Remove the slices of drivers unreachable for ``slice_cleanup_seconds`` and of drivers that never
+        registered since start. A removal that failed is tried again (backing off) until it succeeds:
+        marking it done on a failed DELETE left a gone driver's slices published for good (seen in CI)."""
         for plugin in self.plugins.snapshot():
             since = plugin.unreachable_since
-            if since is not None and not plugin.slices_wiped and now - since >= self.slice_cleanup_seconds:
-                self._wipe_slices(plugin.name)
+            if since is None:
+                self._wipe_retries.pop(plugin.name, None)
+            elif not plugin.slices_wiped and now - since >= self.slice_cleanup_seconds:
+                if not self._wipe_slices(plugin.name, now):
+                    continue
                 plugin.slices_wiped = True
                 if not Path(plugin.reg_socket).exists():
                     self.plugins.forget(plugin.name)
         for driver in list(self._orphan_drivers):
-            if self.plugins.get(driver) is not None:
-                self._orphan_drivers.discard(driver)
-            elif now - self.started >= self.slice_cleanup_seconds:
-                self._wipe_slices(driver)
+            registered = self.plugins.get(driver) is not None
+            if registered or (now - self.started >= self.slice_cleanup_seconds and self._wipe_slices(driver, now)):
                 self._orphan_drivers.discard(driver)
 
-    def _wipe_slices(self, driver: str) -> None:
+    def _wipe_slices(self, driver: str, now: float) -> bool:
+        """Delete ``driver``'s slices on this node; False when it failed or a retry is not due yet."""
+        failures, due = self._wipe_retries.get(driver, (0, 0.0))
+        if now < due:
+            return False
         selector = f"spec.nodeName={self.node},spec.driver={driver}"
         try:
             self.kube.delete(SLICES_PATH, params={"fieldSelector": selector})
-            log.warning("removed ResourceSlices of unreachable driver", extra={"fields": {"driver": driver}})
         except Exception as exc:
-            log.warning("slice cleanup failed", extra={"fields": {"driver": driver, "error": str(exc)[:200]}})
+            failures += 1
+            delay = logic.backoff(failures)
+            self._wipe_retries[driver] = (failures, now + delay)
+            log.warning(
+                "slice cleanup failed",
+                extra={"fields": {"driver": driver, "error": str(exc)[:200], "retryIn": delay}},
+            )
+            return False
+        self._wipe_retries.pop(driver, None)
+        log.warning("removed ResourceSlices of unreachable driver", extra={"fields": {"driver": driver}})
+        return True
 
     # ------------------------------------------------------------ pod sync
 
