@@ -69,6 +69,11 @@ def test_backoff_doubles_and_caps():
     assert [logic.backoff(n) for n in range(8)] == [0, 1, 2, 4, 8, 16, 30, 30]
 
 
+def test_not_ready_looks_are_quick_at_first_then_back_off_to_the_kubelets_10s():
+    delays = [logic.not_ready_delay(n) for n in range(1, 11)]
+    assert delays == [0.5, 0.5, 0.5, 0.5, 1.0, 2.0, 4.0, 8.0, 10.0, 10.0]
+
+
 def test_record_has_exactly_the_contract_fields():
     record = logic.make_record(
         node="n", pod="p", namespace="ns", pod_uid="u", claims=[{"name": "c", "uid": "cu"}], driver="d",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -169,6 +170,25 @@ def test_shared_claim_unprepared_after_the_last_pod(env):
     del standin.pods["p2"]
     standin.sync("p2")
     assert driver.methods() == ["NodePrepareResources", "NodeUnprepareResources"]
+
+
+def test_a_pod_whose_claim_stays_unallocated_is_looked_at_less_often(env):
+    """A pod stuck on a claim that is never allocated (kube-controller-manager's second claim) backs
+    off; once the claim is allocated the pod is prepared and its count is gone."""
+    kube, driver, standin, _ = env
+    path = "/apis/resource.k8s.io/v1/namespaces/ns/resourceclaims/c"
+    kube.objects[path] = {"metadata": {"name": "c", "namespace": "ns", "uid": "cu"}, "status": {}}
+    _add_pod(kube, standin, _pod("p", "pu", "c"))
+    delays = []
+    for _ in range(7):
+        before = time.monotonic()
+        standin.sync("pu")
+        delays.append(standin._queued.pop("pu") - before)  # taken off the queue, as the worker does
+    assert standin.waits["pu"] == 7 and driver.methods() == []
+    assert delays[0] < 1.0 and delays[-1] > 3.5, f"quick at first, then spread out: {delays}"
+    kube.objects[path] = _claim("c", "cu", ["pu"])
+    standin.sync("pu")
+    assert driver.methods() == ["NodePrepareResources"] and "pu" not in standin.waits
 
 
 def test_slices_of_an_unreachable_driver_are_removed(env):

@@ -15,6 +15,9 @@ from dralab.model import podclaims
 TERMINAL_PHASES = ("Succeeded", "Failed")
 BACKOFF_START = 1.0
 BACKOFF_MAX = 30.0
+NOT_READY_QUICK = 4  # looks 0.5 s apart: the controller or the scheduler is about to write the claim
+NOT_READY_START = 0.5
+NOT_READY_MAX = 10.0  # the kubelet's pod worker retries a failed sync after about 10 s (its backOffPeriod)
 
 
 class NotReady(Exception):
@@ -80,6 +83,19 @@ def backoff(failures: int, start: float = BACKOFF_START, cap: float = BACKOFF_MA
     if failures <= 0:
         return 0.0
     return min(cap, start * (2 ** (failures - 1)))
+
+
+def not_ready_delay(waits: int) -> float:
+    """Seconds before the next look at a pod whose claims are not ready, after ``waits`` looks in a row.
+
+    Quick at first, since a claim not created or not allocated yet usually is a moment later; then
+    doubling up to 10 s, so that pods which stay stuck (kube-controller-manager's second claim) cost
+    little: at a flat 0.5 s, 88 such pods on a 200-node fleet kept the stand-ins at 243 ms/s of CPU and
+    the apiserver at 331 ms/s with nothing else running.
+    """
+    if waits <= NOT_READY_QUICK:
+        return NOT_READY_START
+    return min(NOT_READY_MAX, NOT_READY_START * 2 ** (waits - NOT_READY_QUICK))
 
 
 def cdi_ids(response_claim: dict[str, Any]) -> list[str]:

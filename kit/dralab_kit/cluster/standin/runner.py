@@ -80,6 +80,7 @@ class StandIn:
         self.metrics = metrics
         self.pods: dict[str, dict[str, Any]] = {}
         self.failures: dict[str, int] = {}
+        self.waits: dict[str, int] = {}  # pod uid -> looks in a row that found its claims not ready
         self.events: dict[tuple[str, str], tuple[str, int]] = {}
         self.started = time.time()
         self.ready = threading.Event()
@@ -281,6 +282,7 @@ class StandIn:
     def sync(self, uid: str) -> None:
         pod = self.pods.get(uid)
         if logic.is_gone_or_done(pod):
+            self.waits.pop(uid, None)
             self._release(uid)
             return
         assert pod is not None
@@ -290,11 +292,17 @@ class StandIn:
             return
         if uid in self._started or status.started(pod):
             return
+        waits = self.waits.pop(uid, 0)
         try:
             self._prepare_pod(pod)
         except logic.NotReady as exc:
-            log.info("pod not ready for prepare", extra={"fields": {"pod": pod["metadata"]["name"], "why": str(exc)}})
-            self.enqueue(uid, 0.5)
+            self.waits[uid] = waits + 1
+            delay = logic.not_ready_delay(waits + 1)
+            log.info(
+                "pod not ready for prepare",
+                extra={"fields": {"pod": pod["metadata"]["name"], "why": str(exc), "retryIn": delay}},
+            )
+            self.enqueue(uid, delay)
         except KubeError as exc:  # API server restarting: retry soon, no event
             failures = self.failures.get(uid, 0) + 1
             self.failures[uid] = failures
