@@ -129,9 +129,12 @@ class PluginManager:
 
     def _register(self, path: Path, inode: int) -> str | None:
         """GetInfo, then (as the kubelet) record the plugin before NotifyRegistrationStatus: a driver told it
-        is registered may be called at once, so the plugin must be callable by then."""
+        is registered may be called at once, so the plugin must be callable by then.
+
+        A status that could not be delivered leaves the plugin registered, as the kubelet leaves it: the
+        driver may have received it all the same (a reply lost or late on a busy node), and a plugin the
+        driver believes registered but the node does not would never have its slices removed."""
         plugin = None
-        previous = None
         try:
             with _channel(str(path)) as channel:
                 stub = pluginregistration_pb2_grpc.RegistrationStub(channel)
@@ -142,20 +145,18 @@ class PluginManager:
                     assert version is not None
                     plugin = Plugin(info.name, info.endpoint, version, str(path), inode, time.time())
                     with self._lock:  # a replaced registration's channel closes when its last call ends
-                        previous = self.plugins.get(info.name)
                         self.plugins[info.name] = plugin
-                stub.NotifyRegistrationStatus(
-                    pluginregistration_pb2.RegistrationStatus(plugin_registered=not error, error=error or ""),
-                    timeout=5,
-                )
+                try:
+                    stub.NotifyRegistrationStatus(
+                        pluginregistration_pb2.RegistrationStatus(plugin_registered=not error, error=error or ""),
+                        timeout=5,
+                    )
+                except grpc.RpcError as exc:
+                    log.warning(
+                        "registration status not delivered",
+                        extra={"fields": {"socket": str(path), "error": str(exc.code())}},
+                    )
         except grpc.RpcError as exc:
-            if plugin is not None:  # not told, so not registered: what was there before stays
-                with self._lock:
-                    if self.plugins.get(plugin.name) is plugin:
-                        if previous is None:
-                            del self.plugins[plugin.name]
-                        else:
-                            self.plugins[plugin.name] = previous
             log.info(
                 "registration socket not answering yet",
                 extra={"fields": {"socket": str(path), "error": str(exc.code())}},
