@@ -93,9 +93,7 @@ def not_ready_delay(waits: int) -> float:
     little: at a flat 0.5 s, 88 such pods on a 200-node fleet kept the stand-ins at 243 ms/s of CPU and
     the apiserver at 331 ms/s with nothing else running.
     """
-    if waits <= NOT_READY_QUICK:
-        return NOT_READY_START
-    return min(NOT_READY_MAX, NOT_READY_START * 2 ** (waits - NOT_READY_QUICK))
+    return backoff(max(1, waits - NOT_READY_QUICK + 1), start=NOT_READY_START, cap=NOT_READY_MAX)
 
 
 def cdi_ids(response_claim: dict[str, Any]) -> list[str]:
