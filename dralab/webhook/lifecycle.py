@@ -5,10 +5,17 @@ another pod's claim gets a hashed variant; if any create fails, the claims this 
 created are deleted before the pod is denied, so a failed admission leaves nothing behind.
 ``template``: the shared, content-named ResourceClaimTemplates are created if missing; the
 resourceclaim controller then makes pod-owned claims from them. A template is created once per
-process and :data:`TEMPLATE_CACHE_SECONDS`, whatever the number of admissions: those arriving while
-its create is in flight wait for that one call (at 500 nodes, 4,000 pods created at once each sent
-their own create, 420 of them, each answered 409 by an overloaded apiserver). The namespace's
-creation rate is charged for the templates created, not for pods that create nothing.
+process, whatever the number of admissions: those arriving while its first create is in flight wait
+for that one call (at 500 nodes, 4,000 pods created at once each sent their own create, 420 of them,
+each answered 409 by an overloaded apiserver). Once a template is known to exist, it is re-created
+(409 if it is still there) every :data:`TEMPLATE_CACHE_SECONDS` in the background, and no admission
+waits on that check: when every admission of the process waited on it, each re-check held up
+admission for the length of one create on an overloaded apiserver (2.8 s on average in a 500-node
+fill; README "Scale", item 18). A template
+deleted by hand is made again by the first admission after the re-check is due; the claims of pods
+admitted before it exists wait, as kube-controller-manager retries them. The namespace's creation
+rate is charged for the templates created the first time, not for pods that create nothing nor for
+the re-checks (at most one per template, process and period).
 """
 
 from __future__ import annotations
@@ -210,21 +217,30 @@ class ClaimLifecycle:
     async def _ensure_templates(self, conv: Conversion) -> None:
         for template in conv.objects:
             key = (conv.namespace, template["metadata"]["name"])
-            if self._templates.get(key, 0.0) > self.clock():
+            known_until = self._templates.get(key)
+            if known_until is not None and known_until > self.clock():
                 continue
             pending = self._template_creates.get(key)
             if pending is None:
-                self._charge(conv.namespace, 1)
+                if known_until is None:  # a first create is charged; a re-check of a known one is not
+                    self._charge(conv.namespace, 1)
                 pending = asyncio.ensure_future(self._create_template(key, template))
                 self._template_creates[key] = pending
                 pending.add_done_callback(functools.partial(self._created, key))
+            if known_until is not None:
+                continue  # it existed: re-checked in the background, nobody waits (module docstring)
             # shielded: an admission cut off by its deadline leaves the create to finish for the others
             await asyncio.shield(pending)
 
     def _created(self, key: tuple[str, str], done: asyncio.Future[None]) -> None:
         self._template_creates.pop(key, None)
-        if not done.cancelled():
-            done.exception()  # read here too: when every waiter was cut off, its failure is still not unread
+        if done.cancelled():
+            return
+        # read here too: when every waiter was cut off, or nobody waited (a re-check), its failure is not unread
+        error = done.exception()
+        if error is not None and key in self._templates:
+            log.warning("re-checking a ResourceClaimTemplate failed; the next admission tries again",
+                        extra={"fields": {"namespace": key[0], "name": key[1], "error": str(error)}})
 
     async def _create_template(self, key: tuple[str, str], template: dict[str, Any]) -> None:
         assert self.api is not None

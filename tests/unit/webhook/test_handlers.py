@@ -217,6 +217,49 @@ def test_template_mode_sends_one_create_for_admissions_arriving_while_it_is_in_f
     assert fake_api.paths("create") == [templates_path(NS)]
 
 
+def test_template_mode_rechecks_a_known_template_in_the_background_without_holding_admissions(fake_api) -> None:
+    """Every admission of a worker used to wait on the periodic re-check (a create answered 409): at 500
+    nodes each one stopped admission for seconds and some outlived the 8 s deadline. Now the pod whose
+    admission finds the check due is answered while the check is still in flight, and the check is not
+    charged to the namespace's rate (a burst of 1 is spent by the first create)."""
+    import threading
+
+    now = [100.0]
+    cfg = parse_config({"webhook": {"lifecycle": "template", "claimCreateBurst": 1,
+                                    "claimCreateRatePerSecond": 0.001}})
+    wh = build(cfg, fake_api, janitor=False)
+    wh.handler.lifecycle.clock = lambda: now[0]
+    wh.handler.lifecycle.rate.clock = lambda: now[0]
+
+    def pod(i: int) -> dict[str, Any]:
+        p = lab20_pod()
+        p["metadata"]["name"] = f"p{i}"
+        return p
+
+    assert run(wh.handler.mutate, review(pod(0), uid="u0"))["response"]["allowed"]  # the first create: waited on
+    assert fake_api.paths("create") == [templates_path(NS)]
+    release = threading.Event()
+    fake_api.on_call.append(lambda call: release.wait(10) if call.verb == "create" else None)
+    now[0] += 61.0  # the re-check is due
+
+    async def main() -> tuple[dict[str, Any], dict[str, Any], int]:
+        first = await wh.handler.mutate(review(pod(1), uid="u1"))  # answered with the re-check blocked
+        second = await wh.handler.mutate(review(pod(2), uid="u2"))  # joins the re-check in flight
+        in_flight = len(wh.handler.lifecycle._template_creates)
+        release.set()
+        for pending in list(wh.handler.lifecycle._template_creates.values()):
+            await pending
+        return first, second, in_flight
+
+    first, second, in_flight = anyio.run(main)
+    assert first["response"]["allowed"] and second["response"]["allowed"]
+    assert in_flight == 1  # one re-check for both
+    assert fake_api.paths("create") == [templates_path(NS)] * 2  # the re-check was sent (409: still there)
+    assert not wh.handler.lifecycle._template_creates
+    assert run(wh.handler.mutate, review(pod(3), uid="u3"))["response"]["allowed"]  # fresh again: no create
+    assert len(fake_api.paths("create")) == 2
+
+
 def test_template_mode_charges_the_namespace_rate_per_template_created_not_per_pod(fake_api) -> None:
     cfg = parse_config({"webhook": {"lifecycle": "template", "claimCreateBurst": 1, "claimCreateRatePerSecond": 0.001,
                                     "maxClaimsPerPod": 1}})
