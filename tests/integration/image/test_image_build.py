@@ -79,7 +79,9 @@ def test_image_holds_the_cluster_parts_and_not_the_lab_kit(built: BuildResult) -
 
 
 def test_cli_runs_inside_as_65532_and_pytest_is_absent(container: list[str]) -> None:
-    assert run_in(container, "id", "-u").stdout.strip() == "65532"
+    # CI once saw this first command print nothing: the answer says how it ended and what it wrote
+    uid = run_in(container, "id", "-u")
+    assert uid.returncode == 0 and uid.stdout.strip() == "65532", (uid.returncode, uid.stdout, uid.stderr)
     for argv in (["dralab", "--help"], ["dralab", "webhook", "--help"], ["dralab", "driver", "--help"],
                  ["dralab", "monitor", "--help"]):  # fmt: skip
         proc = run_in(container, *argv)
