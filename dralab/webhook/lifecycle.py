@@ -11,9 +11,9 @@ each answered 409 by an overloaded apiserver). Once a template is known to exist
 (409 if it is still there) every :data:`TEMPLATE_CACHE_SECONDS` in the background, and no admission
 waits on that check: when every admission of the process waited on it, each re-check held up
 admission for the length of one create on an overloaded apiserver (2.8 s on average in a 500-node
-fill; README "Scale", item 18). A template
-deleted by hand is made again by the first admission after the re-check is due; the claims of pods
-admitted before it exists wait, as kube-controller-manager retries them. The namespace's creation
+fill; README "Scale", item 18). A template deleted by hand is made again by the first admission
+after the re-check is due; the claims of pods admitted before it exists wait, as
+kube-controller-manager retries them. The namespace's creation
 rate is charged for the templates created the first time, not for pods that create nothing nor for
 the re-checks (at most one per template, process and period).
 """

@@ -219,7 +219,7 @@ def test_template_mode_sends_one_create_for_admissions_arriving_while_it_is_in_f
 
 def test_template_mode_rechecks_a_known_template_in_the_background_without_holding_admissions(fake_api) -> None:
     """Every admission of a worker used to wait on the periodic re-check (a create answered 409): at 500
-    nodes each one stopped admission for seconds and some outlived the 8 s deadline. Now the pod whose
+    nodes each one held up admission for 2.8 s on average. Now the pod whose
     admission finds the check due is answered while the check is still in flight, and the check is not
     charged to the namespace's rate (a burst of 1 is spent by the first create)."""
     import threading
