@@ -63,6 +63,8 @@ def bench() -> None:
     Example:
       dralab bench admission --quick --out /tmp/results
     """
+    from dralab_kit.bench.common import stop_on_terminate
     from dralab_kit.bench.results import mark_start
 
+    stop_on_terminate()  # a SIGTERM takes the benchmark's throw-away clusters down, as Ctrl-C does
     mark_start()

@@ -4,11 +4,29 @@ from __future__ import annotations
 
 import math
 import os
+import signal
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import click
+
+
+def stop_on_terminate() -> None:
+    """Take a SIGTERM as Ctrl-C: raise KeyboardInterrupt once, then ignore further SIGTERMs.
+
+    Several benchmarks bring up throw-away clusters (a 500-node fleet is a dozen processes) and take
+    them down in ``finally``, and the fleet benches keep the phases measured so far on Ctrl-C. A
+    SIGTERM (``timeout``, a CI job's cancel, ``kill``) ended the process without either, leaving every
+    component running. The second SIGTERM is ignored so that it cannot cut the clean-up short; SIGKILL
+    still stops the process at once.
+    """
+
+    def interrupt(signum: int, frame: Any) -> None:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
+
+    signal.signal(signal.SIGTERM, interrupt)
 
 
 def percentile(values: Sequence[float], pct: float) -> float:
