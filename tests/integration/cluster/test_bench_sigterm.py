@@ -9,7 +9,6 @@ measuring is written as interrupted.
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -20,27 +19,15 @@ import pytest
 
 from dralab_kit.cluster import build
 from dralab_kit.cluster.api import down
+from dralab_kit.cluster.node.lifecycle import describe_pid
+
+from .processes import processes_naming
 
 pytestmark = pytest.mark.integration
 
 NODES = 4
 UP_TIMEOUT_S = 300.0  # bring-up of a 4-node fleet: about 15 s on 2 idle cores
 EXIT_TIMEOUT_S = 180.0
-
-
-def _processes_naming(word: str) -> list[str]:
-    """Command lines of live processes that contain ``word`` (a cluster's name is in its components' paths)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
-            continue
-        try:
-            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            continue
-        if word in cmdline:
-            found.append(f"{entry.name}: {cmdline[:200]}")
-    return found
 
 
 def test_sigterm_to_the_fleet_bench_takes_its_fleet_down(tmp_path: Path) -> None:
@@ -65,10 +52,11 @@ def test_sigterm_to_the_fleet_bench_takes_its_fleet_down(tmp_path: Path) -> None
     reader.start()
     try:
         assert up.wait(UP_TIMEOUT_S), f"the fleet never came up:\n{''.join(lines)}"
-        assert _processes_naming(name), f"no process of {name} runs after 'fleet up'"
+        assert processes_naming(name), f"no process of {name} runs after 'fleet up'"
         proc.send_signal(signal.SIGTERM)
         rc = proc.wait(EXIT_TIMEOUT_S)
-        left = _processes_naming(name)  # the bench's `down` returned only once its processes had ended
+        # the bench's `down` returned only once its processes had ended
+        left = [describe_pid(pid) for pid in processes_naming(name)]
     finally:
         if proc.poll() is None:
             proc.kill()

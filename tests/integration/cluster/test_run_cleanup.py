@@ -17,6 +17,8 @@ import pytest
 
 from dralab_kit.cluster.api import ensure_cluster, list_clusters
 
+from .processes import processes_naming
+
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -25,21 +27,6 @@ ENDINGS = {
     "fails": "assert False, 'a failing test'",
     "interrupted": "raise KeyboardInterrupt",
 }
-
-
-def _processes_under(folder: Path) -> list[int]:
-    """Pids whose command line names ``folder`` (the cluster's components all do: their state and logs)."""
-    found = []
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
-        try:
-            cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            continue
-        if str(folder) in cmdline and int(proc.name) != os.getpid():
-            found.append(int(proc.name))
-    return found
 
 
 @pytest.mark.parametrize("ending", sorted(ENDINGS))
@@ -69,9 +56,9 @@ def test_clusters_started_by_a_run_are_down_after_it(tmp_path: Path, ending: str
     try:
         assert list_clusters() == ["kept"]
         probe_root = home / "clusters" / "probe"
-        assert _processes_under(probe_root) == []
+        assert processes_naming(str(probe_root)) == []
     finally:
         from dralab_kit.cluster.api import down
 
         down("kept", keep_logs=False)
-    assert _processes_under(home) == []
+    assert processes_naming(str(home)) == []
