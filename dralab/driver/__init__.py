@@ -12,7 +12,8 @@ Modules, one job each:
 - :mod:`.cdi`: CDI spec rendering (pure); :mod:`.checkpoint`: crash-safe record of prepared claims;
   :mod:`.state`: owns prepare/unprepare; :mod:`.claims`: where claims are read from; :mod:`.informer`:
   a watch-fed cache of the node's claims; :mod:`.status`: the claim's ``status.devices`` after Prepare;
-  :mod:`.limits`: size-limited claim folders.
+  :mod:`.limits`: size-limited claim folders; :mod:`.dirstamp`: whether the CDI folder changed since its
+  last check (one ``stat`` a pass while it has not).
 - :mod:`.server`: gRPC servers on unix sockets; :mod:`.runner`: one driver process; :mod:`.metrics`:
   /metrics, /healthz, /readyz; :mod:`.cli`: ``dralab driver run|slices|cdi``.
 

@@ -45,6 +45,7 @@ from dralab.driver.cdi import ClaimRef, ContainerEdits, PreparedDevice
 from dralab.driver.checkpoint import PREPARE_COMPLETED, Checkpoint, CheckpointStore, ClaimEntry, GroupCommit
 from dralab.driver.claims import ClaimCache, ClaimSource
 from dralab.driver.devices import Backend, Device, Mount
+from dralab.driver.dirstamp import UnchangedSince
 from dralab.driver.library import LibraryStatus
 from dralab.driver.metrics import DriverMetrics
 from dralab.driver.status import StatusUpdate, device_entries
@@ -210,6 +211,7 @@ class DriverState:
         self.devices = {d.name: d for d in backend.enumerate() if d.vendor == vendor.key}
         self._lock = threading.Lock()
         self._spares: list[Path] = []  # under _lock: empty claim directories, ready to be renamed into place
+        self._specs_seen = UnchangedSince(self.cdi_dir)  # restore_specs skips a pass while this holds
         self.store = CheckpointStore(self.root / "checkpoint.json", self.driver, self.cdi_dir, self.cdi_class, boot_id)
         self.checkpoint = Checkpoint(driver=self.driver)
         self.commit = GroupCommit(self.store, self._snapshot, self.metrics.commits.labels(self.driver).observe)
@@ -378,8 +380,11 @@ class DriverState:
 
     # -- prepare ----------------------------------------------------------------------------------
 
-    def prepare(self, refs: Sequence[ClaimRef]) -> dict[str, PrepareResult]:
+    def prepare(self, refs: Sequence[ClaimRef], repeat_only: bool = False) -> dict[str, PrepareResult]:
         """Prepare every claim of one kubelet call; each claim succeeds or fails on its own.
+
+        ``repeat_only`` answers only claims that are prepared already (rewriting a lost spec) and
+        refuses the rest: the driver's own restore must never prepare a claim the kubelet unprepared.
 
         The CDI specs of the call are written first, then the call's checkpoint changes are staged
         and it answers once they are durable (group commit: the only fsync'd write, shared with the
@@ -388,7 +393,7 @@ class DriverState:
         """
         out: dict[str, PrepareResult] = {}
         with self._lock:
-            need = [r for r in refs if not self._completed(r.uid)]
+            need = [] if repeat_only else [r for r in refs if not self._completed(r.uid)]
         fetched = self._fetch_many(need)  # API reads in parallel, outside the lock
         status = self.library_status() if self.effective_mode != libcheck.NONE else None  # once per call
         with self._lock:
@@ -404,6 +409,9 @@ class DriverState:
                         out[ref.uid] = PrepareResult(devices=devices)
                         repeated.append(ref.uid)
                         changed |= rewritten
+                        continue
+                    if repeat_only:  # unprepared since the caller looked: not an error, nothing to restore
+                        out[ref.uid] = PrepareResult(error=f"claim {ref.uid} is no longer prepared")
                         continue
                     claim = fetched.get(ref.uid) or self._fetch(ref)
                     if isinstance(claim, ClaimError):
@@ -723,24 +731,39 @@ class DriverState:
 
         The real kubelet does not call Prepare again for running pods, not even after its own
         restart, so a lost spec would stay lost until a container restarts and fails its CDI lookup.
-        This only stats files; a missing claim spec goes through Prepare's repeat path (same answer,
-        one claim read, group-committed checkpoint). Returns the uids rewritten.
+        A pass costs one ``stat`` while the spec folder is as the last good pass left it
+        (:mod:`dralab.driver.dirstamp`); otherwise one listing, compared with the checkpoint. A
+        missing claim spec goes through Prepare's repeat path (same answer, one claim read,
+        group-committed checkpoint), and only while its claim is still prepared: a claim unprepared
+        meanwhile is never brought back. Returns the uids rewritten.
         """
-        common = self.cdi_dir / cdi.spec_file_name(self.driver, self.cdi_class, cdi.COMMON)
-        if not common.exists():
+        unchanged, before = self._specs_seen.unchanged()
+        if unchanged:
+            return []
+        try:
+            present = set(os.listdir(self.cdi_dir))
+        except FileNotFoundError:
+            present = set()
+        common = cdi.spec_file_name(self.driver, self.cdi_class, cdi.COMMON)
+        if common not in present:
             self.cdi_dir.mkdir(parents=True, exist_ok=True)
             spec = cdi.render_common_spec(self.kind, _as_cdi_edits(self.backend.common_edits()), self.driver)
-            atomic_write(common, cdi.dump_spec(spec))
+            atomic_write(self.cdi_dir / common, cdi.dump_spec(spec))
             log.info("rewrote missing common CDI spec", extra={"fields": {"driver": self.driver}})
         with self._lock:
             lost = [
                 e.claim
                 for e in self.checkpoint.claims.values()
-                if e.state == PREPARE_COMPLETED and not self.spec_path(e.claim.uid).exists()
+                if e.state == PREPARE_COMPLETED
+                and cdi.spec_file_name(self.driver, self.cdi_class, e.claim.uid) not in present
             ]
+        if common in present and not lost:
+            self._specs_seen.checked(before)
+            return []
+        self._specs_seen.forget()
         if not lost:
             return []
-        results = self.prepare(lost)
+        results = self.prepare(lost, repeat_only=True)
         return [ref.uid for ref in lost if not results[ref.uid].error]
 
     # -- unprepare --------------------------------------------------------------------------------
