@@ -14,12 +14,13 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from dralab.kube.client import JSON, Kube
+from dralab.kube.client import JSON, PARTIAL_METADATA, Kube
 from dralab.kube.watch import ListWatch
 
 Key = tuple[str, str]  # (namespace, name)
-# Metadata only (names, owners, timestamps): what a claim watch that needs no spec or status asks for.
-METADATA_ONLY = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json"
+# Metadata only (names, owners, timestamps): what a claim watch that needs no spec or status asks for,
+# with whole objects as the fallback of a server that cannot serve metadata alone.
+METADATA_ONLY = f"{PARTIAL_METADATA},{JSON}"
 WATCH_SECONDS = 240  # the server ends a watch after this; the informer resumes from the last version
 BACKOFF_S = (0.2, 5.0)  # first and largest wait after a failed list or watch
 # Background watches let events gather this long after one that was waited for (Kube.watch): a tenth of

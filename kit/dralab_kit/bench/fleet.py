@@ -16,7 +16,8 @@ node; the nodes' drivers and kubelet stand-ins hosted 50 nodes to a process:
   dralab in admission (claim lifecycle) or in the controller (template), the baseline in the controller.
 
 Each node's driver reconciles as README "Scale" advises for the fleet's size
-(:func:`dralab_kit.cluster.fleet.driver_reconcile_seconds`); each size's row records that and the lifecycle.
+(:func:`dralab_kit.cluster.fleet.driver_reconcile_seconds`); each size's row records that, the lifecycle and the
+Kubernetes version (``--kubernetes``; default :data:`dralab.versions.KUBERNETES_VERSION`).
 
 Both kinds' creates are resent after an overload answer (429, 500, 503, 504; the webhook answers
 504 "retry the pod" when the apiserver cannot create a claim within its deadline), with a
@@ -51,6 +52,7 @@ from typing import Any
 import click
 from rich.console import Console
 
+from dralab.versions import KUBERNETES_VERSION
 from dralab_kit.bench import DEFAULT_OUT
 from dralab_kit.bench.common import parse_sizes, percentile, save_figure, write_result
 from dralab_kit.bench.concurrency import (
@@ -65,6 +67,7 @@ from dralab_kit.bench.concurrency import (
 from dralab_kit.bench.cpu import CpuMeter, settle_machine
 from dralab_kit.bench.phases import DRIVER_WORK, Scraper, per_pod
 from dralab_kit.bench.results import context
+from dralab_kit.cluster.cli import kubernetes_option
 
 console = Console(stderr=True)
 
@@ -85,6 +88,7 @@ CHURN_PODS_PER_S = 3.0
 CHURN_S, CHURN_S_QUICK = 180.0, 30.0
 KINDS = ("dralab", "baseline")
 LIFECYCLES = ("claim", "template")  # the webhook's, as in the chart's webhook.lifecycle
+FIRST_KUBERNETES = "v1.35.4"  # what every row that does not name its version ran on (the default then)
 PHASES = ("fill", "churn", "burst")
 # The fill again, the kinds in the other order (baseline first): with the first fill (dralab first) an
 # A-B-B-A crossover, so a cost or a speed-up that comes with running first (a cluster's first thousands
@@ -796,9 +800,9 @@ SizeRun = Callable[[Any, int, bool, float, dict[str, Any]], Coroutine[Any, Any, 
 
 
 def measure_size(nodes: int, quick: bool, keep: bool, timeout: float, lifecycle: str = "claim",
-                 run: SizeRun | None = None) -> dict[str, Any]:
-    """Bring a throw-away fleet of ``nodes`` up (timed: the cold start), run the phases (``run``, by default
-    :func:`run_size`; :mod:`dralab_kit.bench.quiet` gives its own), take it down."""
+                 run: SizeRun | None = None, kubernetes: str = KUBERNETES_VERSION) -> dict[str, Any]:
+    """Bring a throw-away fleet of ``nodes`` up on ``kubernetes`` (timed: the cold start), run the phases
+    (``run``, by default :func:`run_size`; :mod:`dralab_kit.bench.quiet` gives its own), take it down."""
     import shutil
     import tempfile
 
@@ -812,7 +816,8 @@ def measure_size(nodes: int, quick: bool, keep: bool, timeout: float, lifecycle:
     folder = Path(tempfile.mkdtemp(prefix=f"dralab-{name}-"))  # the config outlives every restart of the size
     try:
         config = dralab_config(lifecycle, folder)
-        handle = ensure_cluster(name, devices=f"fleet:{nodes}x{DEVICES_PER_NODE}", config=config)
+        handle = ensure_cluster(name, devices=f"fleet:{nodes}x{DEVICES_PER_NODE}", config=config,
+                                kubernetes=kubernetes)
         for note in handle.state.get("notes") or []:
             console.print(f"[{nodes} nodes] {note}", markup=False, highlight=False)
         wait_fleet_slices(handle, nodes, timeout)
@@ -823,7 +828,8 @@ def measure_size(nodes: int, quick: bool, keep: bool, timeout: float, lifecycle:
             asyncio.run((run or run_size)(handle, nodes, quick, timeout, row))
         except KeyboardInterrupt:  # Ctrl-C: the phases measured so far are kept, and the command stops
             row.update(nodes=nodes, failed=f"{row.pop('step', 'bring-up')}: interrupted", interrupted=True)
-        row.update(webhook_lifecycle=lifecycle, driver_reconcile_s=driver_reconcile_seconds(nodes), up_s=up_s,
+        row.update(kubernetes=kubernetes, webhook_lifecycle=lifecycle,
+                   driver_reconcile_s=driver_reconcile_seconds(nodes), up_s=up_s,
                    duration_s=round(time.monotonic() - started, 1))
         failed = "failed" in row
         if failed:
@@ -882,7 +888,9 @@ def plot(result: dict[str, Any], path: Path) -> None:
 @click.option("--add", is_flag=True,
               help="keep the sizes already in OUT/fleet.json that this run does not measure (each row says when "
                    "and on which commit it was measured); to redo one size without the others")
-def fleet(out: str, quick: bool, sizes: str | None, keep: bool, timeout: float, lifecycle: str, add: bool) -> None:
+@kubernetes_option
+def fleet(out: str, quick: bool, sizes: str | None, keep: bool, timeout: float, lifecycle: str, add: bool,
+          kubernetes: str) -> None:
     """Fill, churn and burst on simulated fleets of KWOK nodes; dralab against DRA without dralab.
 
     Each size is a throw-away cluster (`dralab cluster up --fleet NODESx8`), never `dralab`.
@@ -892,21 +900,22 @@ def fleet(out: str, quick: bool, sizes: str | None, keep: bool, timeout: float, 
       dralab bench fleet --quick --out /tmp/results
       dralab bench fleet --sizes 50,200 --lifecycle template
       dralab bench fleet --sizes 500 --add --out bench/results
+      dralab bench fleet --sizes 50 --lifecycle template --kubernetes v1.37.2 --out /tmp/k137
     """
     from dralab.vcore import ensure_built
     from dralab_kit.cluster import build
 
-    build.require_binaries()
+    build.require_binaries(kubernetes)
     # The nodes' drivers refuse every Prepare without vcore's library (fail closed): build it now (make
     # is quick when it is up to date) rather than find pods that never run after a size's bring-up.
     ensure_built()
     chosen = parse_sizes(sizes, "node counts") if sizes else (SIZES_QUICK if quick else SIZES_FULL)
     started = time.monotonic()
     kept = kept_sizes(_load(Path(out) / "fleet.json", "; run without --add to measure every size anew"),
-                      chosen, quick, lifecycle) if add else []
+                      chosen, quick, lifecycle, kubernetes) if add else []
     rows: list[dict[str, Any]] = []
     for nodes in chosen:
-        row = measure_size(nodes, quick, keep, timeout, lifecycle)
+        row = measure_size(nodes, quick, keep, timeout, lifecycle, kubernetes=kubernetes)
         run = context(quick)  # one git lookup per size, not one per field
         row["measured"] = {k: run[k] for k in ("date", "commit", "dirty")}
         rows.append(row)
@@ -934,9 +943,10 @@ def _load(path: Path, hint: str = "") -> dict[str, Any]:
 
 
 def kept_sizes(previous: dict[str, Any], chosen: tuple[int, ...], quick: bool,
-               lifecycle: str = "claim") -> list[dict[str, Any]]:
+               lifecycle: str = "claim", kubernetes: str = KUBERNETES_VERSION) -> list[dict[str, Any]]:
     """The size rows of an earlier ``fleet.json`` that ``--add`` keeps: those not measured again, each stamped
-    with the run it came from. A quick file and a full run never mix, nor two webhook lifecycles."""
+    with the run it came from. A quick file and a full run never mix, nor two webhook lifecycles, nor two
+    Kubernetes versions (their controllers differ: kube-controller-manager's second claim, README "Scale")."""
     from dralab.errors import UserError
 
     if bool(previous.get("quick")) != quick:
@@ -951,6 +961,11 @@ def kept_sizes(previous: dict[str, Any], chosen: tuple[int, ...], quick: bool,
             raise UserError(f"--add: the existing fleet.json's {row['nodes']}-node size ran with webhook.lifecycle "
                             f"{row.get('webhook_lifecycle', 'claim')} and this run uses {lifecycle}; give "
                             f"--lifecycle {row.get('webhook_lifecycle', 'claim')}, or measure every size again "
+                            "without --add")
+        ran = row.get("kubernetes", FIRST_KUBERNETES)
+        if ran != kubernetes:
+            raise UserError(f"--add: the existing fleet.json's {row['nodes']}-node size ran on Kubernetes {ran} and "
+                            f"this run uses {kubernetes}; give --kubernetes {ran}, or measure every size again "
                             "without --add")
         kept.append({**row, "measured": row.get("measured") or {
             "date": previous.get("measured_at"), "commit": ctx.get("commit"), "dirty": ctx.get("dirty")}})

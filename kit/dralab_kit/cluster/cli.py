@@ -37,7 +37,8 @@ def cluster() -> None:
     """
 
 
-def _kubernetes_option(func: Command) -> Command:
+def kubernetes_option(func: Command) -> Command:
+    """``--kubernetes VERSION``, one of the supported versions (also the fleet benches')."""
     from dralab.versions import KUBERNETES_VERSION, SUPPORTED_KUBERNETES_VERSIONS
 
     return click.option(
@@ -51,7 +52,7 @@ def _kubernetes_option(func: Command) -> Command:
 @click.option(
     "--real-node", is_flag=True, help="also build the kubelet, containerd, runc and the CNI plugins (profile node)"
 )
-@_kubernetes_option
+@kubernetes_option
 def build(force: bool, real_node: bool, kubernetes: str) -> None:
     """Build kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, etcd and kwok.
 
@@ -103,7 +104,7 @@ def build(force: bool, real_node: bool, kubernetes: str) -> None:
     default=None,
     help="more control-plane gates for the components this start launches, e.g. DRAExtendedResource=true",
 )
-@_kubernetes_option
+@kubernetes_option
 def up(
     name: str, devices: str | None, fleet: str | None, config: str | None, real_node: bool, pod_network: bool | None,
     feature_gates: str | None, kubernetes: str,

@@ -88,10 +88,11 @@ def _runtime_handler(info: dict) -> str | None:
     return (info.get("Labels") or {}).get("io.cri-containerd.runtime-handler")
 
 
-def ssl_context(pki: Pki) -> ssl.SSLContext:
-    """Trust the cluster CA (it signed the kubelet's serving cert) and present the admin cert."""
+def ssl_context(pki: Pki, client_cert: bool = True) -> ssl.SSLContext:
+    """Trust the cluster CA (it signed the kubelet's serving cert); present the admin cert unless told not to."""
     ctx = ssl.create_default_context(cafile=str(pki.ca_cert))
-    ctx.load_cert_chain(str(pki.cert("admin")), str(pki.key("admin")))
+    if client_cert:
+        ctx.load_cert_chain(str(pki.cert("admin")), str(pki.key("admin")))
     return ctx
 
 
@@ -163,7 +164,7 @@ def test_role_generated_configs_are_what_runs(node_cluster: ClusterHandle, kube:
     )
     assert resp.status_code == 200, resp.text
     configz = resp.json()
-    anonymous = httpx.get(f"https://127.0.0.1:{port}/configz", verify=str(pki.ca_cert), timeout=10)
+    anonymous = httpx.get(f"https://127.0.0.1:{port}/configz", verify=ssl_context(pki, client_cert=False), timeout=10)
     assert anonymous.status_code == 401  # only clients with a cluster-CA certificate get in
     assert configz["kubeletconfig"]["featureGates"] == {"DRAConsumableCapacity": True}
     assert configz["kubeletconfig"]["cgroupDriver"] == "cgroupfs"

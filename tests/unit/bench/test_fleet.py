@@ -213,6 +213,18 @@ def test_add_refuses_to_mix_webhook_lifecycles() -> None:
     assert [r["nodes"] for r in fleet.kept_sizes(previous, (50,), quick=False, lifecycle="template")] == [200]
 
 
+def test_add_refuses_to_mix_kubernetes_versions() -> None:
+    """A row without a version ran on v1.35.4; rows of another version are not kept beside this run's."""
+    from dralab.errors import UserError
+
+    previous = {"quick": False, "sizes": [{"nodes": 50}, {"nodes": 200, "kubernetes": "v1.37.2"}]}
+    with pytest.raises(UserError, match=r"50-node size ran on Kubernetes v1\.35\.4 and this run uses v1\.37\.2; "
+                                        r"give --kubernetes v1\.35\.4"):
+        fleet.kept_sizes(previous, (500,), quick=False, kubernetes="v1.37.2")
+    assert [r["nodes"] for r in fleet.kept_sizes(previous, (50,), quick=False, kubernetes="v1.37.2")] == [200]
+    assert [r["nodes"] for r in fleet.kept_sizes(previous, (200,), quick=False)] == [50]
+
+
 def test_the_template_lifecycle_runs_the_fleet_with_a_config_that_sets_it(tmp_path) -> None:
     from dralab.config import load_config
 
@@ -353,8 +365,9 @@ def test_ctrl_c_keeps_the_phases_measured_and_names_the_step(monkeypatch: pytest
 
     downs: list[tuple[str, bool]] = []
     configs: list[str | None] = []
-    monkeypatch.setattr(api, "ensure_cluster",
-                        lambda name, devices, config: configs.append(config) or SimpleNamespace(state={}))
+    versions: list[str] = []
+    monkeypatch.setattr(api, "ensure_cluster", lambda name, devices, config, kubernetes: (
+        configs.append(config), versions.append(kubernetes)) and SimpleNamespace(state={}))
     monkeypatch.setattr(api, "down", lambda name, keep_logs=False: downs.append((name, keep_logs)))
     monkeypatch.setattr(fleet, "wait_fleet_slices", lambda handle, nodes, timeout: None)
 
@@ -363,9 +376,10 @@ def test_ctrl_c_keeps_the_phases_measured_and_names_the_step(monkeypatch: pytest
         raise KeyboardInterrupt
 
     monkeypatch.setattr(fleet, "run_size", interrupted)
-    row = fleet.measure_size(500, quick=False, keep=False, timeout=1.0, lifecycle="template")
+    row = fleet.measure_size(500, quick=False, keep=False, timeout=1.0, lifecycle="template", kubernetes="v1.37.2")
     assert row["failed"] == "fill and churn, baseline: interrupted" and "step" not in row
     assert row["webhook_lifecycle"] == "template" and row["driver_reconcile_s"] == 300.0
+    assert row["kubernetes"] == versions[0] == "v1.37.2"  # the fleet came up on the version the row names
     assert configs[0] is not None and not Path(configs[0]).exists()  # the size's config goes with its cluster
     assert row["phases"]["fill"]["dralab"]["pods_per_s"] == 3.8
     assert downs and downs[0][1] is True  # the stopped size's logs are kept
@@ -479,7 +493,7 @@ def test_the_fleet_builds_vcore_before_any_bring_up_and_stops_when_it_cannot(
         raise UserError("building vcore needs gcc: install it (e.g. apt-get install gcc make)")
 
     measured: list[int] = []
-    monkeypatch.setattr(build, "require_binaries", lambda: None)
+    monkeypatch.setattr(build, "require_binaries", lambda version: None)
     monkeypatch.setattr(dralab.vcore, "ensure_built", no_compiler)
     monkeypatch.setattr(fleet, "measure_size", lambda nodes, *a, **k: measured.append(nodes) or {})
     result = CliRunner().invoke(fleet.fleet, ["--quick", "--out", str(tmp_path)])

@@ -6,7 +6,7 @@ import re
 
 from dralab_kit.bench.common import fmt as _f
 from dralab_kit.bench.common import fmt_beside, md_table
-from dralab_kit.bench.fleet import DRALAB_COMPONENTS, FILL_AGAIN, kib_per_claim, phase_row
+from dralab_kit.bench.fleet import DRALAB_COMPONENTS, FILL_AGAIN, FIRST_KUBERNETES, kib_per_claim, phase_row
 from dralab_kit.bench.models.fleet import FleetPods, FleetResult
 from dralab_kit.bench.sections.format import verdict_text
 
@@ -105,14 +105,16 @@ def _churn(pods: FleetPods) -> str:
 
 
 def _lifecycle(res: FleetResult) -> str:
-    """How the webhook made the dralab kind's claims, and how often the nodes' drivers reconciled (rows
-    from before either was recorded ran the claim lifecycle and a 60 s reconcile)."""
+    """How the webhook made the dralab kind's claims, how often the nodes' drivers reconciled and on which
+    Kubernetes (rows from before these were recorded ran the claim lifecycle, a 60 s reconcile, v1.35.4)."""
     lifecycles = sorted({s.get("webhook_lifecycle", "claim") for s in res.sizes})
     made = {"claim": "`webhook.lifecycle: claim`: it creates each pod's claim in admission",
             "template": "`webhook.lifecycle: template`: it makes one ResourceClaimTemplate per pod shape and "
                         "kube-controller-manager each claim"}
     reconcile = ", ".join(f"{s.get('nodes')} nodes {_f(s.get('driver_reconcile_s', 60.0))} s" for s in res.sizes)
-    return f" ({'; '.join(made[lc] for lc in lifecycles)}; the nodes' drivers reconcile every: {reconcile})"
+    versions = ", ".join(sorted({str(s.get("kubernetes", FIRST_KUBERNETES)) for s in res.sizes}))
+    return (f" ({'; '.join(made[lc] for lc in lifecycles)}; the nodes' drivers reconcile every: {reconcile}; "
+            f"Kubernetes {versions})")
 
 
 def _scheduler_lines(res: FleetResult) -> list[str]:
