@@ -366,8 +366,8 @@ def test_ctrl_c_keeps_the_phases_measured_and_names_the_step(monkeypatch: pytest
     downs: list[tuple[str, bool]] = []
     configs: list[str | None] = []
     versions: list[str] = []
-    monkeypatch.setattr(api, "ensure_cluster", lambda name, devices, config, kubernetes: (
-        configs.append(config), versions.append(kubernetes)) and SimpleNamespace(state={}))
+    monkeypatch.setattr(api, "ensure_cluster", lambda name, devices, config, kubernetes:
+                        configs.append(config) or versions.append(kubernetes) or SimpleNamespace(state={}))
     monkeypatch.setattr(api, "down", lambda name, keep_logs=False: downs.append((name, keep_logs)))
     monkeypatch.setattr(fleet, "wait_fleet_slices", lambda handle, nodes, timeout: None)
 

@@ -22,6 +22,12 @@ def _later() -> int:
     return time.time_ns() + 10 * SETTLE_NS
 
 
+def _backdate(folder: Path) -> None:
+    """Set the folder's mtime well in the past, so the next change moves it even within one clock tick."""
+    old = time.time_ns() - 10 * SETTLE_NS
+    os.utime(folder, ns=(old, old))
+
+
 def test_stamp_of_a_missing_folder_is_none(tmp_path: Path) -> None:
     assert stamp(tmp_path / "absent") is None
     (tmp_path / "file").write_text("x")
@@ -33,12 +39,12 @@ def test_any_change_to_the_entries_breaks_a_settled_stamp(tmp_path: Path, change
     folder = tmp_path / "cdi"
     folder.mkdir()
     (folder / "a.yaml").write_text("a")
+    _backdate(folder)
     seen = UnchangedSince(folder, clock_ns=_later)
     unchanged, before = seen.unchanged()
     assert not unchanged, "nothing was checked yet"
     seen.checked(before)
     assert seen.unchanged()[0]
-    time.sleep(0.02)  # past a coarse clock tick, as a later pass is; not synchronization
     if change == "create":
         (folder / "b.yaml").write_text("b")
     elif change == "remove":
@@ -86,12 +92,12 @@ def test_restore_lists_the_folder_only_after_it_changed(tmp_path: Path, make_sta
     state = make_state(tmp_path, claims)
     state._specs_seen = UnchangedSince(state.cdi_dir, clock_ns=_later)
     state.prepare([REF_A])
+    _backdate(state.cdi_dir)
     listed = _counting_listdir(monkeypatch)
     assert state.restore_specs() == []
     assert state.restore_specs() == []
     assert state.restore_specs() == []
     assert len(listed) == 1, "one listing, then one stat a pass while the folder is unchanged"
-    time.sleep(0.02)  # past a coarse clock tick, as the next pass is; not synchronization
     spec = state.spec_path(CLAIM_A_UID)
     spec.unlink()
     assert state.restore_specs() == [CLAIM_A_UID]
