@@ -181,7 +181,8 @@ def missing_binaries(version: str = K8S_VERSION) -> list[str]:
 
 
 def require_binaries(version: str = K8S_VERSION) -> None:
-    """UserError naming the fix when a binary is missing."""
+    """UserError naming the fix when ``version`` is not one dralab builds or a binary of it is missing."""
+    version = check_supported(version)  # a build hint for a version no build makes would mislead
     missing = missing_binaries(version)
     if missing:
         raise UserError(

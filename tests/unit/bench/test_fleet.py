@@ -525,3 +525,15 @@ def test_verdict_compares_the_drivers_per_pod_work_growth_with_the_same_work_for
     del large["phases"]["churn"]["baseline"]["driver_work_cpu_ms_per_pod"]
     v = fleet.verdict([small, large])
     assert v["driver_pod_work_growth_vs_baseline"] is None and v["meets_driver_pod_work_growth_vs_baseline"] is None
+
+
+def test_the_fleet_refuses_a_kubernetes_version_dralab_does_not_build(tmp_path) -> None:
+    """Refused before any build or bring-up, with the versions to use instead of a build hint."""
+    from click.testing import CliRunner
+
+    from dralab.errors import UserError
+
+    result = CliRunner().invoke(fleet.fleet, ["--sizes", "4", "--kubernetes", "v1.36.0", "--out", str(tmp_path)])
+    assert isinstance(result.exception, UserError)
+    assert "v1.36.0 is not one dralab builds: use one of v1.35.4, v1.36.3, v1.37.2" in str(result.exception)
+    assert not (tmp_path / "fleet.json").exists()
