@@ -7,6 +7,8 @@ In the product because the driver asks it whether the cluster's Kubernetes turns
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
+from typing import Any
 
 from dralab.errors import UserError
 
@@ -113,12 +115,26 @@ def check_kubernetes_version(version: str) -> str:
     if not match:
         raise UserError(f"bad Kubernetes version {version!r}: write it as v1.35.4 (major.minor.patch)")
     major, minor, patch = (int(g) for g in match.groups())
-    if major != 1 or minor < MIN_MINOR:
+    if major != 1:
+        raise UserError(
+            f"Kubernetes {version} is not a 1.x release: dralab knows Kubernetes 1 only "
+            f"(use {KUBERNETES_VERSION})"
+        )
+    if minor < MIN_MINOR:
         raise UserError(
             f"Kubernetes {version} is too old: DRA consumable capacity needs v1.{MIN_MINOR} or newer "
             f"(use {KUBERNETES_VERSION})"
         )
     return f"v{major}.{minor}.{patch}"
+
+
+_SERVER_VERSION_RE = re.compile(r"v?(\d+)\.(\d+)\.(\d+)")
+
+
+def server_version(info: Mapping[str, Any]) -> str | None:
+    """``vX.Y.Z`` from a ``GET /version`` answer (``gitVersion`` may carry ``-rc.1`` or ``+build``)."""
+    match = _SERVER_VERSION_RE.match(str(info.get("gitVersion") or ""))
+    return f"v{match[1]}.{match[2]}.{match[3]}" if match else None
 
 
 def check_supported(version: str) -> str:

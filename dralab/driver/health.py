@@ -38,7 +38,6 @@ GATE = "DRADeviceTaints"
 AUTO, ON, OFF = "auto", "on", "off"
 TAINT_MODES = (AUTO, ON, OFF)
 MAX_DEVICES_WITH_TAINTS = 64  # the apiserver's limit per ResourceSlice once any device has taints
-_VERSION = re.compile(r"v?(\d+)\.(\d+)\.(\d+)")
 
 
 def label_value(text: str) -> str:
@@ -50,12 +49,6 @@ def label_value(text: str) -> str:
 def timestamp(seconds: float) -> str:
     """RFC 3339 in whole seconds, as the apiserver stores a ``metav1.Time``."""
     return datetime.fromtimestamp(int(seconds), UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def server_version(info: Mapping[str, Any]) -> str | None:
-    """``vX.Y.Z`` from a ``GET /version`` answer (``gitVersion`` may carry ``-rc.1`` or ``+build``)."""
-    match = _VERSION.match(str(info.get("gitVersion") or ""))
-    return f"v{match[1]}.{match[2]}.{match[3]}" if match else None
 
 
 @dataclass(frozen=True)

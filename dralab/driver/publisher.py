@@ -29,6 +29,7 @@ from dralab.kube import Kube, KubeError, ListWatch
 from dralab.kube.paths import SLICES_PATH, node_path, slice_path
 from dralab.model.vendors import Vendor
 from dralab.util import get_logger, spread_start
+from dralab.versions import server_version
 
 log = get_logger("dralab.driver.publisher")
 
@@ -143,7 +144,7 @@ class SlicePublisher:
         version = None
         if self.taint_mode == health.AUTO:
             try:
-                version = health.server_version(self.client.get("/version") or {})
+                version = server_version(self.client.get("/version") or {})
             except Exception as exc:  # the version decides taints only: never fail the publish on it
                 log.warning("reading the apiserver's version failed", extra={"fields": {"error": str(exc)}})
         decision = health.taints_decision(self.taint_mode, version)

@@ -44,8 +44,27 @@ from dralab.webhook.metrics import Metrics
 
 MAX_ATTEMPTS = 4
 TEMPLATE_CACHE_SECONDS = 60.0
+# kube-controller-manager's resourceclaim controller remembers the claims it just made in a cache that held
+# 100 entries before 1.37 (kubernetes/kubernetes#140217, fixed by #140227): under load it can make a second
+# claim for a pod, and that pod never runs. Checked in v1.35.4 and v1.36.3 (100, no GET) and v1.37.2 (fixed).
+FIRST_SAFE_TEMPLATE_MINOR = 37
 
 log = get_logger("dralab.webhook.lifecycle")
+
+
+def template_lifecycle_warning(lifecycle: str, version: str | None) -> str | None:
+    """What to tell the operator who runs the template lifecycle on a Kubernetes whose controller can make
+    two claims for one pod (README "Scale", item 11); None when there is nothing to say. Pure: ``version``
+    is the apiserver's (:func:`dralab.versions.server_version`), None when it could not be read."""
+    if lifecycle != "template" or version is None:
+        return None
+    minor = int(version.split(".")[1])
+    if minor >= FIRST_SAFE_TEMPLATE_MINOR:
+        return None
+    return (f"webhook.lifecycle is template on Kubernetes {version}: its kube-controller-manager can make a "
+            "second claim for a pod when many pods are created at once (kubernetes/kubernetes#140217, fixed in "
+            f"1.{FIRST_SAFE_TEMPLATE_MINOR}), and that pod stays Pending; use webhook.lifecycle: claim on this "
+            f"version, or Kubernetes 1.{FIRST_SAFE_TEMPLATE_MINOR} or newer")
 
 
 class LifecycleError(Exception):

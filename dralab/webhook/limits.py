@@ -30,7 +30,10 @@ class ServerLimits:
     """
 
     max_body_bytes: int = 4 * 1024 * 1024  # an AdmissionReview of the largest pod etcd stores (1.5 MiB), twice
-    read_timeout_seconds: float = 10.0  # from connect (or the last answer) to a complete request
+    read_timeout_seconds: float = 10.0  # from connect (or the next request's first byte) to a complete request
+    # A kept-alive connection from an answer to the next request's first byte: longer than the apiserver keeps
+    # idle connections to webhooks (90 s), so it closes them first (dralab.webhook.transport)
+    idle_timeout_seconds: float = 120.0
     handshake_timeout_seconds: float = 5.0  # TCP connect to finished TLS handshake
     max_inflight: int = 256  # admissions being read or answered at once; more get 503
     max_inflight_bytes: int = 96 * 1024 * 1024  # their bodies together (the chart's limit is 256 Mi)

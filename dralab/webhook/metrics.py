@@ -54,6 +54,10 @@ class Metrics:
             multiprocess_mode="livesum",  # summed over a replica's workers: 0 or 1
         )
         self.tls_reloads = Counter("dralab_webhook_tls_reloads_total", "Certificate reloads", registry=r)
+        # More connections than admissions means clients that do not keep them: each new one is a TLS handshake
+        # on both ends (the apiserver keeps 25 idle connections per webhook; a burst opens more, then drops them)
+        self.connections = Counter("dralab_webhook_connections_total",
+                                   "Connections accepted (with TLS: handshakes completed)", registry=r)
         self.inflight = Gauge("dralab_webhook_inflight_requests", "Admission requests being read or answered",
                               registry=r, multiprocess_mode="livesum")
         self.refused = Counter(

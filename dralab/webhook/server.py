@@ -28,13 +28,14 @@ from dralab.jsonio import dumps
 from dralab.kube import AsyncKube, Kube
 from dralab.kube.authz import MetricsAuthorizer
 from dralab.util import get_logger
+from dralab.versions import server_version
 from dralab.webhook.controllers.adoption import Adopter, build_adopter
 from dralab.webhook.controllers.budgets import BudgetGate, BudgetMetrics, BudgetReconciler
 from dralab.webhook.controllers.janitor import Janitor
 from dralab.webhook.converters import build_converters
 from dralab.webhook.extended import DeviceClassWatch
 from dralab.webhook.handlers import AdmissionHandler, BadReview, parse_review, respond
-from dralab.webhook.lifecycle import ClaimLifecycle
+from dralab.webhook.lifecycle import ClaimLifecycle, template_lifecycle_warning
 from dralab.webhook.limits import Inflight, NamespaceRate, ServerLimits
 from dralab.webhook.metrics import Metrics
 from dralab.webhook.tls import ReloadingTLS
@@ -328,12 +329,13 @@ def create_app(
     return AdmissionApp(admissions, Starlette(routes=routes))
 
 
-async def warm(api: Any, timeout: float = WARM_SECONDS) -> bool:
+async def warm(api: Any, timeout: float = WARM_SECONDS) -> dict[str, Any] | None:
     """Load the admission API client and open its first apiserver connection before serving.
 
     The client is loaded on first use (its modules, TLS context and connection take a few hundred ms,
     with the event loop held); done by the first admission, that stalls every admission queued behind it.
-    ``GET /version`` is readable by every identity. Failure only costs the first admission that time again.
+    ``GET /version`` is readable by every identity; its answer is returned (None when it failed). Failure
+    only costs the first admission that time again.
     A client that can (:meth:`dralab.kube.AsyncKube.warm`) opens :data:`WARM_CONNECTIONS` at once: their
     TLS handshakes would otherwise come with the first burst of admissions.
     """
@@ -341,11 +343,19 @@ async def warm(api: Any, timeout: float = WARM_SECONDS) -> bool:
         with anyio.fail_after(timeout):
             if hasattr(api, "warm"):
                 await api.warm(WARM_CONNECTIONS)
-            await api.get("/version")
-        return True
+            info = await api.get("/version")
+        return dict(info) if isinstance(info, dict) else {}
     except Exception as exc:  # unreachable, slow or refused: serving goes ahead
         log.info("apiserver not reached before serving", extra={"fields": {"error": f"{type(exc).__name__}: {exc}"}})
-        return False
+        return None
+
+
+def warn_of_the_cluster(lifecycle: str, info: dict[str, Any] | None) -> str | None:
+    """Log, once at start, what the apiserver's version (``GET /version``'s answer) means for ``lifecycle``."""
+    warning = template_lifecycle_warning(lifecycle, server_version(info or {}))
+    if warning:
+        log.warning(warning)
+    return warning
 
 
 def settle_heap() -> None:
@@ -398,11 +408,13 @@ class Server:
             app,
             host=host,
             port=port,
-            http=guarded_protocol(self.limits.read_timeout_seconds, http),
+            http=guarded_protocol(self.limits.read_timeout_seconds, http,
+                                  on_connection=webhook.metrics.connections.inc,
+                                  idle_timeout=self.limits.idle_timeout_seconds),
             log_level="warning",
             access_log=False,
             lifespan="off",
-            timeout_keep_alive=max(1, int(self.limits.read_timeout_seconds)),
+            timeout_keep_alive=max(1, int(self.limits.idle_timeout_seconds)),
             limit_concurrency=self.limits.max_connections,
             h11_max_incomplete_event_size=MAX_HEAD_BYTES,  # request line and headers (h11; httptools: the guard)
             backlog=2048,
@@ -426,7 +438,7 @@ class Server:
             self.elector.start()
         try:
             if self.webhook.admission_api is not None:
-                await warm(self.webhook.admission_api)
+                warn_of_the_cluster(self.webhook.config.webhook.lifecycle, await warm(self.webhook.admission_api))
             settle_heap()
             async with anyio.create_task_group() as tg:
                 tg.start_soon(self.tls.watch, self.reload_interval)

@@ -4,8 +4,12 @@ uvicorn alone keeps a connection open as long as the client likes before its fir
 TLS handshake that never finishes, up to the event loop's default of 60 s), and reads headers sent one
 byte at a time forever. Here the listening server is created with the server's TLS context and a
 handshake deadline (:class:`TLSServer`), and the HTTP protocol closes any connection that has not
-delivered a complete request within ``read_timeout`` of its handshake or of its previous answer. A
-request being answered is not cut off: the admission deadline bounds that.
+delivered a complete request within ``read_timeout`` of its handshake or of the next request's first
+byte. Between an answer and that byte a kept-alive connection may wait ``idle_timeout``, longer than the
+apiserver keeps an idle connection to a webhook (90 s, Go's ``IdleConnTimeout``), so the client closes
+it first: a server that closes it as the client sends the next admission on it fails that admission
+with EOF (24 pod creates of a 500-node fill, when this was the 10 s ``read_timeout``). A request being
+answered is not cut off: the admission deadline bounds that.
 
 The listener's context picks the current certificate during each handshake
 (:meth:`dralab.webhook.tls.ReloadingTLS.listener`), so a reloaded certificate is used by the next
@@ -95,18 +99,29 @@ class _Guards(_UvicornProtocol):
     """
 
     read_timeout: float = 10.0
+    idle_timeout: float = 120.0
     max_head_bytes: int = MAX_HEAD_BYTES
+    on_connection: Callable[[], None] | None = None  # counts connections (after the handshake, with TLS)
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         self._deadline: asyncio.TimerHandle | None = None
+        self._idle = False  # between an answer and the next request's first byte
+        if self.on_connection is not None:
+            self.on_connection()
         super().connection_made(Coalescing(transport, asyncio.get_running_loop()))  # type: ignore[arg-type]
-        self._arm()
+        self._arm(self.read_timeout)
+
+    def data_received(self, data: bytes) -> None:
+        if self._idle:  # the next request has begun: it has read_timeout to arrive whole
+            self._idle = False
+            self._arm(self.read_timeout)
+        super().data_received(data)
 
     # -- the request deadline -------------------------------------------------------------
 
-    def _arm(self) -> None:
+    def _arm(self, seconds: float) -> None:
         self._disarm()
-        self._deadline = self.loop.call_later(self.read_timeout, self._expired)
+        self._deadline = self.loop.call_later(seconds, self._expired)
 
     def _disarm(self) -> None:
         if getattr(self, "_deadline", None) is not None:
@@ -123,7 +138,8 @@ class _Guards(_UvicornProtocol):
     def on_response_complete(self) -> None:
         super().on_response_complete()
         if not self.transport.is_closing():
-            self._arm()
+            self._idle = True
+            self._arm(self.idle_timeout)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm()
@@ -172,13 +188,18 @@ class GuardedHttpTools(_Guards, HttpToolsProtocol):
 PROTOCOLS: dict[str, type[_Guards]] = {"h11": GuardedH11, "httptools": GuardedHttpTools}
 
 
-def guarded_protocol(read_timeout: float, http: str = "httptools") -> type[Any]:
-    """A protocol class for ``uvicorn.Config(http=...)`` bound to the request deadline.
+def guarded_protocol(read_timeout: float, http: str = "httptools",
+                     on_connection: Callable[[], None] | None = None, idle_timeout: float = 120.0) -> type[Any]:
+    """A protocol class for ``uvicorn.Config(http=...)`` bound to the request deadline and the idle one.
 
-    ``http``: ``httptools`` (the default: llhttp, C) or ``h11`` (pure Python, several times the CPU per request).
+    ``http``: ``httptools`` (the default: llhttp, C) or ``h11`` (pure Python, several times the CPU per request);
+    ``on_connection``: called for every connection accepted (with TLS, once its handshake is done).
     """
     base = PROTOCOLS[http]
-    return type(f"{base.__name__}Bound", (base,), {"read_timeout": float(read_timeout)})
+    attrs: dict[str, Any] = {"read_timeout": float(read_timeout), "idle_timeout": float(idle_timeout)}
+    if on_connection is not None:
+        attrs["on_connection"] = staticmethod(on_connection)
+    return type(f"{base.__name__}Bound", (base,), attrs)
 
 
 class TLSServer(uvicorn.Server):

@@ -20,7 +20,9 @@ from dralab.webhook.limits import ServerLimits
 from ._webhook import gpu_pod, review, serve
 
 LIMITS = ServerLimits(max_body_bytes=64 * 1024, read_timeout_seconds=2.0, handshake_timeout_seconds=2.0,
-                      max_inflight=2)
+                      max_inflight=2, idle_timeout_seconds=2.0)
+# a kept-alive connection may idle far longer than a request may take to arrive
+PATIENT = ServerLimits(read_timeout_seconds=1.0, handshake_timeout_seconds=2.0, idle_timeout_seconds=60.0)
 GIVE_UP = 15.0
 
 
@@ -43,6 +45,26 @@ def _read_status(sock: socket.socket) -> int:
             raise AssertionError(f"connection closed before a status line; got {data!r}")
         data += chunk
     return int(data.split(b" ", 2)[1])
+
+
+def _read_response(sock: socket.socket) -> int:
+    """The status of one whole answer (head and Content-Length body), leaving the connection at the next."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = sock.recv(4096)
+        if not chunk:
+            raise AssertionError(f"connection closed before a whole head; got {data!r}")
+        data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    length = next(int(line.split(b":", 1)[1]) for line in head.split(b"\r\n")[1:]
+                  if line.lower().startswith(b"content-length:"))
+    while len(body) < length:
+        chunk = sock.recv(4096)
+        if not chunk:
+            raise AssertionError("connection closed inside the body")
+        body += chunk
+    assert len(body) == length, "nothing past the answer: the client sent one request at a time"
+    return int(head.split(b" ", 2)[1])
 
 
 def _closed_by_server(sock: socket.socket) -> bool:
@@ -111,6 +133,29 @@ def test_idle_keep_alive_connection_is_closed_after_a_request(served) -> None:
         sock.sendall(_head("/mutate", len(body)) + body)
         assert _read_status(sock) == 200
         assert _closed_by_server(sock)
+
+
+def test_a_kept_alive_connection_outlives_the_request_deadline_between_requests(tmp_path: Path) -> None:
+    """The apiserver keeps idle webhook connections for 90 s and reuses them: closed sooner by the server,
+    one may be closed just as an admission is sent on it, and that admission fails with EOF."""
+    body = json.dumps(review(gpu_pod())).encode()
+    with serve(tmp_path, server_kwargs={"limits": PATIENT}) as served, served.tls_socket(timeout=GIVE_UP) as sock:
+        sock.sendall(_head("/mutate", len(body)) + body)
+        assert _read_response(sock) == 200
+        time.sleep(2.5)  # idle past the 1 s request deadline: the case under test, not a synchronisation
+        sock.sendall(_head("/mutate", len(body)) + body)
+        assert _read_response(sock) == 200
+
+
+def test_a_request_begun_on_a_kept_alive_connection_has_the_request_deadline_not_the_idle_one(
+    tmp_path: Path,
+) -> None:
+    body = json.dumps(review(gpu_pod())).encode()
+    with serve(tmp_path, server_kwargs={"limits": PATIENT}) as served, served.tls_socket(timeout=GIVE_UP) as sock:
+        sock.sendall(_head("/mutate", len(body)) + body)
+        assert _read_response(sock) == 200
+        sock.sendall(b"P")  # one byte of the next request, then nothing: closed after 1 s, not 60
+        assert _closed_by_server(sock), f"not closed within {GIVE_UP} s: the 60 s idle deadline held a begun request"
 
 
 def test_concurrent_admissions_are_capped(tmp_path: Path) -> None:

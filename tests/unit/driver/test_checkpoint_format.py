@@ -34,6 +34,7 @@ from dralab.driver.checkpoint import (
     migrate_1_to_2,
 )
 from dralab_kit.fixtures.driver_claims import CLAIM_A, CLAIM_A_UID, NAMESPACE, lab20_claim
+from dralab_kit.fixtures.logs import kept_records
 
 FIXTURES = Path(__file__).parent / "fixtures" / "checkpoint"
 DRIVER = "ascend.project-hami.io"  # the golden file's driver too
@@ -55,13 +56,8 @@ def release1() -> Iterator[ModuleType]:
 @pytest.fixture
 def logged() -> Iterator[list[logging.LogRecord]]:
     """The checkpoint module's log records (the dralab logger does not propagate to caplog)."""
-    records: list[logging.LogRecord] = []
-    handler = logging.Handler()
-    handler.emit = records.append  # type: ignore[method-assign]
-    logger = logging.getLogger("dralab.driver.checkpoint")
-    logger.addHandler(handler)
-    yield records
-    logger.removeHandler(handler)
+    with kept_records("dralab.driver.checkpoint") as records:
+        yield records
 
 
 def _signed(body: dict) -> bytes:

@@ -23,7 +23,6 @@ from dralab.driver.health import (
     HealthTracker,
     Unhealthy,
     label_value,
-    server_version,
     taints_decision,
     taints_for,
     timestamp,
@@ -31,7 +30,9 @@ from dralab.driver.health import (
 from dralab.driver.publisher import SlicePublisher
 from dralab.driver.slices import build_slices
 from dralab.model.vendors import load_vendor_table
+from dralab.versions import server_version
 from dralab_kit.fixtures.fakeapi import FakeKube, Key
+from dralab_kit.fixtures.logs import kept_records
 
 from .conftest import node_api, published
 from .test_nvidia import GPUS, fake_nvml
@@ -52,17 +53,8 @@ class Clock:
 @pytest.fixture
 def records():
     """Log records of dralab.driver.* (dralab's loggers do not propagate to pytest's caplog)."""
-    got: list[logging.LogRecord] = []
-
-    class Keep(logging.Handler):
-        def emit(self, record: logging.LogRecord) -> None:
-            got.append(record)
-
-    handler = Keep(level=logging.INFO)
-    logger = logging.getLogger("dralab.driver")
-    logger.addHandler(handler)
-    yield got
-    logger.removeHandler(handler)
+    with kept_records("dralab.driver", logging.INFO) as got:
+        yield got
 
 
 def _fake(tmp_path: Path, node: str = NODE, devices: str | None = None) -> FakeBackend:

@@ -33,6 +33,7 @@ from dralab.driver.state import DriverState
 from dralab.errors import UserError
 from dralab.model.vendors import load_vendor_table
 from dralab_kit.fixtures.driver_claims import CLAIM_A, CLAIM_A_UID, DRIVER, NAMESPACE, NODE, lab20_claim
+from dralab_kit.fixtures.logs import kept_records
 
 REF_A = ClaimRef(NAMESPACE, CLAIM_A, CLAIM_A_UID)
 SPEC_NAME = f"k8s.ascend.project-hami.io-npu_{CLAIM_A_UID}.yaml"
@@ -194,25 +195,11 @@ def test_a_fixed_library_is_used_at_the_next_prepare(tmp_path: Path) -> None:
     assert {"/usr/local/dralab/lib", "/etc/ld.so.preload"} <= targets
 
 
-class _Records(logging.Handler):
-    def __init__(self) -> None:
-        super().__init__()
-        self.records: list[logging.LogRecord] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.records.append(record)
-
-
 def test_enforcement_none_prepares_without_the_library_and_warns(tmp_path: Path) -> None:
-    records = _Records()
-    logger = logging.getLogger("dralab.driver.state")
-    logger.addHandler(records)
-    try:
+    with kept_records("dralab.driver.state") as records:
         metrics = DriverMetrics()
         state = _state(tmp_path, tmp_path / "absent" / "libvcore.so", enforcement_mode="none", metrics=metrics)
-    finally:
-        logger.removeHandler(records)
-    [warning] = [r for r in records.records if r.levelno == logging.WARNING]
+    [warning] = [r for r in records if r.levelno == logging.WARNING]
     assert "enforcement is off (driver.enforcement: none)" in warning.getMessage()
     assert state.enforcement_ready()[0] is True
     result = state.prepare([REF_A])[CLAIM_A_UID]

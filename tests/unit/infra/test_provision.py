@@ -113,7 +113,10 @@ def test_supported_versions(version: str, expected: str) -> None:
     assert check_kubernetes_version(version) == expected
 
 
-@pytest.mark.parametrize(("version", "message"), [("v1.33.9", "too old"), ("v2.0.0", "too old"), ("1.35", "bad")])
+@pytest.mark.parametrize(
+    ("version", "message"),
+    [("v1.33.9", "too old"), ("v2.0.0", "not a 1.x release"), ("v0.35.0", "not a 1.x release"), ("1.35", "bad")],
+)
 def test_unsupported_versions(version: str, message: str) -> None:
     with pytest.raises(UserError, match=message):
         check_kubernetes_version(version)

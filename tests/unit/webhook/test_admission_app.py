@@ -4,10 +4,12 @@ and a client that leaves before its body arrives frees its slot without an answe
 from __future__ import annotations
 
 import json
+import logging
 import warnings
 from typing import Any
 
 import anyio
+import pytest
 
 from dralab.config import default_config
 from dralab.webhook.limits import ServerLimits
@@ -92,7 +94,7 @@ class _VersionApi:
             await anyio.sleep_forever()
         if self.fail is not None:
             raise self.fail
-        return {"major": "1", "minor": "35"}
+        return {"major": "1", "minor": "35", "gitVersion": "v1.35.4"}
 
 
 def test_warm_opens_the_admission_client_once_and_never_fails_serving() -> None:
@@ -100,9 +102,29 @@ def test_warm_opens_the_admission_client_once_and_never_fails_serving() -> None:
     from dralab.webhook.server import warm
 
     ok = _VersionApi()
-    assert anyio.run(warm, ok) is True and ok.paths == ["/version"]
-    assert anyio.run(warm, _VersionApi(fail=KubeError(0, "ConnectionRefusedError"))) is False
-    assert anyio.run(warm, _VersionApi(hang=True), 0.05) is False  # bounded: a hung apiserver delays serving briefly
+    assert anyio.run(warm, ok) == {"major": "1", "minor": "35", "gitVersion": "v1.35.4"} and ok.paths == ["/version"]
+    assert anyio.run(warm, _VersionApi(fail=KubeError(0, "ConnectionRefusedError"))) is None
+    assert anyio.run(warm, _VersionApi(hang=True), 0.05) is None  # bounded: a hung apiserver delays serving briefly
+
+
+@pytest.mark.parametrize(("lifecycle", "git_version", "warned"), [
+    ("template", "v1.35.4", True), ("template", "v1.36.3-rc.1", True), ("template", "v1.37.2", False),
+    ("template", "v1.38.0", False), ("claim", "v1.35.4", False), ("template", None, False),
+])
+def test_the_template_lifecycle_on_a_kubernetes_whose_controller_makes_second_claims_is_warned_of(
+    lifecycle: str, git_version: str | None, warned: bool
+) -> None:
+    from dralab.webhook.server import warn_of_the_cluster
+    from dralab_kit.fixtures.logs import kept_records
+
+    info = None if git_version is None else {"gitVersion": git_version}  # None: GET /version failed
+    with kept_records("dralab.webhook.server", logging.WARNING) as records:
+        warning = warn_of_the_cluster(lifecycle, info)
+    assert (warning is not None) is warned
+    assert [r.getMessage() for r in records] == ([warning] if warned else [])
+    if warned:
+        assert warning is not None and "kubernetes/kubernetes#140217" in warning
+        assert "webhook.lifecycle: claim" in warning and "1.37 or newer" in warning
 
 
 def test_settle_heap_leaves_start_up_objects_out_of_later_collections() -> None:

@@ -87,6 +87,19 @@ def test_validate_bench_routes_health_and_metrics(served) -> None:
     assert 'dralab_webhook_errors_total{endpoint="mutate"} 1.0' in metrics
 
 
+def test_every_connection_is_counted_once_however_many_requests_it_carries(served) -> None:
+    url, ca, server = served
+    counted = server.webhook.metrics.connections
+    with client(ca) as kept:  # one connection, kept alive
+        for _ in range(3):
+            assert kept.get(f"{url}/healthz").text == "ok"
+    assert counted._value.get() == 1
+    for _ in range(2):  # a client that does not keep its connection: a TLS handshake per request
+        with client(ca) as once:
+            assert once.get(f"{url}/healthz").text == "ok"
+    assert counted._value.get() == 3
+
+
 @pytest.mark.filterwarnings("ignore::DeprecationWarning")
 def test_tls_below_1_2_is_refused(served) -> None:
     url, ca, _ = served
