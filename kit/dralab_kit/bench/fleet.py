@@ -212,6 +212,15 @@ def phase_row(size: dict[str, Any], phase: str, kind: str) -> dict[str, Any]:
     return ((size.get("phases") or {}).get(phase) or {}).get(kind) or {}
 
 
+NOT_READY_EVENTS = "/api/v1/events?fieldSelector=reason%3DNodeNotReady%2CinvolvedObject.kind%3DNode"
+
+
+def occurrences(events: list[dict[str, Any]]) -> int:
+    """How many times the events happened: an event repeated for the same object is one object whose
+    ``count`` grows (``series.count`` in the events.k8s.io form)."""
+    return sum(int(e.get("count") or (e.get("series") or {}).get("count") or 1) for e in events)
+
+
 def duplicate_claims(claims: list[dict[str, Any]]) -> int:
     """Pods that own more than one claim: kube-controller-manager made a second claim from the pod's
     template (its cache had not seen the first) and may point the pod's status at it after the
@@ -564,10 +573,12 @@ class Fleet:
         """Run ``work`` (a coroutine returning a Burst) between two readings of CPU, apiserver requests and
         the components' own histograms (the scrape of those outside the CPU window)."""
         spent0 = await self.scraper.snapshot()
+        not_ready0 = occurrences(await self.items(client, NOT_READY_EVENTS))
         cpu0, req0, started = self.meter.read(), self.requests(), time.monotonic()
         burst = await work
         cpu1, req1, elapsed = self.meter.read(), self.requests(), time.monotonic() - started
         spent1 = await self.scraper.snapshot()
+        not_ready1 = occurrences(await self.items(client, NOT_READY_EVENTS))
         created = len(burst.admitted) or pods  # pods the apiserver accepted: a refused create costs little
         cpu = cpu_per_pod(cpu0, cpu1, created)
         row = summarize(burst)
@@ -584,6 +595,9 @@ class Fleet:
             "dralab_kib_per_claim_above_rest": kib_per_claim(rss, self.idle_rss_mib, len(claims)),
             "claims": len(claims),
             "duplicate_claims": duplicate_claims(claims),
+            # kube-controller-manager found a simulated node's Lease stale and marked it NotReady (tainted):
+            # the node layer starved of CPU, not dralab; any here make the phase's rates suspect
+            "nodes_not_ready_events": not_ready1 - not_ready0,
             "slices": len(await self.items(client, "/apis/resource.k8s.io/v1/resourceslices")),
             "api_requests_per_pod": requests_per_pod(req0, req1, created),
             # the components' own histograms per pod (ms, calls): the scheduler's attempts and extension

@@ -37,16 +37,19 @@ SCHEDULER = {
     "scheduler_scheduling_attempt_duration_seconds": "scheduler: scheduling attempt",
     "scheduler_pod_scheduling_sli_duration_seconds": "scheduler: queue to bound (SLI)",
 }
+# counters: only their count per pod (``calls_per_pod``) is kept
+COUNTERS = {"dralab_webhook_connections": "webhook: connections accepted (TLS handshakes)"}
 
 
 def parse(text: str, wanted: set[str]) -> list[tuple[str, dict[str, str], float]]:
-    """``(sample name, labels, value)`` of the ``_sum``/``_count`` samples of the histograms in ``wanted``."""
+    """``(sample name, labels, value)`` of the ``_sum``/``_count`` samples of the histograms in ``wanted``
+    and the ``_total`` of its counters."""
     out = []
     for family in text_string_to_metric_families(text):
         if family.name not in wanted:
             continue
         for sample in family.samples:
-            if sample.name.endswith(("_sum", "_count")):
+            if sample.name.endswith(("_sum", "_count", "_total")):
                 out.append((sample.name, dict(sample.labels), float(sample.value)))
     return out
 
@@ -70,6 +73,8 @@ def fold(samples: list[tuple[str, dict[str, str], float]]) -> Snapshot:
             key = ("webhook: validate",)
         elif base == "dralab_driver_work_cpu_seconds":  # thread CPU, not wall time: what the driver computed
             key = (f"{DRIVER_WORK}{labels.get('work')}",)
+        elif base in COUNTERS and part == "total":
+            key = (COUNTERS[base],)
         if key is None:
             continue
         slot = snap.setdefault(key, [0.0, 0.0])
@@ -86,6 +91,9 @@ def per_pod(before: Snapshot, after: Snapshot, pods: int) -> dict[str, dict[str,
         s0, c0 = before.get(key, (0.0, 0.0))
         calls = count - c0
         if calls <= 0:
+            continue
+        if key[0] in COUNTERS.values():
+            out[key[0]] = {"calls_per_pod": round(calls / pods, 3)}
             continue
         out[key[0]] = {"ms_per_pod": round((total - s0) * 1000 / pods, 3), "calls_per_pod": round(calls / pods, 3),
                        "ms_per_call": round((total - s0) * 1000 / calls, 3)}
@@ -128,7 +136,7 @@ class Scraper:
 
     async def snapshot(self, client: httpx.AsyncClient | None = None) -> Snapshot:
         wanted = {"apiserver_request_duration_seconds", "scheduler_framework_extension_point_duration_seconds",
-                  *SCHEDULER, "dralab_webhook_request_duration_seconds", "dralab_driver_work_cpu_seconds"}
+                  *SCHEDULER, "dralab_webhook_request_duration_seconds", "dralab_driver_work_cpu_seconds", *COUNTERS}
         samples = []
         async with httpx.AsyncClient(verify=self.ctx, timeout=30.0) as http:
             for url in self.urls:

@@ -25,7 +25,7 @@ import click
 from dralab.util import atomic_write
 from dralab_kit.bench import DEFAULT_OUT
 from dralab_kit.bench.models import BenchResult, parse
-from dralab_kit.bench.results import load_results
+from dralab_kit.bench.results import VERSION_MARK, load_results, load_versioned, versioned_folders
 from dralab_kit.bench.sections import (
     admission,
     caches,
@@ -87,17 +87,35 @@ SECTIONS: dict[str, Section] = {
 ORDER = tuple(SECTIONS)
 
 
+def split_key(key: str) -> tuple[str, str | None]:
+    """(benchmark, Kubernetes version) of a result's key: ``fleet@v1.37.2`` is the fleet benchmark run on
+    v1.37.2 (a ``kubernetes-v1.37.2`` sub-folder); a plain name ran on the default version."""
+    name, _, version = key.partition(VERSION_MARK)
+    return name, version or None
+
+
 def parse_all(results: Mapping[str, Mapping[str, Any] | BenchResult]) -> dict[str, BenchResult]:
-    """Each result through its model (results already parsed are kept)."""
-    return {name: res if isinstance(res, BenchResult) else parse(name, dict(res)) for name, res in results.items()}
+    """Each result through its benchmark's model (results already parsed are kept)."""
+    return {key: res if isinstance(res, BenchResult) else parse(split_key(key)[0], dict(res))
+            for key, res in results.items()}
+
+
+def versions_of(name: str, results: Mapping[str, BenchResult]) -> list[str]:
+    """The keys of ``name``'s results: the default version's first, then each other version's."""
+    return [name] * (name in results) + sorted(k for k in results if split_key(k)[0] == name and k != name)
 
 
 def verdicts(results: Mapping[str, BenchResult]) -> list[list[str]]:
-    """Rows ``[benchmark, check, figure, target, verdict]`` for every judged target in the results."""
+    """Rows ``[benchmark, check, figure, target, verdict]`` for every judged target in the results; a
+    result of another Kubernetes version names it in the benchmark column."""
     rows: list[list[str]] = []
     for name, sec in SECTIONS.items():
-        if sec.verdicts is not None and name in results:
-            rows += sec.verdicts(results[name])
+        if sec.verdicts is None:
+            continue
+        for key in versions_of(name, results):
+            version = split_key(key)[1]
+            rows += [[f"{row[0]}, Kubernetes {version}" if version else row[0], *row[1:]]
+                     for row in sec.verdicts(results[key])]
     return rows
 
 
@@ -133,17 +151,24 @@ def render(results: Mapping[str, Mapping[str, Any] | BenchResult], plots: Mappin
     else:
         lines += ["No benchmark result yet.", ""]
     lines += ["## Where and when", ""]
-    others = sorted(set(parsed) - set(ORDER))
+    others = sorted(k for k in parsed if split_key(k)[0] not in ORDER)
+    keys = [k for name in ORDER for k in (versions_of(name, parsed) or [name])]
     lines += table(["result", "run", "measured", "commit", "cores", "load avg start → end", "kernel", "toolchain"],
-                   [_where(name, parsed.get(name)) for name in [*ORDER, *others]])
+                   [_where(key, parsed.get(key)) for key in [*keys, *others]])
     for name, sec in SECTIONS.items():
-        lines += [f"## {sec.title}", ""]
-        res = parsed.get(name)
-        if res is None:
-            lines += [f"Not measured: run `dralab bench {name}` and commit `bench/results/{name}.json`.", ""]
-            continue
-        lines += [context_line(res), ""]
-        lines += sec.render(res, (plots or {}).get(name)) if sec.plot else sec.render(res)
+        if name not in parsed:
+            lines += [f"## {sec.title}", "",
+                      f"Not measured: run `dralab bench {name}` and commit `bench/results/{name}.json`.", ""]
+        for key in versions_of(name, parsed):
+            version = split_key(key)[1]
+            res = parsed[key]
+            lines += [f"## {sec.title}" + (f", on Kubernetes {version}" if version else ""), ""]
+            if version:
+                lines += [f"The same benchmark on Kubernetes {version}, from "
+                          f"`bench/results/kubernetes-{version}/{name}.json`: its figures and verdicts stand "
+                          "apart from the default version's.", ""]
+            lines += [context_line(res), ""]
+            lines += sec.render(res, (plots or {}).get(key)) if sec.plot else sec.render(res)
     if others:
         lines += ["## Other results", ""]
         for name in others:
@@ -160,9 +185,18 @@ def render(results: Mapping[str, Mapping[str, Any] | BenchResult], plots: Mappin
 
 def render_files(results_dir: Path, out: Path) -> str:
     """The report text for ``out`` from the results in ``results_dir`` (plots linked relative to ``out``)."""
-    plots = {name: Path(os.path.relpath(results_dir / sec.plot, out.parent)).as_posix()
-             for name, sec in SECTIONS.items() if sec.plot and (results_dir / sec.plot).is_file()}
-    return render(load_results(results_dir), plots)
+    folders = {"": results_dir} | {VERSION_MARK + version: sub
+                                   for version, sub in versioned_folders(results_dir).items()}
+    plots = {name + mark: Path(os.path.relpath(folder / sec.plot, out.parent)).as_posix()
+             for mark, folder in folders.items()
+             for name, sec in SECTIONS.items() if sec.plot and (folder / sec.plot).is_file()}
+    return render(all_results(results_dir), plots)
+
+
+def all_results(results_dir: Path) -> dict[str, dict[str, Any]]:
+    """The default version's results and every other version's, by key (:func:`split_key`)."""
+    return load_results(results_dir) | load_versioned(results_dir)
+
 
 @click.command()
 @click.option("--results", "results_dir", default=DEFAULT_OUT, show_default=True, help="folder of JSON results")
@@ -184,11 +218,11 @@ def report(results_dir: str, out: str, check: bool, quick: bool) -> None:
     if check:
         current = target.read_text() if target.is_file() else ""
         if current == text:
-            click.echo(f"{target} is current with the {len(load_results(folder))} result file(s) in {folder}")
+            click.echo(f"{target} is current with the {len(all_results(folder))} result file(s) in {folder}")
             return
         diff = list(difflib.unified_diff(current.splitlines(), text.splitlines(), str(target), "rendered", lineterm=""))
         click.echo("\n".join(diff[:60]) + ("\n..." if len(diff) > 60 else ""), err=True)
         click.echo(f"{target} differs from what {folder} renders: run `dralab bench report` and commit both", err=True)
         sys.exit(1)
     atomic_write(target, text)
-    click.echo(f"wrote {target} from {len(load_results(folder))} result file(s) in {folder}")
+    click.echo(f"wrote {target} from {len(all_results(folder))} result file(s) in {folder}")

@@ -115,6 +115,23 @@ def write_result(out_dir: str | Path, name: str, data: dict[str, Any], *, quick:
     return path
 
 
+VERSIONED_GLOB = "kubernetes-v*"  # sub-folders of results measured on another Kubernetes than the default
+VERSION_MARK = "@"  # "fleet@v1.37.2": the fleet result of the folder kubernetes-v1.37.2
+
+
+def versioned_folders(folder: Path) -> dict[str, Path]:
+    """``folder``'s ``kubernetes-vX.Y.Z`` sub-folders by version: results of the same benchmarks run on
+    another Kubernetes version than the default, reported beside the default's, never mixed in."""
+    return {sub.name.removeprefix("kubernetes-"): sub
+            for sub in sorted(folder.glob(VERSIONED_GLOB)) if sub.is_dir()}
+
+
+def load_versioned(folder: Path) -> dict[str, dict[str, Any]]:
+    """The results of :func:`versioned_folders`, each as ``<name>@vX.Y.Z``."""
+    return {f"{name}{VERSION_MARK}{version}": data
+            for version, sub in versioned_folders(folder).items() for name, data in load_results(sub).items()}
+
+
 def load_results(folder: Path) -> dict[str, dict[str, Any]]:
     """Every ``<name>.json`` in ``folder``, by name."""
     from dralab.errors import UserError

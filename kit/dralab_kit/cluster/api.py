@@ -42,6 +42,7 @@ from dralab_kit.cluster.supervisor import (
     ProcRecord,
     is_alive,
     log_tail,
+    reap_exited,
     rss_bytes,
     signal_process,
     start_process,
@@ -236,7 +237,8 @@ def _specs(handle: ClusterHandle) -> dict[str, ComponentSpec]:
     specs = {
         "etcd": components.etcd_spec(layout, ports, bins),
         "apiserver": components.apiserver_spec(layout, ports, bins, version, handle.api_address),
-        "controller-manager": components.controller_manager_spec(layout, ports, bins, version),
+        "controller-manager": components.controller_manager_spec(
+            layout, ports, bins, version, node_grace_seconds=fleet.NODE_GRACE_SECONDS if state.get("fleet") else None),
         "scheduler": components.scheduler_spec(layout, ports, bins, version),
         "kwok": components.kwok_spec(layout, ports, bins),
     }
@@ -914,6 +916,7 @@ def _stop_all(records: list[ProcRecord]) -> None:
     for rec in records:
         if is_alive(rec):
             stop_process(rec, timeout=0)
+    reap_exited()
 
 
 def apiserver_metrics(handle: ClusterHandle) -> str:

@@ -172,8 +172,11 @@ def apiserver_spec(
 
 
 def controller_manager_spec(
-    layout: Layout, ports: dict[str, Any], binaries: dict[str, str], version: str = K8S_VERSION
+    layout: Layout, ports: dict[str, Any], binaries: dict[str, str], version: str = K8S_VERSION,
+    node_grace_seconds: int | None = None,
 ) -> ComponentSpec:
+    """``node_grace_seconds``: how long a node's Lease may go unrenewed before the node is NotReady (a fleet's:
+    :data:`dralab_kit.cluster.fleet.NODE_GRACE_SECONDS`; None keeps the controller's default)."""
     pki = Pki(layout.pki_dir)
     kubeconfig = str(layout.kubeconfig)
     argv = [
@@ -196,6 +199,8 @@ def controller_manager_spec(
         f"--kube-api-burst={CONTROLLER_MANAGER_BURST}",
         "--profiling=false",
     ]
+    if node_grace_seconds is not None:
+        argv.append(f"--node-monitor-grace-period={node_grace_seconds}s")
     return ComponentSpec("controller-manager", argv, Health(f"https://127.0.0.1:{ports['controller-manager']}/healthz"))
 
 

@@ -62,11 +62,26 @@ def _reap(pid: int) -> None:
         _CHILDREN.pop(pid, None)
 
 
+def reap_exited() -> int:
+    """Reap every child of this process that has exited; how many. A child killed after the last
+    :func:`is_alive` that looked at it would otherwise stay ``<defunct>`` in the process table for as long
+    as this process runs (a bench bringing several fleets up and down in turn)."""
+    gone = [pid for pid, child in list(_CHILDREN.items()) if child.poll() is not None]
+    for pid in gone:
+        _CHILDREN.pop(pid, None)
+    return len(gone)
+
+
 def is_alive(rec: ProcRecord) -> bool:
-    """True when the recorded process still runs (same pid, same start time, not a zombie)."""
-    _reap(rec.pid)
+    """True when the recorded process still runs (same pid, same start time, not a zombie).
+
+    /proc is read before the child is reaped, so a child seen exited is always reaped here: reaping
+    first left one that died between the two steps a zombie that no later call looked at."""
     stat = _stat(rec.pid)
-    return stat is not None and stat[1] == rec.ticks and stat[0] not in ("Z", "X")
+    if stat is not None and stat[1] == rec.ticks and stat[0] not in ("Z", "X"):
+        return True
+    _reap(rec.pid)
+    return False
 
 
 def start_process(argv: list[str], log_path: Path, env: dict[str, str] | None = None) -> ProcRecord:

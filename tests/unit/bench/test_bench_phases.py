@@ -50,6 +50,22 @@ def test_per_pod_figures_are_deltas_over_the_burst_and_extra_is_dra_minus_plain(
     assert per_pod(before, after, 0) == {}
 
 
+WEBHOOK = """\
+# HELP dralab_webhook_connections_total x
+# TYPE dralab_webhook_connections_total counter
+dralab_webhook_connections_total 30.0
+dralab_webhook_connections_created 1.7e9
+"""
+
+
+def test_the_webhooks_connections_are_counted_per_pod_with_no_time_of_their_own() -> None:
+    wanted = {"dralab_webhook_connections"}
+    before = fold(parse(WEBHOOK, wanted))
+    assert before == {("webhook: connections accepted (TLS handshakes)",): (0.0, 30.0)}  # not the _created stamp
+    after = fold(parse(WEBHOOK.replace(" 30.0", " 110.0"), wanted))
+    assert per_pod(before, after, 40) == {"webhook: connections accepted (TLS handshakes)": {"calls_per_pod": 2.0}}
+
+
 def test_judged_verdict_uses_the_median_of_per_round_ratios() -> None:
     cols = {"n": [10, 200], "pods_per_s": [10.0, 9.0]}
     plain = {"n": [10, 200], "pods_per_s": [10.0, 20.0]}  # pooled figures would say 0.45

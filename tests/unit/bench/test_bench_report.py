@@ -164,3 +164,31 @@ def test_a_verdict_figure_never_prints_as_its_target_unless_it_is_it(value: floa
     from dralab_kit.bench.common import fmt_beside
 
     assert fmt_beside(value, target) == shown
+
+
+def test_a_result_of_another_kubernetes_version_is_reported_beside_the_defaults_never_mixed(tmp_path: Path) -> None:
+    def _size(nodes: int, dralab_rate: float) -> dict:
+        phases = {p: {"dralab": {"pods_per_s": dralab_rate}, "baseline": {"pods_per_s": 10.0}}
+                  for p in ("fill", "churn", "burst")}
+        return {"nodes": nodes, "devices_per_node": 8, "phases": phases}
+
+    results = tmp_path / "results"
+    (results / "kubernetes-v1.37.2").mkdir(parents=True)
+    sizes = {"fleet": [_size(50, 9.5), _size(500, 9.5)], "kubernetes-v1.37.2/fleet": [_size(50, 9.0), _size(500, 5.0)]}
+    for name, rows in sizes.items():
+        (results / f"{name}.json").write_text(json.dumps(
+            {"benchmark": "fleet", "quick": False, "devices_per_node": 8, "sizes": rows}))
+    (results / "kubernetes-v1.37.2" / "fleet.png").write_bytes(b"png")
+    out = tmp_path / "REPORT.md"
+    run = CliRunner().invoke(report.report, ["--results", str(results), "--out", str(out)])
+    assert run.exit_code == 0, run.output
+    assert "from 2 result file(s)" in run.output
+    text = out.read_text()
+    ratio = [line for line in text.splitlines() if "dralab ÷ DRA without dralab" in line]
+    assert ratio[0].startswith("| fleet |") and ratio[0].endswith("| met |"), ratio
+    assert ratio[1].startswith("| fleet, Kubernetes v1.37.2 |") and ratio[1].endswith("| NOT met |"), ratio
+    assert "## Fleet scale: simulated KWOK fleets against a plain DRA baseline, on Kubernetes v1.37.2" in text
+    assert "`bench/results/kubernetes-v1.37.2/fleet.json`" in text
+    assert "![fleet](results/kubernetes-v1.37.2/fleet.png)" in text
+    assert "| fleet@v1.37.2 |" in text  # its own row under "Where and when"
+    assert "## Other results" not in text

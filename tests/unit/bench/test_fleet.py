@@ -24,6 +24,12 @@ apiserver_request_total{code="409",resource="pods",subresource="",verb="POST"} 2
 """
 
 
+def test_repeated_events_count_every_occurrence() -> None:
+    events = [{"count": 3}, {}, {"series": {"count": 4}}, {"count": 0}]
+    assert fleet.occurrences(events) == 3 + 1 + 4 + 1
+    assert "reason%3DNodeNotReady" in fleet.NOT_READY_EVENTS and "involvedObject.kind%3DNode" in fleet.NOT_READY_EVENTS
+
+
 def test_parse_requests_groups_by_verb_and_resource_without_watches() -> None:
     assert fleet.parse_requests(METRICS) == {"POST pods": 12.0, "POST pods/binding": 10.0}
 
@@ -424,14 +430,27 @@ def test_the_section_lists_the_schedulers_own_cost_per_pod_of_each_kind() -> Non
     large["phases"]["fill"]["dralab"]["spent_per_pod"] = {
         "scheduler: scheduling attempt": {"ms_per_pod": 70.0, "calls_per_pod": 1.4},
         "scheduler: Filter": {"ms_per_pod": 40.0, "calls_per_pod": 1.4},
-        "apiserver: create pod": {"ms_per_pod": 300.0, "calls_per_pod": 1.0}}
+        "apiserver: create pod": {"ms_per_pod": 300.0, "calls_per_pod": 1.0},
+        "webhook: connections accepted (TLS handshakes)": {"calls_per_pod": 0.8}}
     large["phases"]["fill"]["baseline"]["spent_per_pod"] = {
         "scheduler: scheduling attempt": {"ms_per_pod": 60.0, "calls_per_pod": 1.0}}
     large["idle_after_cpu_ms_per_s"] = {"driver": 150.0}
     text = "\n".join(section(FleetResult.model_validate({"devices_per_node": 8, "sizes": [large]})))
     assert ("500 nodes, fill, the components' own histograms per pod (wall time, not CPU): dralab 1.4 attempts, "
-            "70 ms (Filter 40), pod create 300 ms; baseline 1 attempts, 60 ms") in text
+            "70 ms (Filter 40), pod create 300 ms with 0.8 new webhook connections (TLS handshakes); "
+            "baseline 1 attempts, 60 ms") in text
     assert "500 nodes at rest after them, CPU ms per second: driver 150" in text
+
+
+def test_the_section_names_phases_whose_simulated_nodes_went_not_ready() -> None:
+    large = _size(500, 8.0, 10.0)
+    large["phases"]["fill"]["baseline"]["nodes_not_ready_events"] = 214
+    large["phases"][fleet.FILL_AGAIN] = {"dralab": {"pods_per_s": 8.0, "nodes_not_ready_events": 3},
+                                        "baseline": {"pods_per_s": 9.0}}
+    text = "\n".join(section(FleetResult.model_validate({"devices_per_node": 8, "sizes": [large]})))
+    assert "- 500 nodes, fill, baseline: 214 NodeNotReady event(s)" in text
+    assert "- 500 nodes, fill again, dralab: 3 NodeNotReady event(s)" in text
+    assert text.count("NodeNotReady event(s)") == 2, "phases without any say nothing"
 
 
 def test_the_drivers_work_is_read_from_its_own_histogram_by_kind() -> None:

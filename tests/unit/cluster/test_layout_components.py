@@ -109,6 +109,15 @@ def test_controller_manager_can_sign_tokens_and_skips_leader_election(layout):
     assert "--leader-elect=false" in argv
     assert any(a.startswith("--service-account-private-key-file=") for a in argv)
     assert not any(a.startswith("--controllers=") for a in argv), "all default controllers (resourceclaim, gc) run"
+    assert not any(a.startswith("--node-monitor-grace-period") for a in argv), "the default grace off fleets"
+
+
+def test_a_fleets_controller_manager_gives_the_simulated_nodes_leases_a_grace_longer_than_a_phase(layout):
+    from dralab_kit.cluster.fleet import NODE_GRACE_SECONDS
+
+    argv = components.controller_manager_spec(layout, PORTS, BINS, node_grace_seconds=NODE_GRACE_SECONDS).argv
+    assert f"--node-monitor-grace-period={NODE_GRACE_SECONDS}s" in argv
+    assert NODE_GRACE_SECONDS >= 600, "a 500-node fill lasts minutes; the default 50 s marked nodes NotReady in it"
 
 
 def test_etcd_and_kwok_command_lines(layout):

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import dataclasses
 import sys
+from pathlib import Path
 
 from dralab_kit.cluster.supervisor import (
     ProcRecord,
     is_alive,
     log_tail,
     parse_stat,
+    reap_exited,
     rss_bytes,
     start_process,
     stop_process,
@@ -54,3 +56,29 @@ def test_a_process_ignoring_sigterm_is_killed(tmp_path):
 
 def test_log_tail_of_missing_file(tmp_path):
     assert log_tail(tmp_path / "nope.log") == ""
+
+
+def _state(pid: int) -> str | None:
+    try:
+        return parse_stat(Path(f"/proc/{pid}/stat").read_text())[0]
+    except OSError:
+        return None
+
+
+def test_a_child_that_exited_unwatched_is_reaped_not_left_defunct(tmp_path):
+    from dralab.util import wait_for
+
+    rec = start_process([sys.executable, "-c", "pass"], tmp_path / "brief.log")
+    wait_for(lambda: _state(rec.pid) == "Z", 10, "the child to exit")  # nothing of ours has polled it yet
+    assert reap_exited() >= 1
+    assert _state(rec.pid) is None, "reaped: gone from the process table"
+    assert not is_alive(rec)
+
+
+def test_is_alive_reaps_the_zombie_it_sees(tmp_path):
+    from dralab.util import wait_for
+
+    rec = start_process([sys.executable, "-c", "pass"], tmp_path / "brief.log")
+    wait_for(lambda: _state(rec.pid) == "Z", 10, "the child to exit")
+    assert not is_alive(rec)
+    assert _state(rec.pid) is None

@@ -8,6 +8,7 @@ from dralab_kit.bench.common import fmt as _f
 from dralab_kit.bench.common import fmt_beside, md_table
 from dralab_kit.bench.fleet import DRALAB_COMPONENTS, FILL_AGAIN, FIRST_KUBERNETES, kib_per_claim, phase_row
 from dralab_kit.bench.models.fleet import FleetPods, FleetResult
+from dralab_kit.bench.phases import COUNTERS
 from dralab_kit.bench.sections.format import verdict_text
 
 TITLE = "Fleet scale: simulated KWOK fleets against a plain DRA baseline"
@@ -15,6 +16,7 @@ TITLE = "Fleet scale: simulated KWOK fleets against a plain DRA baseline"
 PHASES = ("fill", "churn", "burst")
 ROWS = ("fill", FILL_AGAIN, "churn", "burst")  # the table's phases: the fill again (baseline first) after the fill
 POD_CREATE = "apiserver: create pod"  # the apiserver's create, admission (the webhook) included
+WEBHOOK_CONNECTIONS = COUNTERS["dralab_webhook_connections"]  # the apiserver's new connections to the webhook
 SCHEDULER_PARTS = ("scheduler: scheduling attempt", "scheduler: PreFilter", "scheduler: Filter", "scheduler: PreBind")
 
 
@@ -133,9 +135,12 @@ def _scheduler_lines(res: FleetResult) -> list[str]:
                 points = ", ".join(f"{k.split(': ')[1]} {_f((spent.get(k) or {}).get('ms_per_pod'))}"
                                    for k in SCHEDULER_PARTS[1:] if k in spent)
                 create = (spent.get(POD_CREATE) or {}).get("ms_per_pod")
+                connections = (spent.get(WEBHOOK_CONNECTIONS) or {}).get("calls_per_pod")
                 parts.append(f"{kind} {_f(attempt.get('calls_per_pod'))} attempts, "
                              f"{_f(attempt.get('ms_per_pod'))} ms" + (f" ({points})" if points else "")
-                             + (f", pod create {_f(create)} ms" if create is not None else ""))
+                             + (f", pod create {_f(create)} ms" if create is not None else "")
+                             + (f" with {_f(connections)} new webhook connections (TLS handshakes)"
+                                if connections is not None and kind == "dralab" else ""))
             if parts:
                 out.append(f"- {size.get('nodes')} nodes, {phase.replace('_', ' ')}, the components' own histograms "
                            f"per pod (wall time, not CPU): {'; '.join(parts)}")
@@ -244,13 +249,18 @@ def section(res: FleetResult, plot: str | None = None) -> list[str]:
             out.append(f"- {size.get('nodes')} nodes, fill, dralab: resident memory per claim above rest, "
                        + ", ".join(f"{c} {_f(v)} KiB" for c, v in per.items()) + f" ({fill['claims']} claims)")
     for size in res.sizes:
-        for phase in PHASES:
+        for phase in ROWS:
             for kind in ("dralab", "baseline"):
                 r = phase_row(size, phase, kind)
+                where = f"- {size.get('nodes')} nodes, {phase.replace('_', ' ')}, {kind}:"
                 if r.get("not_running") or r.get("duplicate_claims"):
-                    out.append(f"- {size.get('nodes')} nodes, {phase}, {kind}: {r.get('not_running', 0)} pod(s) "
+                    out.append(f"{where} {r.get('not_running', 0)} pod(s) "
                                f"bound but never Running; {r.get('duplicate_claims', 0)} pod(s) owning more than "
                                "one claim (kube-controller-manager's second claim from the pod's template)")
+                if r.get("nodes_not_ready_events"):
+                    out.append(f"{where} {r['nodes_not_ready_events']} NodeNotReady event(s): simulated nodes "
+                               "whose Leases reached kube-controller-manager late, tainted in the phase (the node "
+                               "layer starved of CPU; the phase's rates are suspect)")
     out.append("")
     stopped = [f"- {s.get('nodes')} nodes **stopped** in {s['failed']}; the phases measured before it are kept, "
                "and its leaks were not measured." for s in res.sizes if s.get("failed")]
