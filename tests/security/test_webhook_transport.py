@@ -37,25 +37,24 @@ def _head(path: str, length: int | None, extra: str = "") -> bytes:
     return (f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n{size}{extra}\r\n").encode()
 
 
-def _read_status(sock: socket.socket) -> int:
+def _received_through(sock: socket.socket, marker: bytes, what: str) -> bytes:
+    """What the server sent up to and including the first ``marker`` (and what came in the same reads)."""
     data = b""
-    while b"\r\n" not in data:
+    while marker not in data:
         chunk = sock.recv(4096)
         if not chunk:
-            raise AssertionError(f"connection closed before a status line; got {data!r}")
+            raise AssertionError(f"connection closed before {what}; got {data!r}")
         data += chunk
-    return int(data.split(b" ", 2)[1])
+    return data
+
+
+def _read_status(sock: socket.socket) -> int:
+    return int(_received_through(sock, b"\r\n", "a status line").split(b" ", 2)[1])
 
 
 def _read_response(sock: socket.socket) -> int:
     """The status of one whole answer (head and Content-Length body), leaving the connection at the next."""
-    data = b""
-    while b"\r\n\r\n" not in data:
-        chunk = sock.recv(4096)
-        if not chunk:
-            raise AssertionError(f"connection closed before a whole head; got {data!r}")
-        data += chunk
-    head, _, body = data.partition(b"\r\n\r\n")
+    head, _, body = _received_through(sock, b"\r\n\r\n", "a whole head").partition(b"\r\n\r\n")
     length = next(int(line.split(b":", 1)[1]) for line in head.split(b"\r\n")[1:]
                   if line.lower().startswith(b"content-length:"))
     while len(body) < length:
