@@ -315,3 +315,24 @@ def test_an_idle_queue_waits_for_work_or_stop_without_polling(tmp_path: Path) ->
     standin.stop()
     stopped.join(10)
     assert got == ["uid-1", None] and not stopped.is_alive()
+
+
+def test_stand_ins_started_together_resync_spread_over_the_period(tmp_path: Path, monkeypatch) -> None:
+    """The first resync waits a random part of the period, the next ones the whole period."""
+    import threading
+
+    from dralab_kit.cluster.standin import runner
+
+    standin = StandIn("n1", FakeKube(), tmp_path / "n1", resync_seconds=100.0)
+    monkeypatch.setattr(runner, "spread_start", lambda period: period * 0.25)
+    waits: list[float] = []
+
+    def wait(seconds: float) -> bool:
+        waits.append(seconds)
+        return len(waits) > 2  # stop after three waits
+
+    monkeypatch.setattr(standin.stopping, "wait", wait)
+    listed = threading.Event()
+    monkeypatch.setattr(standin, "_list_pods", listed.set)
+    standin._resync_loop()
+    assert waits == [25.0, 100.0, 100.0] and listed.is_set()

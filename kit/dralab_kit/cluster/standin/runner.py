@@ -22,7 +22,7 @@ import grpc
 
 from dralab.kube import Kube, KubeError, ListWatch
 from dralab.kube.paths import SLICES_PATH, claim_path, node_path, pods_path, segment
-from dralab.util import get_logger
+from dralab.util import get_logger, spread_start
 from dralab_kit.cluster.standin import logic, status
 from dralab_kit.cluster.standin.checkpoint import Checkpoint, PreparedClaim
 from dralab_kit.cluster.standin.plugins import PluginManager
@@ -199,7 +199,12 @@ class StandIn:
         self.pod_watch.run(self.stopping)
 
     def _resync_loop(self) -> None:
-        while not self.stopping.wait(self.resync_seconds):
+        # The first wait a random part of the period: a fleet's stand-ins start together, and each listing its
+        # node's pods every period from the same start sent 500 LISTs at once every 2 minutes at 500 nodes,
+        # which the loaded apiserver answered with its 60 s handler timeout (1,835 in one fill).
+        wait = spread_start(self.resync_seconds)
+        while not self.stopping.wait(wait):
+            wait = self.resync_seconds
             try:
                 self._list_pods()
             except Exception as exc:
