@@ -21,7 +21,9 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.core import CounterMetricFamily
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
+from prometheus_client.registry import Collector
 
 from dralab.kube.authz import MetricsAuthorizer
 
@@ -29,6 +31,31 @@ _BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0
 # What the driver's CPU goes to (``dralab_driver_work_cpu_seconds``): per pod (prepare, unprepare, the
 # claim status write) and per period (reconcile, publish, restoring CDI specs).
 WORK = ("prepare", "unprepare", "status", "reconcile", "publish", "restore")
+
+
+class HandshakeCount(Collector):
+    """``dralab_driver_apiserver_handshakes_total``: the TLS handshakes with the apiserver of every node's
+    client this process runs, read from their contexts at scrape time (no work on the call path).
+
+    A new connection costs its node's driver about 0.8 ms more CPU than a call on a kept one (and the
+    apiserver a handshake too); the apiserver closes a connection idle for 90 s, so a node that gets a pod
+    less often than that pays one per call."""
+
+    def __init__(self) -> None:
+        self._sources: list[Callable[[], int]] = []
+        self._lock = threading.Lock()
+
+    def track(self, handshakes: Callable[[], int]) -> None:
+        with self._lock:
+            self._sources.append(handshakes)
+
+    def collect(self) -> Iterator[CounterMetricFamily]:
+        with self._lock:
+            sources = list(self._sources)
+        family = CounterMetricFamily("dralab_driver_apiserver_handshakes",
+                                     "TLS handshakes with the apiserver (each a new connection)")
+        family.add_metric([], sum(source() for source in sources))
+        yield family
 
 
 class DriverMetrics:
@@ -116,6 +143,8 @@ class DriverMetrics:
             buckets=_BUCKETS,
             registry=r,
         )
+        self.handshakes = HandshakeCount()
+        r.register(self.handshakes)
 
     @contextlib.contextmanager
     def work(self, driver: str, kind: str) -> Iterator[None]:

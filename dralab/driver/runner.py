@@ -177,10 +177,14 @@ class DriverProcess:
         if self.options.device_taints not in health.TAINT_MODES:
             raise UserError(f"--device-taints {self.options.device_taints}: use one of {', '.join(health.TAINT_MODES)}")
         self.tracker = HealthTracker(self.options.unhealthy_noexecute_after)
+        self._track_handshakes()
         if self.options.claim_status and isinstance(self.claims, KubeClaimSource):
             metrics = self.metrics
+            # The claim's GET and its status write, a moment apart, share a connection: a node that gets a
+            # pod less often than the apiserver keeps an idle connection (90 s) then pays one handshake per
+            # pod, not one per call (README "Scale", item 23).
             self.status_writer = StatusWriter(
-                self.claims.client.clone(), on_result=lambda d, r: metrics.claim_status.labels(d, r).inc(),
+                self.claims.client, on_result=lambda d, r: metrics.claim_status.labels(d, r).inc(),
                 work=lambda d: metrics.work(d, "status"),
             )
             self._spawn("claim-status", self.status_writer.run)
@@ -321,6 +325,14 @@ class DriverProcess:
     def wait(self) -> None:
         """Block until stop() (signal handlers call it)."""
         self._stop.wait()
+
+    def _track_handshakes(self) -> None:
+        """Count the TLS handshakes of this node's API clients (each set of credentials once) in
+        ``dralab_driver_apiserver_handshakes_total``."""
+        clients = [self.kube, self.claims.client if isinstance(self.claims, KubeClaimSource) else None]
+        configs = {id(c.config): c.config for c in clients if c is not None}
+        for config in configs.values():
+            self.metrics.handshakes.track(config.handshakes)
 
     def stop(self) -> None:
         self._stop.set()

@@ -137,6 +137,7 @@ class KubeConfig:
     # the TLS context of every client on these credentials, with the stamp of the files it was built from
     _tls: tuple[tuple[Any, ...], ssl.SSLContext] | None = field(default=None, repr=False, compare=False)
     _tls_lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+    _retired_handshakes: int = field(default=0, repr=False, compare=False)  # those of contexts built again
 
     def __post_init__(self) -> None:
         # the configuration names the memory files' paths: it keeps them open as long as it lives
@@ -173,8 +174,19 @@ class KubeConfig:
         stamp = file_stamps(cfg.ssl_ca_cert, cfg.cert_file, cfg.key_file)
         with self._tls_lock:
             if self._tls is None or self._tls[0] != stamp:
+                if self._tls is not None:
+                    self._retired_handshakes += _client_handshakes(self._tls[1])
                 self._tls = (stamp, self._new_ssl_context(check_hostname=False))
             return self._tls[1]
+
+    def handshakes(self) -> int:
+        """The TLS handshakes the clients on these credentials' shared context completed so far, each a new
+        connection to the apiserver (which closes one idle for 90 s): what a node's driver, calling the
+        apiserver rarely, pays per call when its connections expire in between. 0 before any connection;
+        contexts built per connection (:meth:`ssl_context` with ``verify_hostname``) are not counted."""
+        with self._tls_lock:
+            current = _client_handshakes(self._tls[1]) if self._tls is not None else 0
+            return self._retired_handshakes + current
 
     def _new_ssl_context(self, check_hostname: bool) -> ssl.SSLContext:
         cfg = self.configuration
@@ -185,6 +197,11 @@ class KubeConfig:
         if cfg.cert_file:
             ctx.load_cert_chain(cfg.cert_file, cfg.key_file)
         return ctx
+
+
+def _client_handshakes(ctx: ssl.SSLContext) -> int:
+    """Client-mode handshakes ``ctx`` completed (OpenSSL's own count, kept by the context)."""
+    return int(ctx.session_stats().get("connect_good", 0))
 
 
 def file_stamps(*paths: str | None) -> tuple[Any, ...]:

@@ -38,7 +38,8 @@ SCHEDULER = {
     "scheduler_pod_scheduling_sli_duration_seconds": "scheduler: queue to bound (SLI)",
 }
 # counters: only their count per pod (``calls_per_pod``) is kept
-COUNTERS = {"dralab_webhook_connections": "webhook: connections accepted (TLS handshakes)"}
+COUNTERS = {"dralab_webhook_connections": "webhook: connections accepted (TLS handshakes)",
+            "dralab_driver_apiserver_handshakes": "driver: apiserver connections opened (TLS handshakes)"}
 
 
 def parse(text: str, wanted: set[str]) -> list[tuple[str, dict[str, str], float]]:

@@ -498,6 +498,11 @@ def test_verdict_judges_the_growth_of_work_counted_where_spent() -> None:
     assert ("500 nodes, fill, dralab: the driver's own CPU per pod by work, ms: prepare 4.4, status 1; its "
             "processes' other CPU above rest 24.6; counted where spent (webhook above rest + Prepare, Unprepare, "
             "status) 7.6") in text
+    assert "new apiserver connections" not in text  # runs before the driver counted its handshakes
+    large["phases"]["fill"]["dralab"]["spent_per_pod"] = {
+        "driver: apiserver connections opened (TLS handshakes)": {"calls_per_pod": 1.25}}
+    text = "\n".join(section(FleetResult.model_validate({"devices_per_node": 8, "sizes": [small, large]})))
+    assert "status) 7.6; new apiserver connections (TLS handshakes) per pod 1.25" in text
 
 
 def test_the_fleet_builds_vcore_before_any_bring_up_and_stops_when_it_cannot(

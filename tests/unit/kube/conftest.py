@@ -31,6 +31,7 @@ class Seen:
     headers: dict[str, str]
     body: bytes
     client_cn: str
+    connection: int = 0  # the client's port: requests on one kept-alive connection share it
 
 
 Answer = tuple[int, Any] | list[dict[str, Any]]  # (status, JSON body) or a watch stream of events
@@ -51,6 +52,12 @@ class Script:
     routes: dict[tuple[str, str], list[Any]] = field(default_factory=dict)
     seen: list[Seen] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
+    close_connections: bool = False  # close each connection after its answer, as after the apiserver's idle 90 s
+
+    def connections(self) -> int:
+        """How many connections the requests seen so far came on."""
+        with self.lock:
+            return len({s.connection for s in self.seen})
 
     def on(self, method: str, path: str, *answers: Any) -> None:
         self.routes[(method, path)] = list(answers)
@@ -93,7 +100,8 @@ def _handler() -> type[BaseHTTPRequestHandler]:
             cn = next((v for rdn in peer.get("subject", ()) for k, v in rdn if k == "commonName"), "")
             server: _Server = self.server  # type: ignore[assignment]
             with server.script.lock:
-                server.script.seen.append(Seen(self.command, url.path, query, dict(self.headers), body, cn))
+                server.script.seen.append(Seen(self.command, url.path, query, dict(self.headers), body, cn,
+                                               self.client_address[1]))
             answer = server.script.answer(self.command, url.path, query)
             if callable(answer):
                 answer = answer(query)
@@ -116,6 +124,9 @@ def _handler() -> type[BaseHTTPRequestHandler]:
             self.send_response(status)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(data)))
+            if server.script.close_connections:
+                self.send_header("Connection", "close")
+                self.close_connection = True
             self.end_headers()
             self.wfile.write(data)
 

@@ -217,6 +217,23 @@ def test_clients_on_one_credential_connect_with_one_shared_tls_context(apiserver
     assert [s.client_cn for s in apiserver.script.requests("GET")] == ["dralab-admin", "dralab-admin"]
 
 
+def test_handshakes_count_each_new_connection_of_every_client_on_the_credentials(apiserver, kube) -> None:
+    """Calls on a kept-alive connection cost no handshake; a connection the server closed (the apiserver
+    closes one idle for 90 s) is opened again on the next call, and counted, clones included."""
+    apiserver.script.on("GET", "/version", (200, {"major": "1"}))
+    assert kube.config.handshakes() == 0
+    for _ in range(3):
+        kube.get("/version")
+    assert kube.config.handshakes() == apiserver.script.connections() == 1
+    apiserver.script.close_connections = True
+    for _ in range(3):
+        kube.get("/version")
+    with kube.clone() as other:
+        other.get("/version")
+    # the first closing answer came on the kept connection; two more, then the clone's own
+    assert kube.config.handshakes() == apiserver.script.connections() == 4
+
+
 def test_the_shared_context_still_refuses_a_server_certificate_for_another_name(misnamed_apiserver) -> None:
     misnamed_apiserver.script.on("GET", "/version", (200, {"major": "1"}))
     with Kube.from_kubeconfig(misnamed_apiserver.kubeconfig) as kube, pytest.raises(KubeError) as err:
