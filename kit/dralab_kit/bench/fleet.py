@@ -215,10 +215,18 @@ def phase_row(size: dict[str, Any], phase: str, kind: str) -> dict[str, Any]:
 NOT_READY_EVENTS = "/api/v1/events?fieldSelector=reason%3DNodeNotReady%2CinvolvedObject.kind%3DNode"
 
 
-def occurrences(events: list[dict[str, Any]]) -> int:
-    """How many times the events happened: an event repeated for the same object is one object whose
+def _count(event: dict[str, Any]) -> int:
+    """How many times one event happened: an event repeated for the same object is one object whose
     ``count`` grows (``series.count`` in the events.k8s.io form)."""
-    return sum(int(e.get("count") or (e.get("series") or {}).get("count") or 1) for e in events)
+    return int(event.get("count") or (event.get("series") or {}).get("count") or 1)
+
+
+def new_occurrences(before: list[dict[str, Any]], after: list[dict[str, Any]]) -> int:
+    """How many times the events happened between two readings: each event of ``after`` less its count in
+    ``before`` (by uid). An event the apiserver dropped in between (events live an hour) takes nothing
+    off, as a difference of totals would."""
+    seen = {(e.get("metadata") or {}).get("uid"): _count(e) for e in before}
+    return sum(max(0, _count(e) - seen.get((e.get("metadata") or {}).get("uid"), 0)) for e in after)
 
 
 def duplicate_claims(claims: list[dict[str, Any]]) -> int:
@@ -573,12 +581,12 @@ class Fleet:
         """Run ``work`` (a coroutine returning a Burst) between two readings of CPU, apiserver requests and
         the components' own histograms (the scrape of those outside the CPU window)."""
         spent0 = await self.scraper.snapshot()
-        not_ready0 = occurrences(await self.items(client, NOT_READY_EVENTS))
+        not_ready0 = await self.items(client, NOT_READY_EVENTS)
         cpu0, req0, started = self.meter.read(), self.requests(), time.monotonic()
         burst = await work
         cpu1, req1, elapsed = self.meter.read(), self.requests(), time.monotonic() - started
         spent1 = await self.scraper.snapshot()
-        not_ready1 = occurrences(await self.items(client, NOT_READY_EVENTS))
+        not_ready1 = await self.items(client, NOT_READY_EVENTS)
         created = len(burst.admitted) or pods  # pods the apiserver accepted: a refused create costs little
         cpu = cpu_per_pod(cpu0, cpu1, created)
         row = summarize(burst)
@@ -597,7 +605,7 @@ class Fleet:
             "duplicate_claims": duplicate_claims(claims),
             # kube-controller-manager found a simulated node's Lease stale and marked it NotReady (tainted):
             # the node layer starved of CPU, not dralab; any here make the phase's rates suspect
-            "nodes_not_ready_events": not_ready1 - not_ready0,
+            "nodes_not_ready_events": new_occurrences(not_ready0, not_ready1),
             "slices": len(await self.items(client, "/apis/resource.k8s.io/v1/resourceslices")),
             "api_requests_per_pod": requests_per_pod(req0, req1, created),
             # the components' own histograms per pod (ms, calls): the scheduler's attempts and extension

@@ -25,9 +25,20 @@ apiserver_request_total{code="409",resource="pods",subresource="",verb="POST"} 2
 
 
 def test_repeated_events_count_every_occurrence() -> None:
-    events = [{"count": 3}, {}, {"series": {"count": 4}}, {"count": 0}]
-    assert fleet.occurrences(events) == 3 + 1 + 4 + 1
+    events = [{"metadata": {"uid": str(i)}, **e} for i, e in enumerate([{"count": 3}, {}, {"series": {"count": 4}},
+                                                                          {"count": 0}])]
+    assert fleet.new_occurrences([], events) == 3 + 1 + 4 + 1
     assert "reason%3DNodeNotReady" in fleet.NOT_READY_EVENTS and "involvedObject.kind%3DNode" in fleet.NOT_READY_EVENTS
+
+
+def test_a_phases_events_are_those_new_or_repeated_in_it_and_an_expired_one_takes_nothing_off() -> None:
+    def event(uid: str, count: int) -> dict[str, object]:
+        return {"metadata": {"uid": uid}, "count": count}
+
+    before = [event("a", 2), event("gone", 40)]  # "gone" expires (an hour's TTL) during the phase
+    after = [event("a", 5), event("b", 1)]
+    assert fleet.new_occurrences(before, after) == 3 + 1  # a difference of totals would say -36
+    assert fleet.new_occurrences(after, after) == 0 and fleet.new_occurrences([], after) == 6
 
 
 def test_parse_requests_groups_by_verb_and_resource_without_watches() -> None:
