@@ -19,16 +19,8 @@ from dralab.driver.runner import DriverProcess, RunOptions
 from dralab.kube.paths import claim_path
 from dralab.util import wait_for
 from dralab_kit.fixtures.driver_claims import CLAIM_A, CLAIM_A_UID, NAMESPACE, NODE, lab20_claim
-from tests.unit.kube.conftest import FakeApiserver, serving
-
-
-@pytest.fixture
-def apiserver(tmp_path: Path) -> Iterator[FakeApiserver]:
-    from dralab_kit.cluster.pki import ensure_pki
-
-    pki = ensure_pki(tmp_path / "pki")
-    with serving(tmp_path, pki.cert("apiserver"), pki.key("apiserver")) as served:
-        yield served
+from tests.unit.kube.conftest import FakeApiserver
+from tests.unit.kube.conftest import apiserver as apiserver  # the scripted apiserver fixture, shared
 
 
 @pytest.fixture
