@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from dralab_kit.bench.common import fmt as _f
 from dralab_kit.bench.common import fmt_beside, md_table
@@ -136,7 +137,7 @@ def _scheduler_lines(res: FleetResult) -> list[str]:
                 points = ", ".join(f"{k.split(': ')[1]} {_f((spent.get(k) or {}).get('ms_per_pod'))}"
                                    for k in SCHEDULER_PARTS[1:] if k in spent)
                 create = (spent.get(POD_CREATE) or {}).get("ms_per_pod")
-                connections = (spent.get(WEBHOOK_CONNECTIONS) or {}).get("calls_per_pod")
+                connections = _calls_per_pod(spent, WEBHOOK_CONNECTIONS)
                 parts.append(f"{kind} {_f(attempt.get('calls_per_pod'))} attempts, "
                              f"{_f(attempt.get('ms_per_pod'))} ms" + (f" ({points})" if points else "")
                              + (f", pod create {_f(create)} ms" if create is not None else "")
@@ -146,6 +147,11 @@ def _scheduler_lines(res: FleetResult) -> list[str]:
                 out.append(f"- {size.get('nodes')} nodes, {phase.replace('_', ' ')}, the components' own histograms "
                            f"per pod (wall time, not CPU): {'; '.join(parts)}")
     return out
+
+
+def _calls_per_pod(spent: dict[str, Any], counter: str) -> float | None:
+    """A counter's count per pod in a phase's ``spent_per_pod`` (None: not counted, or none in the phase)."""
+    return (spent.get(counter) or {}).get("calls_per_pod")
 
 
 def _driver_work_lines(res: FleetResult) -> list[str]:
@@ -159,7 +165,7 @@ def _driver_work_lines(res: FleetResult) -> list[str]:
             if not work:
                 continue
             parts = ", ".join(f"{k} {_f(v)}" for k, v in sorted(work.items(), key=lambda kv: -kv[1]))
-            handshakes = ((r.get("spent_per_pod") or {}).get(DRIVER_HANDSHAKES) or {}).get("calls_per_pod")
+            handshakes = _calls_per_pod(r.get("spent_per_pod") or {}, DRIVER_HANDSHAKES)
             out.append(f"- {size.get('nodes')} nodes, {phase.replace('_', ' ')}, dralab: the driver's own CPU per "
                        f"pod by work, ms: {parts}; its processes' other CPU above rest "
                        f"{_f(r.get('driver_unattributed_cpu_ms_per_pod'))}; counted where spent (webhook above "
