@@ -84,17 +84,21 @@ def fold(samples: list[tuple[str, dict[str, str], float]]) -> Snapshot:
 
 
 def per_pod(before: Snapshot, after: Snapshot, pods: int) -> dict[str, dict[str, float]]:
-    """Per phase: mean milliseconds spent per pod of the burst and calls per pod (deltas / ``pods``)."""
+    """Per phase: mean milliseconds spent per pod of the burst and calls per pod (deltas / ``pods``).
+
+    A histogram no call reached is left out; a counter scraped at both ends is kept even at 0, so a
+    phase with no new connection reads 0 and one whose process was not scraped reads as not counted."""
     out: dict[str, dict[str, float]] = {}
     if pods <= 0:
         return out
     for key, (total, count) in after.items():
         s0, c0 = before.get(key, (0.0, 0.0))
         calls = count - c0
-        if calls <= 0:
-            continue
         if key[0] in COUNTERS.values():
-            out[key[0]] = {"calls_per_pod": round(calls / pods, 3)}
+            if calls >= 0:  # a counter read at both ends that did not move counted none: 0, not "not counted"
+                out[key[0]] = {"calls_per_pod": round(calls / pods, 3)}
+            continue
+        if calls <= 0:
             continue
         out[key[0]] = {"ms_per_pod": round((total - s0) * 1000 / pods, 3), "calls_per_pod": round(calls / pods, 3),
                        "ms_per_call": round((total - s0) * 1000 / calls, 3)}

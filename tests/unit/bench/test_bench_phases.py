@@ -66,6 +66,15 @@ def test_the_webhooks_connections_are_counted_per_pod_with_no_time_of_their_own(
     assert per_pod(before, after, 40) == {"webhook: connections accepted (TLS handshakes)": {"calls_per_pod": 2.0}}
 
 
+def test_a_counter_that_did_not_move_reads_zero_and_one_not_scraped_is_left_out() -> None:
+    wanted = {"dralab_webhook_connections"}
+    snap = fold(parse(WEBHOOK, wanted))
+    assert per_pod(snap, snap, 40) == {"webhook: connections accepted (TLS handshakes)": {"calls_per_pod": 0.0}}
+    assert per_pod({}, {}, 40) == {}
+    # a process restarted in the phase: its counter fell, and what it counted is unknown
+    assert per_pod(snap, fold(parse(WEBHOOK.replace(" 30.0", " 3.0"), wanted)), 40) == {}
+
+
 def test_judged_verdict_uses_the_median_of_per_round_ratios() -> None:
     cols = {"n": [10, 200], "pods_per_s": [10.0, 9.0]}
     plain = {"n": [10, 200], "pods_per_s": [10.0, 20.0]}  # pooled figures would say 0.45

@@ -514,6 +514,10 @@ def test_verdict_judges_the_growth_of_work_counted_where_spent() -> None:
         "driver: apiserver connections opened (TLS handshakes)": {"calls_per_pod": 1.25}}
     text = "\n".join(section(FleetResult.model_validate({"devices_per_node": 8, "sizes": [small, large]})))
     assert "status) 7.6; new apiserver connections (TLS handshakes) per pod 1.25" in text
+    # the run counted them: a phase of the same size without the counter had none (runs before it kept zeros)
+    churn = next(ln for ln in text.splitlines() if ln.startswith("- 500 nodes, churn, dralab: the driver's own"))
+    assert churn.endswith("; new apiserver connections (TLS handshakes) per pod 0")
+    assert text.count("new apiserver connections") == 2  # 500 nodes' fill and churn; 50 nodes never counted
 
 
 def test_the_fleet_builds_vcore_before_any_bring_up_and_stops_when_it_cannot(

@@ -149,9 +149,17 @@ def _scheduler_lines(res: FleetResult) -> list[str]:
     return out
 
 
-def _calls_per_pod(spent: dict[str, Any], counter: str) -> float | None:
-    """A counter's count per pod in a phase's ``spent_per_pod`` (None: not counted, or none in the phase)."""
-    return (spent.get(counter) or {}).get("calls_per_pod")
+def _calls_per_pod(spent: dict[str, Any], counter: str, size: dict[str, Any] | None = None) -> float | None:
+    """A counter's count per pod in a phase's ``spent_per_pod``; None where it was not counted.
+
+    Runs before the bench kept a counter that did not move left it out of that phase; where ``size`` is
+    given and another of its phases has the counter, the run did count it, so its absence reads 0."""
+    got = (spent.get(counter) or {}).get("calls_per_pod")
+    if got is None and size is not None and any(
+            counter in (phase_row(size, phase, kind).get("spent_per_pod") or {})
+            for phase in ROWS for kind in ("dralab", "baseline")):
+        return 0.0
+    return got
 
 
 def _driver_work_lines(res: FleetResult) -> list[str]:
@@ -165,7 +173,7 @@ def _driver_work_lines(res: FleetResult) -> list[str]:
             if not work:
                 continue
             parts = ", ".join(f"{k} {_f(v)}" for k, v in sorted(work.items(), key=lambda kv: -kv[1]))
-            handshakes = _calls_per_pod(r.get("spent_per_pod") or {}, DRIVER_HANDSHAKES)
+            handshakes = _calls_per_pod(r.get("spent_per_pod") or {}, DRIVER_HANDSHAKES, size)
             out.append(f"- {size.get('nodes')} nodes, {phase.replace('_', ' ')}, dralab: the driver's own CPU per "
                        f"pod by work, ms: {parts}; its processes' other CPU above rest "
                        f"{_f(r.get('driver_unattributed_cpu_ms_per_pod'))}; counted where spent (webhook above "
