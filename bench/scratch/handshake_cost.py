@@ -5,7 +5,9 @@ often than that, so each call may open a connection (README "Scale", item 23). T
 driver's client (``dralab.kube.Kube``: the shared TLS context, a client certificate, urllib3's pool)
 GETting a claim from the unit tests' scripted apiserver on loopback (the kit's PKI, ECDSA P-256, mutual
 TLS; ``tests/unit/kube/conftest.py``): calls on one
-kept connection against calls whose answer closes the connection, so the next opens another. The server
+kept connection against calls whose answer closes the connection, so the next opens another, either with a
+full handshake (the session of the closed one forgotten first) or resuming that session, as the client
+does since ``dralab.kube.tls`` (the kinds ``full`` and ``resumed``; ``new`` in the run before it). The server
 runs in this process but on its own threads; only the calling thread's CPU is counted. Rounds alternate,
 kept first, so each kind is measured twice and the machine's drift shows. Not a `dralab bench`: no
 target, one run, kept with its output for README "Scale".
@@ -29,25 +31,31 @@ from typing import Any
 
 from dralab.kube import Kube
 from dralab.kube.paths import claim_path
+from dralab.kube.tls import ResumingContext
 from dralab_kit.cluster.pki import ensure_pki
 from dralab_kit.fixtures.driver_claims import CLAIM_A, NAMESPACE, lab20_claim
 from tests.unit.kube.conftest import FakeApiserver, serving  # the unit tests' scripted apiserver over mutual TLS
 
-ROUNDS = ("kept", "new", "kept", "new")
+ROUNDS = ("kept", "full", "resumed", "kept", "full", "resumed")
 
 
 def measure(kube: Kube, server: FakeApiserver, kind: str, calls: int) -> dict[str, Any]:
     """Thread CPU per GET of one claim, ``calls`` times, on kept connections or a new one each (the server
-    closes each connection after its answer, as the apiserver does after 90 s idle)."""
+    closes each connection after its answer, as the apiserver does after 90 s idle); ``full`` forgets the
+    closed connection's session before each call, outside the clock."""
     path = claim_path(NAMESPACE, CLAIM_A)
-    server.script.close_connections = kind == "new"
-    before = kube.config.handshakes()
+    server.script.close_connections = kind != "kept"
+    shared = kube.config.ssl_context(verify_hostname=False)
+    before = kube.config.handshakes(), kube.config.resumed_handshakes()
     spent = []
     for _ in range(calls):
+        if kind == "full" and isinstance(shared, ResumingContext):
+            shared.last_session = None
         t = time.thread_time()
         kube.get(path)
         spent.append(time.thread_time() - t)
-    return {"kind": kind, "calls": calls, "handshakes": kube.config.handshakes() - before,
+    return {"kind": kind, "calls": calls, "handshakes": kube.config.handshakes() - before[0],
+            "resumed": kube.config.resumed_handshakes() - before[1],
             "ms": {"mean": round(1e3 * statistics.mean(spent), 3), "p50": round(1e3 * statistics.median(spent), 3)}}
 
 
@@ -69,12 +77,13 @@ def main() -> None:
                 result["runs"] = [measure(kube, server, kind, args.calls) for kind in ROUNDS]
         result["loadavg_after"] = os.getloadavg()
         p50 = {kind: statistics.mean(r["ms"]["p50"] for r in result["runs"] if r["kind"] == kind) for kind in ROUNDS}
-        result["new_connection_adds_ms_p50"] = round(p50["new"] - p50["kept"], 3)
+        result["new_connection_adds_ms_p50"] = round(p50["full"] - p50["kept"], 3)
+        result["resumed_connection_adds_ms_p50"] = round(p50["resumed"] - p50["kept"], 3)
     finally:
         shutil.rmtree(root, ignore_errors=True)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=1) + "\n")
-    print(json.dumps({k: result[k] for k in ("runs", "new_connection_adds_ms_p50")}))
+    print(json.dumps({k: result[k] for k in ("runs", "new_connection_adds_ms_p50", "resumed_connection_adds_ms_p50")}))
 
 
 if __name__ == "__main__":

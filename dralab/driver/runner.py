@@ -328,11 +328,11 @@ class DriverProcess:
 
     def _track_handshakes(self) -> None:
         """Count the TLS handshakes of this node's API clients (each set of credentials once) in
-        ``dralab_driver_apiserver_handshakes_total``."""
+        ``dralab_driver_apiserver_handshakes_total``, and the resumed ones among them."""
         clients = [self.kube, self.claims.client if isinstance(self.claims, KubeClaimSource) else None]
         configs = {id(c.config): c.config for c in clients if c is not None}
         for config in configs.values():
-            self.metrics.handshakes.track(config.handshakes)
+            self.metrics.handshakes.track(config.handshakes, config.resumed_handshakes)
 
     def stop(self) -> None:
         self._stop.set()

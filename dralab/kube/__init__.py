@@ -9,6 +9,8 @@ plugins, OIDC, TLS options, proxies) and its connection pool (``kubernetes.clien
 uses the same loaded credentials over a small bounded pool of kept-alive HTTP/1.1 connections.
 
 - :mod:`.config`: one loader for kubeconfig and in-cluster credentials; rotating tokens; no key files.
+- :mod:`.tls`: the synchronous client's shared TLS context, which resumes the session of a connection the
+  apiserver closed instead of a full handshake.
 - :mod:`.client`: :class:`Kube`, the synchronous client (request/get/list/create/patch/apply/delete/watch).
 - :mod:`.aio`: :class:`AsyncKube`, the same calls on asyncio; :mod:`.http1`: its connection pool.
 - :mod:`.watch`: :class:`ListWatch`, the one list-and-watch loop (resourceVersion, 410 relist, backoff).

@@ -35,6 +35,7 @@ import yaml
 
 from dralab import yamlio
 from dralab.errors import UserError
+from dralab.kube.tls import ResumingContext
 
 # kubeconfig keys holding base64 data, and the key of the file path the loader is given instead
 _DATA_KEYS = {
@@ -137,7 +138,8 @@ class KubeConfig:
     # the TLS context of every client on these credentials, with the stamp of the files it was built from
     _tls: tuple[tuple[Any, ...], ssl.SSLContext] | None = field(default=None, repr=False, compare=False)
     _tls_lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
-    _retired_handshakes: int = field(default=0, repr=False, compare=False)  # those of contexts built again
+    # OpenSSL's counts (``session_stats``) of the contexts built again, kept across a rebuild
+    _retired: dict[str, int] = field(default_factory=dict, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         # the configuration names the memory files' paths: it keeps them open as long as it lives
@@ -175,7 +177,8 @@ class KubeConfig:
         with self._tls_lock:
             if self._tls is None or self._tls[0] != stamp:
                 if self._tls is not None:
-                    self._retired_handshakes += _client_handshakes(self._tls[1])
+                    for key, value in self._tls[1].session_stats().items():
+                        self._retired[key] = self._retired.get(key, 0) + int(value)
                 self._tls = (stamp, self._new_ssl_context(check_hostname=False))
             return self._tls[1]
 
@@ -184,24 +187,35 @@ class KubeConfig:
         connection to the apiserver (which closes one idle for 90 s): what a node's driver, calling the
         apiserver rarely, pays per call when its connections expire in between. 0 before any connection;
         contexts built per connection (:meth:`ssl_context` with ``verify_hostname``) are not counted."""
+        return self._shared_tls_count("connect_good")
+
+    def resumed_handshakes(self) -> int:
+        """Those of :meth:`handshakes` that resumed an earlier connection's session (:mod:`dralab.kube.tls`):
+        a new connection without the certificates and signatures of a full handshake."""
+        return self._shared_tls_count("hits")
+
+    def _shared_tls_count(self, key: str) -> int:
+        """One of OpenSSL's client counts on the shared context, its earlier builds included."""
         with self._tls_lock:
-            current = _client_handshakes(self._tls[1]) if self._tls is not None else 0
-            return self._retired_handshakes + current
+            current = int(self._tls[1].session_stats().get(key, 0)) if self._tls is not None else 0
+            return self._retired.get(key, 0) + current
 
     def _new_ssl_context(self, check_hostname: bool) -> ssl.SSLContext:
         cfg = self.configuration
-        ctx = ssl.create_default_context(cafile=cfg.ssl_ca_cert) if cfg.ssl_ca_cert else ssl.create_default_context()
+        if check_hostname:
+            ctx = ssl.create_default_context(cafile=cfg.ssl_ca_cert or None)
+        else:  # the shared one: its clients reconnect after the apiserver's idle close, and resume (dralab.kube.tls)
+            ctx = ResumingContext(ssl.PROTOCOL_TLS_CLIENT)
+            if cfg.ssl_ca_cert:
+                ctx.load_verify_locations(cafile=cfg.ssl_ca_cert)
+            else:
+                ctx.load_default_certs()
         ctx.check_hostname = check_hostname and bool(cfg.verify_ssl)
         if not cfg.verify_ssl:
             ctx.verify_mode = ssl.CERT_NONE
         if cfg.cert_file:
             ctx.load_cert_chain(cfg.cert_file, cfg.key_file)
         return ctx
-
-
-def _client_handshakes(ctx: ssl.SSLContext) -> int:
-    """Client-mode handshakes ``ctx`` completed (OpenSSL's own count, kept by the context)."""
-    return int(ctx.session_stats().get("connect_good", 0))
 
 
 def file_stamps(*paths: str | None) -> tuple[Any, ...]:

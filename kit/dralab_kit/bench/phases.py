@@ -39,7 +39,8 @@ SCHEDULER = {
 }
 # counters: only their count per pod (``calls_per_pod``) is kept
 COUNTERS = {"dralab_webhook_connections": "webhook: connections accepted (TLS handshakes)",
-            "dralab_driver_apiserver_handshakes": "driver: apiserver connections opened (TLS handshakes)"}
+            "dralab_driver_apiserver_handshakes": "driver: apiserver connections opened (TLS handshakes)",
+            "dralab_driver_apiserver_resumed_handshakes": "driver: apiserver connections that resumed a TLS session"}
 
 
 def parse(text: str, wanted: set[str]) -> list[tuple[str, dict[str, str], float]]:

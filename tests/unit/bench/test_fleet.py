@@ -517,6 +517,10 @@ def test_verdict_judges_the_growth_of_work_counted_where_spent() -> None:
     # the run counted them: a phase of the same size without the counter had none (runs before it kept zeros)
     churn = next(ln for ln in text.splitlines() if ln.startswith("- 500 nodes, churn, dralab: the driver's own"))
     assert churn.endswith("; new apiserver connections (TLS handshakes) per pod 0")
+    large["phases"]["fill"]["dralab"]["spent_per_pod"]["driver: apiserver connections that resumed a TLS session"] = {
+        "calls_per_pod": 1.0}
+    text = "\n".join(section(FleetResult.model_validate({"devices_per_node": 8, "sizes": [small, large]})))
+    assert "new apiserver connections (TLS handshakes) per pod 1.25, 1 of them resumed" in text
     assert text.count("new apiserver connections") == 2  # 500 nodes' fill and churn; 50 nodes never counted
 
 

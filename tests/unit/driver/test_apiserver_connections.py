@@ -63,4 +63,7 @@ def test_handshakes_count_the_connections_the_apiserver_closed(apiserver: FakeAp
     wait_for(lambda: apiserver.script.requests("PATCH"), 10, "the claim's status write")
     seen = apiserver.script.requests()
     assert len({s.connection for s in seen}) == len(seen)  # each call on its own connection
-    assert f"dralab_driver_apiserver_handshakes_total {float(len(seen))}" in driver.metrics.render().decode()
+    metrics = driver.metrics.render().decode()
+    assert f"dralab_driver_apiserver_handshakes_total {float(len(seen))}" in metrics
+    # each connection after the first offered the closed one's session, and the server took it
+    assert f"dralab_driver_apiserver_resumed_handshakes_total {float(len(seen) - 1)}" in metrics

@@ -234,6 +234,36 @@ def test_handshakes_count_each_new_connection_of_every_client_on_the_credentials
     assert kube.config.handshakes() == apiserver.script.connections() == 4
 
 
+def test_a_connection_opened_again_after_the_server_closed_one_resumes_its_session(apiserver, kube) -> None:
+    """The apiserver's idle close costs a new connection, not a full handshake: the next connection offers
+    the closed one's session (dralab.kube.tls), and the server still sees the client certificate."""
+    apiserver.script.on("GET", "/version", (200, {"major": "1"}))
+    apiserver.script.close_connections = True
+    for _ in range(3):
+        kube.get("/version")
+    assert kube.config.handshakes() == apiserver.script.connections() == 3
+    assert kube.config.resumed_handshakes() == 2  # every connection after the first
+    assert [s.client_cn for s in apiserver.script.requests("GET")] == ["dralab-admin"] * 3
+
+
+def test_a_session_is_offered_only_by_the_context_it_came_from(apiserver, tmp_path) -> None:
+    """Sessions stay with the credentials' context they came from: another credentials' context (here the
+    same files loaded a second time) has none to offer, so a rotated or other identity never resumes one."""
+    from dralab.kube.config import load_files
+    from dralab_kit.cluster.pki import ensure_pki
+
+    apiserver.script.on("GET", "/version", (200, {"major": "1"}))
+    apiserver.script.close_connections = True
+    pki = ensure_pki(tmp_path / "pki")
+    first = Kube(load_files(apiserver.url, str(pki.ca_cert), str(pki.cert("admin")), str(pki.key("admin"))))
+    second = Kube(load_files(apiserver.url, str(pki.ca_cert), str(pki.cert("admin")), str(pki.key("admin"))))
+    with first, second:
+        first.get("/version")
+        first.get("/version")  # resumes: one session kept on first's context
+        second.get("/version")  # its own context has none to offer
+    assert (first.config.resumed_handshakes(), second.config.resumed_handshakes()) == (1, 0)
+
+
 def test_the_shared_context_still_refuses_a_server_certificate_for_another_name(misnamed_apiserver) -> None:
     misnamed_apiserver.script.on("GET", "/version", (200, {"major": "1"}))
     with Kube.from_kubeconfig(misnamed_apiserver.kubeconfig) as kube, pytest.raises(KubeError) as err:

@@ -19,6 +19,7 @@ ROWS = ("fill", FILL_AGAIN, "churn", "burst")  # the table's phases: the fill ag
 POD_CREATE = "apiserver: create pod"  # the apiserver's create, admission (the webhook) included
 WEBHOOK_CONNECTIONS = COUNTERS["dralab_webhook_connections"]  # the apiserver's new connections to the webhook
 DRIVER_HANDSHAKES = COUNTERS["dralab_driver_apiserver_handshakes"]  # the nodes' drivers' new connections
+DRIVER_RESUMED = COUNTERS["dralab_driver_apiserver_resumed_handshakes"]  # ... of which resumed a session
 SCHEDULER_PARTS = ("scheduler: scheduling attempt", "scheduler: PreFilter", "scheduler: Filter", "scheduler: PreBind")
 
 
@@ -174,12 +175,15 @@ def _driver_work_lines(res: FleetResult) -> list[str]:
                 continue
             parts = ", ".join(f"{k} {_f(v)}" for k, v in sorted(work.items(), key=lambda kv: -kv[1]))
             handshakes = _calls_per_pod(r.get("spent_per_pod") or {}, DRIVER_HANDSHAKES, size)
+            resumed = _calls_per_pod(r.get("spent_per_pod") or {}, DRIVER_RESUMED, size)
             out.append(f"- {size.get('nodes')} nodes, {phase.replace('_', ' ')}, dralab: the driver's own CPU per "
                        f"pod by work, ms: {parts}; its processes' other CPU above rest "
                        f"{_f(r.get('driver_unattributed_cpu_ms_per_pod'))}; counted where spent (webhook above "
                        f"rest + Prepare, Unprepare, status) {_f(r.get('dralab_work_cpu_ms_per_pod'))}"
                        + (f"; new apiserver connections (TLS handshakes) per pod {_f(handshakes)}"
-                          if handshakes is not None else ""))
+                          if handshakes is not None else "")
+                       + (f", {_f(resumed)} of them resumed" if handshakes is not None and resumed is not None
+                          else ""))
     return out
 
 
