@@ -38,10 +38,11 @@ class HandshakeCount(Collector):
     client this process runs, read from their contexts at scrape time (no work on the call path);
     ``dralab_driver_apiserver_resumed_handshakes_total``: those of them that resumed a session.
 
-    A new connection costs its node's driver about 0.85 ms more CPU than a call on a kept one (and the
-    apiserver a handshake too); the apiserver closes a connection idle for 90 s, so a node that gets a pod
-    less often than that pays one per pod (its claim's read; the status write follows on that connection).
-    A resumed one skips the certificates and signatures of a full handshake (:mod:`dralab.kube.tls`)."""
+    A new connection costs its node's driver about 1.1 ms more CPU than a call on a kept one with a full
+    handshake, 0.7 ms resumed (README "Scale", items 23 and 24), and the apiserver a handshake too; the
+    apiserver closes a connection idle for 90 s, so a node that gets a pod less often than that pays one per
+    pod (its claim's read; the status write follows on that connection). A resumed one skips the
+    certificates and signatures of a full handshake (:mod:`dralab.kube.tls`)."""
 
     def __init__(self) -> None:
         self._sources: list[tuple[Callable[[], int], Callable[[], int]]] = []
