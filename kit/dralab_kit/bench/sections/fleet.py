@@ -174,8 +174,9 @@ def _driver_work_lines(res: FleetResult) -> list[str]:
             if not work:
                 continue
             parts = ", ".join(f"{k} {_f(v)}" for k, v in sorted(work.items(), key=lambda kv: -kv[1]))
-            handshakes = _calls_per_pod(r.get("spent_per_pod") or {}, DRIVER_HANDSHAKES, size)
-            resumed = _calls_per_pod(r.get("spent_per_pod") or {}, DRIVER_RESUMED, size)
+            spent = r.get("spent_per_pod") or {}
+            handshakes = _calls_per_pod(spent, DRIVER_HANDSHAKES, size)
+            resumed = _calls_per_pod(spent, DRIVER_RESUMED, size)
             out.append(f"- {size.get('nodes')} nodes, {phase.replace('_', ' ')}, dralab: the driver's own CPU per "
                        f"pod by work, ms: {parts}; its processes' other CPU above rest "
                        f"{_f(r.get('driver_unattributed_cpu_ms_per_pod'))}; counted where spent (webhook above "
