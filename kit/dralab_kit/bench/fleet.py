@@ -27,7 +27,8 @@ bulk does the same, so a refused create is latency, not a lost pod.
 Phases: **fill** 8 pods per node at once (half a GPU each: about half the fleet's capacity),
 **churn** a steady rate of replacements for minutes (the oldest pod deleted, its claim released, and
 a new one created: :data:`CHURN_PODS_PER_S`), **burst** up to 1,000 smaller pods at once on the
-emptied fleet. Per phase and kind: pods bound per second, p50/p99 create-to-bound and
+emptied fleet. The fill and the burst run again with the kinds in the other order (:data:`ORDER`), and
+their ratios are judged over both orders. Per phase and kind: pods bound per second, p50/p99 create-to-bound and
 create-to-Running, CPU per pod of every component (``/proc`` of the pids the cluster's state
 records), apiserver requests per pod by verb and resource (its ``apiserver_request_total``),
 dralab's resident memory against claims and slices, and at the end of a size the leaks (claims
@@ -65,7 +66,7 @@ from dralab_kit.bench.concurrency import (
     retry_delay,
 )
 from dralab_kit.bench.cpu import CpuMeter, settle_machine
-from dralab_kit.bench.phases import DRIVER_WORK, Scraper, per_pod
+from dralab_kit.bench.phases import DRIVER_WORK, WEBHOOK_CALL_FAILURES, Scraper, counted, per_pod
 from dralab_kit.bench.results import context
 from dralab_kit.cluster.cli import kubernetes_option
 
@@ -94,6 +95,12 @@ PHASES = ("fill", "churn", "burst")
 # A-B-B-A crossover, so a cost or a speed-up that comes with running first (a cluster's first thousands
 # of pods: etcd and the apiserver's caches growing, the Go heaps sizing up) falls on both kinds alike.
 FILL_AGAIN = "fill_again"
+# The burst again, dralab first: the burst runs the baseline first, so with it the bursts are an A-B-B-A
+# crossover too (bench/scratch/burst_order.py measured the same kind 23 % apart between its turns).
+BURST_AGAIN = "burst_again"
+AGAIN = {"fill": FILL_AGAIN, "burst": BURST_AGAIN}  # a phase judged over both orders: its run in the other order
+# the order the kinds take in each phase: dralab first where the baseline's turn comes second
+ORDER = {"fill": KINDS, "churn": KINDS, FILL_AGAIN: KINDS[::-1], "burst": KINDS[::-1], BURST_AGAIN: KINDS}
 DRALAB_COMPONENTS = ("webhook", "driver")  # the janitor runs inside the webhook's tree
 SIMULATED = ("kubelet", "kwok")  # the simulated node layer: reported apart
 POD_WORK = ("prepare", "unprepare", "status")  # the driver's work each pod causes; reconcile, publish: periodic
@@ -333,14 +340,19 @@ def phase_ratio(size: dict[str, Any], phase: str) -> float | None:
     return _ratio(dralab, baseline)
 
 
-def crossover_ratio(size: dict[str, Any], phase: str = "fill", again: str = FILL_AGAIN) -> float | None:
-    """dralab ÷ baseline pods/s of ``phase``, over both orders where ``again`` ran (the kinds reversed):
-    the geometric mean of the two ratios, in which a factor that favours whichever kind runs second in a
-    pair cancels out. The first ratio alone where ``again`` did not run (runs before it)."""
-    first, second = phase_ratio(size, phase), phase_ratio(size, again)
+def crossover_ratio(size: dict[str, Any], phase: str = "fill") -> float | None:
+    """dralab ÷ baseline pods/s of ``phase``, over both orders where its run again (:data:`AGAIN`, the kinds
+    reversed) ran: the geometric mean of the two ratios, in which a factor that favours whichever kind runs
+    second in a pair cancels out. The first ratio alone where the other order did not run (runs before it)."""
+    first, second = phase_ratio(size, phase), phase_ratio(size, AGAIN[phase])
     if first is None or second is None:
         return first
     return round(math.sqrt(first * second), 3)
+
+
+def _by_order(size: dict[str, Any], phase: str) -> dict[str, float | None]:
+    """A crossover phase's ratio in each order, keyed by the kind that ran first."""
+    return {f"{ORDER[run][0]}_first": phase_ratio(size, run) for run in (phase, AGAIN[phase])}
 
 
 def rest_floor(*readings: dict[str, float]) -> dict[str, float]:
@@ -402,11 +414,11 @@ def verdict(sizes: list[dict[str, Any]]) -> dict[str, Any]:
         got = [v for v in vals if v is not None]
         return sum(got) / len(got) if got else None
 
-    ratios = {p: phase_ratio(large, p) for p in PHASES}
-    ratios["fill"] = crossover_ratio(large)  # both orders where the fill ran again
+    ratios = {p: crossover_ratio(large, p) if p in AGAIN else phase_ratio(large, p) for p in PHASES}
     not_comparable = {p: why for p in PHASES if (why := lost_creates(large, p))}
-    if again := lost_creates(large, FILL_AGAIN):  # the fill's ratio spans both of its runs
-        not_comparable["fill"] = "; ".join(filter(None, [not_comparable.get("fill"), f"again: {again}"]))
+    for phase, its_again in AGAIN.items():  # the phase's ratio spans both of its runs
+        if again := lost_creates(large, its_again):
+            not_comparable[phase] = "; ".join(filter(None, [not_comparable.get(phase), f"again: {again}"]))
     growth = _ratio(cpu(large), cpu(small)) if large is not small else None
     work = "dralab_work_cpu_ms_per_pod"
     unmeasured = any(phase_row(sz, p, "dralab").get(work) is None for sz in (small, large) for p in common)
@@ -433,8 +445,9 @@ def verdict(sizes: list[dict[str, Any]]) -> dict[str, Any]:
         "largest_nodes": large.get("nodes"),
         # the fill's ratio in each order (dralab first, then baseline first): ratio_by_phase.fill is their
         # geometric mean where both ran
-        "fill_ratio_by_order": {"dralab_first": phase_ratio(large, "fill"),
-                                "baseline_first": phase_ratio(large, FILL_AGAIN)},
+        "fill_ratio_by_order": _by_order(large, "fill"),
+        # the same for the burst (baseline first, then dralab first: ratio_by_phase.burst where both ran)
+        "burst_ratio_by_order": _by_order(large, "burst"),
         "phases_compared": common,
         "stopped": {s["nodes"]: s["failed"] for s in sizes if s.get("failed")},
         "smallest_nodes": small.get("nodes"),
@@ -611,6 +624,9 @@ class Fleet:
             # the components' own histograms per pod (ms, calls): the scheduler's attempts and extension
             # points, the webhook's admissions, the apiserver's writes; whose time a kind's pods cost
             "spent_per_pod": per_pod(spent0, spent1, created),
+            # the apiserver's admission calls to the webhook that failed in transport (EOF, refused, its
+            # timeout): each a create refused and resent (``retries``); None where its metrics were not read
+            "webhook_call_failures": counted(spent0, spent1, WEBHOOK_CALL_FAILURES),
         })
         row["driver_work_cpu_ms_per_pod"] = driver_work(row["spent_per_pod"])
         set_rest_figures(row, self.idle_ms_per_s)
@@ -715,12 +731,13 @@ async def fill_and_churn(fleet: Fleet, client: Any, kind: str, quick: bool, phas
     fill["clear_s"] = await _timed_clear(runner, ns, fleet.timeout)
 
 
-async def burst(fleet: Fleet, client: Any, kind: str, quick: bool) -> dict[str, Any]:
+async def burst(fleet: Fleet, client: Any, kind: str, quick: bool, phase: str = "burst") -> dict[str, Any]:
+    """One kind's burst on the emptied fleet (``phase``: the burst or its run again), then its namespace cleared."""
     runner = Runner(client, timeout=fleet.timeout, retry_refusals=True, stall_s=STALL_S)
-    ns = await runner.namespace(f"burst-{kind}")
+    ns = await runner.namespace(f"{phase.replace('_', '-')}-{kind}")
     n = burst_size(fleet.nodes, quick=quick)
     row = await fleet.measured(client, n, _batch(runner, ns, kind, "b", n, BURST_POD))
-    console.print(f"[{fleet.nodes} nodes] burst {kind}: {_line(row)}", markup=False, highlight=False)
+    console.print(f"[{fleet.nodes} nodes] {phase} {kind}: {_line(row)}", markup=False, highlight=False)
     row["clear_s"] = await _timed_clear(runner, ns, fleet.timeout)
     return row
 
@@ -739,13 +756,14 @@ def _line(row: dict[str, Any]) -> str:
 
 
 async def run_size(handle: Any, nodes: int, quick: bool, timeout: float, row: dict[str, Any]) -> None:
-    """Every phase of one size into ``row``, the kinds taking turns: fill and churn dralab first, the fill
-    again baseline first (:data:`FILL_AGAIN`), the burst baseline first. ``row`` is filled as phases end
+    """Every phase of one size into ``row``, the kinds taking turns (:data:`ORDER`): fill and churn dralab
+    first, the fill again baseline first (:data:`FILL_AGAIN`), the burst baseline first and the burst again
+    dralab first (:data:`BURST_AGAIN`). ``row`` is filled as phases end
     and ``row["step"]`` names the one running, so the caller keeps what was measured when a phase fails or
     the run is interrupted. The fleet's rest is read before the phases and again after the leak check;
     the lower reading per component is what "above rest" takes out."""
     fleet = Fleet(handle, nodes, timeout)
-    phases: dict[str, dict[str, Any]] = {p: {} for p in (*PHASES, FILL_AGAIN)}
+    phases: dict[str, dict[str, Any]] = {p: {} for p in ORDER}
     row.update(nodes=nodes, devices_per_node=DEVICES_PER_NODE, phases=phases, step="at rest")
     async with async_client(handle) as client:
         idle = await fleet.at_rest()
@@ -753,15 +771,16 @@ async def run_size(handle: Any, nodes: int, quick: bool, timeout: float, row: di
                    pids=dict(fleet.meter.pids))
         console.print(f"[{nodes} nodes] at rest: {idle} ms/s", markup=False, highlight=False)
         try:
-            for kind in KINDS:
+            for kind in ORDER["fill"]:
                 row["step"] = f"fill and churn, {kind}"
                 await fill_and_churn(fleet, client, kind, quick, phases)
-            for kind in reversed(KINDS):
+            for kind in ORDER[FILL_AGAIN]:
                 row["step"] = f"fill again, {kind}"
                 await fill_and_churn(fleet, client, kind, quick, phases, fill_phase=FILL_AGAIN, then_churn=False)
-            for kind in reversed(KINDS):
-                row["step"] = f"burst, {kind}"
-                phases["burst"][kind] = await burst(fleet, client, kind, quick)
+            for phase in ("burst", BURST_AGAIN):
+                for kind in ORDER[phase]:
+                    row["step"] = f"{phase.replace('_', ' ')}, {kind}"
+                    phases[phase][kind] = await burst(fleet, client, kind, quick, phase)
         except Exception as exc:  # what was measured before the failure is kept, and the failure named
             row["failed"] = f"{row.pop('step')}: {type(exc).__name__}: {str(exc)[:300]}"
             return  # no leak figure: the cluster was left mid-phase

@@ -41,6 +41,14 @@ SCHEDULER = {
 COUNTERS = {"dralab_webhook_connections": "webhook: connections accepted (TLS handshakes)",
             "dralab_driver_apiserver_handshakes": "driver: apiserver connections opened (TLS handshakes)",
             "dralab_driver_apiserver_resumed_handshakes": "driver: apiserver connections that resumed a TLS session"}
+# The apiserver's admission calls to a webhook that failed in transport (an EOF, a refused connection, its
+# timeout), each one a create refused (failurePolicy: Fail): apiserver_admission_webhook_rejection_count with
+# error_type "calling_webhook_error". A webhook's own refusal (allowed: false) is "no_error" and not counted
+# here. The apiserver makes the series at the first failure, so wherever its metrics were read the count is
+# kept, at 0 until then.
+WEBHOOK_CALL_FAILURES = "apiserver: webhook calls failed (EOF, refused, timed out)"
+REJECTIONS = "apiserver_admission_webhook_rejection_count"
+COUNTED = frozenset({*COUNTERS.values(), WEBHOOK_CALL_FAILURES})  # kept as calls per pod only, 0 included
 
 
 def parse(text: str, wanted: set[str]) -> list[tuple[str, dict[str, str], float]]:
@@ -62,7 +70,10 @@ def fold(samples: list[tuple[str, dict[str, str], float]]) -> Snapshot:
     for name, labels, value in samples:
         base, _, part = name.rpartition("_")
         key: Key | None = None
-        if base == "apiserver_request_duration_seconds":
+        if base == REJECTIONS and part == "total":  # the parser names a counter's samples ``_total``
+            key = (WEBHOOK_CALL_FAILURES,) if labels.get("error_type") == "calling_webhook_error" else None
+        elif base == "apiserver_request_duration_seconds":
+            snap.setdefault((WEBHOOK_CALL_FAILURES,), [0.0, 0.0])  # the apiserver's metrics were read
             phase = API_CALLS.get((labels.get("verb", ""), labels.get("resource", ""), labels.get("subresource", "")))
             key = (phase,) if phase else None
         elif base == "scheduler_framework_extension_point_duration_seconds":
@@ -95,7 +106,7 @@ def per_pod(before: Snapshot, after: Snapshot, pods: int) -> dict[str, dict[str,
     for key, (total, count) in after.items():
         s0, c0 = before.get(key, (0.0, 0.0))
         calls = count - c0
-        if key[0] in COUNTERS.values():
+        if key[0] in COUNTED:
             if calls >= 0:  # a counter read at both ends that did not move counted none: 0, not "not counted"
                 out[key[0]] = {"calls_per_pod": round(calls / pods, 3)}
             continue
@@ -104,6 +115,15 @@ def per_pod(before: Snapshot, after: Snapshot, pods: int) -> dict[str, dict[str,
         out[key[0]] = {"ms_per_pod": round((total - s0) * 1000 / pods, 3), "calls_per_pod": round(calls / pods, 3),
                        "ms_per_call": round((total - s0) * 1000 / calls, 3)}
     return dict(sorted(out.items()))
+
+
+def counted(before: Snapshot, after: Snapshot, counter: str) -> int | None:
+    """How many times ``counter`` (a label of :data:`COUNTED`) went up between two snapshots: None where
+    either did not read it, or where it fell (its process restarted: the difference means nothing)."""
+    if (counter,) not in before or (counter,) not in after:
+        return None
+    moved = after[(counter,)][1] - before[(counter,)][1]
+    return int(moved) if moved >= 0 else None
 
 
 def difference(dra: dict[str, dict[str, float]], plain: dict[str, dict[str, float]]) -> dict[str, float]:
@@ -142,7 +162,8 @@ class Scraper:
 
     async def snapshot(self, client: httpx.AsyncClient | None = None) -> Snapshot:
         wanted = {"apiserver_request_duration_seconds", "scheduler_framework_extension_point_duration_seconds",
-                  *SCHEDULER, "dralab_webhook_request_duration_seconds", "dralab_driver_work_cpu_seconds", *COUNTERS}
+                  *SCHEDULER, "dralab_webhook_request_duration_seconds", "dralab_driver_work_cpu_seconds", *COUNTERS,
+                  REJECTIONS}
         samples = []
         async with httpx.AsyncClient(verify=self.ctx, timeout=30.0) as http:
             for url in self.urls:

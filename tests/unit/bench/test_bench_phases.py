@@ -4,7 +4,15 @@ the judged verdict from alternating repeats (median of per-round ratios, spread 
 from __future__ import annotations
 
 from dralab_kit.bench import concurrency as conc
-from dralab_kit.bench.phases import difference, fold, parse, per_pod
+from dralab_kit.bench.phases import (
+    REJECTIONS,
+    WEBHOOK_CALL_FAILURES,
+    counted,
+    difference,
+    fold,
+    parse,
+    per_pod,
+)
 
 APISERVER = """\
 # HELP apiserver_request_duration_seconds x
@@ -73,6 +81,33 @@ def test_a_counter_that_did_not_move_reads_zero_and_one_not_scraped_is_left_out(
     assert per_pod({}, {}, 40) == {}
     # a process restarted in the phase: its counter fell, and what it counted is unknown
     assert per_pod(snap, fold(parse(WEBHOOK.replace(" 30.0", " 3.0"), wanted)), 40) == {}
+
+
+REJECTED = """\
+# HELP apiserver_admission_webhook_rejection_count [ALPHA] Admission webhook rejection count
+# TYPE apiserver_admission_webhook_rejection_count counter
+apiserver_admission_webhook_rejection_count{error_type="calling_webhook_error",name="mutate.dralab.io",\
+operation="CREATE",rejection_code="500",type="admit"} 3
+apiserver_admission_webhook_rejection_count{error_type="calling_webhook_error",name="mutate.dralab.io",\
+operation="CREATE",rejection_code="0",type="admit"} 1
+apiserver_admission_webhook_rejection_count{error_type="no_error",name="mutate.dralab.io",\
+operation="CREATE",rejection_code="504",type="admit"} 7
+"""
+
+
+def test_webhook_calls_that_failed_in_transport_are_counted_apart_from_the_webhooks_own_refusals() -> None:
+    """calling_webhook_error is an EOF, a refused connection or the apiserver's timeout; no_error is the
+    webhook answering allowed: false (its 504 "retry the pod"), which the bench counts as a retried create."""
+    wanted = {"apiserver_request_duration_seconds", REJECTIONS}
+    quiet = fold(parse(APISERVER, wanted))  # the apiserver answered, no call ever failed: no series yet
+    assert quiet[(WEBHOOK_CALL_FAILURES,)] == (0.0, 0.0)
+    failed = fold(parse(APISERVER + REJECTED, wanted))
+    assert failed[(WEBHOOK_CALL_FAILURES,)] == (0.0, 4.0)  # every code of the calling errors, not the refusals
+    assert counted(quiet, failed, WEBHOOK_CALL_FAILURES) == 4
+    assert counted(quiet, quiet, WEBHOOK_CALL_FAILURES) == 0
+    assert per_pod(quiet, quiet, 10)[WEBHOOK_CALL_FAILURES] == {"calls_per_pod": 0.0}
+    assert counted({}, failed, WEBHOOK_CALL_FAILURES) is None  # the apiserver did not answer the first scrape
+    assert counted(failed, quiet, WEBHOOK_CALL_FAILURES) is None  # a restarted apiserver: its count started over
 
 
 def test_judged_verdict_uses_the_median_of_per_round_ratios() -> None:

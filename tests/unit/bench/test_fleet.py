@@ -417,6 +417,103 @@ def test_the_fills_ratio_is_the_geometric_mean_of_both_orders() -> None:
     assert "| 500 | fill again | baseline |" in "\n".join(section(res))
 
 
+def test_the_bursts_ratio_is_judged_over_both_orders_too() -> None:
+    """The burst runs the baseline first and the burst again dralab first: the verdict takes the geometric
+    mean, and the table lists each run's kinds in the order they ran."""
+    large = _size(500, 9.5, 10.0)
+    large["phases"]["burst"]["dralab"]["pods_per_s"] = 8.0  # dralab second in the burst: 0.8 of the baseline
+    large["phases"][fleet.BURST_AGAIN] = {"dralab": {"pods_per_s": 10.0}, "baseline": {"pods_per_s": 8.0}}
+    v = fleet.verdict([_size(50, 9.5, 10.0), large])
+    assert v["ratio_by_phase"]["burst"] == 1.0
+    assert v["burst_ratio_by_order"] == {"baseline_first": 0.8, "dralab_first": 1.25}
+    res = FleetResult.model_validate({"devices_per_node": 8, "sizes": [_size(50, 9.5, 10.0), large]})
+    assert "burst: the geometric mean of dralab first 1.25 and baseline first 0.8" in verdicts(res)[0][1]
+    text = "\n".join(section(res))
+    assert text.index("| 500 | burst | baseline |") < text.index("| 500 | burst | dralab |")
+    assert text.index("| 500 | burst again | dralab |") < text.index("| 500 | burst again | baseline |")
+    assert "*Burst again*" in text
+    large["phases"][fleet.BURST_AGAIN]["baseline"].update(pods=1000, failures=20)
+    lost = fleet.verdict([_size(50, 9.5, 10.0), large])
+    assert lost["ratio_not_comparable"] == {"burst": "again: baseline lost 20 of 1000 creates"}
+    assert lost["meets_ratio"] is None
+
+
+def test_a_run_before_the_burst_again_is_judged_on_its_one_burst() -> None:
+    v = fleet.verdict([_size(50, 9.5, 10.0), _size(500, 9.2, 10.0)])
+    assert v["ratio_by_phase"]["burst"] == 0.92 and v["burst_ratio_by_order"]["dralab_first"] is None
+    res = FleetResult.model_validate({"devices_per_node": 8, "sizes": [_size(50, 9.5, 10.0), _size(500, 9.2, 10.0)]})
+    assert "geometric mean" not in verdicts(res)[0][1] and "*Burst again*" not in "\n".join(section(res))
+
+
+def test_each_size_runs_its_phases_with_the_kinds_taking_turns(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The order is the crossover's: fill and churn dralab first, the fill again baseline first, the burst
+    baseline first, the burst again dralab first; every run's row lands under its own phase."""
+    import asyncio
+    import contextlib
+    from types import SimpleNamespace
+
+    ran: list[tuple[str, str]] = []
+
+    class QuietFleet:
+        idle_rss_mib: dict[str, float] = {}
+        idle_ms_per_s: dict[str, float] = {}
+        meter = SimpleNamespace(pids={})
+
+        def __init__(self, handle: object, nodes: int, timeout: float) -> None:
+            self.nodes, self.timeout = nodes, timeout
+
+        async def at_rest(self) -> dict[str, float]:
+            return {}
+
+        def leaks(self) -> dict[str, int]:
+            return {"claims": 0, "capacity": 0, "prepared": 0}
+
+    async def fill_and_churn(fleet_: object, client: object, kind: str, quick: bool, phases: dict,
+                             fill_phase: str = "fill", then_churn: bool = True) -> None:
+        ran.append((fill_phase, kind))
+        phases[fill_phase][kind] = {"pods_per_s": 1.0}
+        if then_churn:
+            ran.append(("churn", kind))
+            phases["churn"][kind] = {"pods_per_s": 1.0}
+
+    async def burst(fleet_: object, client: object, kind: str, quick: bool, phase: str = "burst") -> dict:
+        ran.append((phase, kind))
+        return {"pods_per_s": 1.0}
+
+    monkeypatch.setattr(fleet, "Fleet", QuietFleet)
+    monkeypatch.setattr(fleet, "fill_and_churn", fill_and_churn)
+    monkeypatch.setattr(fleet, "burst", burst)
+    monkeypatch.setattr(fleet, "_wait_released", lambda fleet_, timeout: None)
+
+    monkeypatch.setattr(fleet, "async_client", lambda handle: contextlib.nullcontext())  # entered `async with`
+    row: dict = {}
+    asyncio.run(fleet.run_size(object(), 10, quick=True, timeout=1.0, row=row))
+    assert ran == [("fill", "dralab"), ("churn", "dralab"), ("fill", "baseline"), ("churn", "baseline"),
+                   ("fill_again", "baseline"), ("fill_again", "dralab"), ("burst", "baseline"), ("burst", "dralab"),
+                   ("burst_again", "dralab"), ("burst_again", "baseline")]
+    assert set(row["phases"]) == {"fill", "churn", "fill_again", "burst", "burst_again"}
+    assert all(set(kinds) == {"dralab", "baseline"} for kinds in row["phases"].values())
+    assert "failed" not in row and "step" not in row
+
+
+def test_the_section_names_admission_calls_that_failed_in_transport_or_says_none_did() -> None:
+    large = _size(500, 8.0, 10.0)
+    for phase in fleet.PHASES:
+        for kind in fleet.KINDS:
+            large["phases"][phase][kind]["webhook_call_failures"] = 0
+    text = "\n".join(section(FleetResult.model_validate({"devices_per_node": 8, "sizes": [large]})))
+    assert "No admission call to the webhook failed in transport in any of the 6 phase runs" in text
+    large["phases"]["fill"]["dralab"]["webhook_call_failures"] = 3
+    text = "\n".join(section(FleetResult.model_validate({"devices_per_node": 8, "sizes": [large]})))
+    assert "- 500 nodes, fill, dralab: 3 admission call(s) to the webhook failed in transport" in text
+    assert "No admission call" not in text
+    for phase in fleet.PHASES:
+        for kind in fleet.KINDS:
+            large["phases"][phase][kind].pop("webhook_call_failures")  # runs before the count: nothing said
+    text = "\n".join(section(FleetResult.model_validate({"devices_per_node": 8, "sizes": [large]})))
+    assert "admission call" not in text
+
+
 def test_creates_lost_in_the_fill_again_keep_the_fills_ratio_from_being_judged() -> None:
     large = _size(500, 9.5, 10.0)
     large["phases"][fleet.FILL_AGAIN] = {"baseline": {"pods_per_s": 10.0},

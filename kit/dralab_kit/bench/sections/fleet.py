@@ -7,7 +7,15 @@ from typing import Any
 
 from dralab_kit.bench.common import fmt as _f
 from dralab_kit.bench.common import fmt_beside, md_table
-from dralab_kit.bench.fleet import DRALAB_COMPONENTS, FILL_AGAIN, FIRST_KUBERNETES, kib_per_claim, phase_row
+from dralab_kit.bench.fleet import (
+    BURST_AGAIN,
+    DRALAB_COMPONENTS,
+    FILL_AGAIN,
+    FIRST_KUBERNETES,
+    ORDER,
+    kib_per_claim,
+    phase_row,
+)
 from dralab_kit.bench.models.fleet import FleetPods, FleetResult
 from dralab_kit.bench.phases import COUNTERS
 from dralab_kit.bench.sections.format import verdict_text
@@ -15,7 +23,7 @@ from dralab_kit.bench.sections.format import verdict_text
 TITLE = "Fleet scale: simulated KWOK fleets against a plain DRA baseline"
 
 PHASES = ("fill", "churn", "burst")
-ROWS = ("fill", FILL_AGAIN, "churn", "burst")  # the table's phases: the fill again (baseline first) after the fill
+ROWS = ("fill", FILL_AGAIN, "churn", "burst", BURST_AGAIN)  # the table's phases: each run again after its first
 POD_CREATE = "apiserver: create pod"  # the apiserver's create, admission (the webhook) included
 WEBHOOK_CONNECTIONS = COUNTERS["dralab_webhook_connections"]  # the apiserver's new connections to the webhook
 DRIVER_HANDSHAKES = COUNTERS["dralab_driver_apiserver_handshakes"]  # the nodes' drivers' new connections
@@ -47,9 +55,10 @@ def verdicts(res: FleetResult) -> list[list[str]]:
     large, small = v.get("largest_nodes"), v.get("smallest_nodes")
     apart = {p: why for p, why in (v.get("ratio_not_comparable") or {}).items() if p in ("fill", "burst")}
     unjudged = "not judged" + "".join(f"; {p}: {why}" for p, why in apart.items())
-    orders = v.get("fill_ratio_by_order") or {}
-    both = (f" (fill: the geometric mean of dralab first {_f(orders.get('dralab_first'))} and baseline first "
-            f"{_f(orders.get('baseline_first'))})" if orders.get("baseline_first") is not None else "")
+    means = [f"{phase}: the geometric mean of dralab first {_f(orders.get('dralab_first'))} and baseline first "
+             f"{_f(orders.get('baseline_first'))}" for phase in ("fill", "burst")
+             if None not in (orders := v.get(f"{phase}_ratio_by_order") or {}).values() and orders]
+    both = f" ({'; '.join(means)})" if means else ""
     limit = v.get("cpu_growth_target")
     target = f"<= {_f(limit)}"
     return [
@@ -228,13 +237,15 @@ def section(res: FleetResult, plot: str | None = None) -> list[str]:
                                                      if _rest_after(res) else "")
            + ") over the phase's window, per pod." if _at_rest(res) else "")
         + (" *Fill again*: the fill once more with the baseline first, so each kind has run first once."
-           if any(s.get("phases", {}).get(FILL_AGAIN) for s in res.sizes) else ""),
+           if any(s.get("phases", {}).get(FILL_AGAIN) for s in res.sizes) else "")
+        + (" *Burst again*: the burst once more with dralab first (the burst runs the baseline first)."
+           if any(s.get("phases", {}).get(BURST_AGAIN) for s in res.sizes) else ""),
         "",
     ]
     rows = []
     for size in res.sizes:
         for phase in ROWS:
-            for kind in (("baseline", "dralab") if phase == FILL_AGAIN else ("dralab", "baseline")):
+            for kind in ORDER[phase]:
                 r = phase_row(size, phase, kind)
                 if not r:
                     continue  # a size stopped before this phase (its ``failed`` names where), or older runs
@@ -280,10 +291,19 @@ def section(res: FleetResult, plot: str | None = None) -> list[str]:
                     out.append(f"{where} {r.get('not_running', 0)} pod(s) "
                                f"bound but never Running; {r.get('duplicate_claims', 0)} pod(s) owning more than "
                                "one claim (kube-controller-manager's second claim from the pod's template)")
+                if r.get("webhook_call_failures"):
+                    out.append(f"{where} {r['webhook_call_failures']} admission call(s) to the webhook failed in "
+                               "transport (EOF, refused, timed out: the apiserver's count); each create was "
+                               "refused and resent")
                 if r.get("nodes_not_ready_events"):
                     out.append(f"{where} {r['nodes_not_ready_events']} NodeNotReady event(s): simulated nodes "
                                "whose Leases reached kube-controller-manager late, tainted in the phase (the node "
                                "layer starved of CPU; the phase's rates are suspect)")
+    counts = [r["webhook_call_failures"] for size in res.sizes for phase in ROWS for kind in ORDER[phase]
+              if (r := phase_row(size, phase, kind)) and r.get("webhook_call_failures") is not None]
+    if counts and not any(counts):
+        out.append(f"- No admission call to the webhook failed in transport in any of the {len(counts)} phase runs "
+                   "that read the apiserver's count (EOF, refused, timed out).")
     out.append("")
     stopped = [f"- {s.get('nodes')} nodes **stopped** in {s['failed']}; the phases measured before it are kept, "
                "and its leaks were not measured." for s in res.sizes if s.get("failed")]
