@@ -126,6 +126,8 @@ class Burst:
     first_error: str = ""
     watch_restarts: int = 0
     retries: int = 0  # creates sent again after a refusal a controller would retry (RETRY_STATUSES)
+    first_refusal: str = ""  # the first of those refusals' answers, which says whose it was (the webhook's own
+    # "retry the pod", the apiserver's "failed calling webhook", a priority-and-fairness 429)
     not_running: int = 0  # bound, but not Running when the wait ended (a stall: see BurstRunner.stall_s)
     cpu_s: dict[str, float] = field(default_factory=dict)  # component -> CPU seconds during the burst
 
@@ -370,6 +372,7 @@ class BurstRunner:
                 return False
             attempt += 1
             burst.retries += 1
+            burst.first_refusal = burst.first_refusal or f"HTTP {resp.status_code}: {resp.text[:200]}"
             await asyncio.sleep(retry_delay(attempt))  # the controller's backoff, not a wait for a state
 
     async def namespace(self, prefix: str) -> str:

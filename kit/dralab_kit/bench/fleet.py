@@ -45,6 +45,7 @@ import asyncio
 import json
 import math
 import os
+import re
 import time
 from collections.abc import Callable, Coroutine
 from pathlib import Path
@@ -198,6 +199,7 @@ def summarize(burst: Burst) -> dict[str, Any]:
         "running_p99_s": _r(percentile(burst.running, 99)),
         "failures": burst.failures,
         "retries": burst.retries,
+        "first_refusal": burst.first_refusal,
         "not_running": burst.not_running,
         "first_error": burst.first_error,
     }
@@ -234,6 +236,43 @@ def new_occurrences(before: list[dict[str, Any]], after: list[dict[str, Any]]) -
     off, as a difference of totals would."""
     seen = {(e.get("metadata") or {}).get("uid"): _count(e) for e in before}
     return sum(max(0, _count(e) - seen.get((e.get("metadata") or {}).get("uid"), 0)) for e in after)
+
+
+# kube-apiserver's warning for an admission call that failed with failurePolicy: Fail (its dispatcher):
+# "Failed calling webhook, failing closed NAME: failed calling webhook "NAME": failed to call webhook:
+# Post "URL": REASON"; REASON is Go's error text (EOF, context deadline exceeded, connection refused ...)
+FAILED_CALL = re.compile(r'Failed calling webhook, failing closed \S+: (?:.*?Post "[^"]*": )?(?P<reason>.*)$')
+
+
+def webhook_call_errors(log_text: str) -> dict[str, int]:
+    """The reasons of the admission calls the apiserver's log says failed (failing closed), counted: what
+    ``webhook_call_failures`` (its metric, which carries no reason) were. A reason's port and addresses are
+    kept as Go wrote them, cut to 160 characters."""
+    reasons: dict[str, int] = {}
+    for line in log_text.splitlines():
+        if match := FAILED_CALL.search(line):
+            reason = match["reason"].strip()[:160]
+            reasons[reason] = reasons.get(reason, 0) + 1
+    return dict(sorted(reasons.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
+def log_since(path: Path, offset: int) -> str:
+    """A log file's text written after ``offset`` bytes (all of it if the file is shorter: it was replaced);
+    empty where there is no file."""
+    try:
+        with path.open("rb") as f:
+            f.seek(offset if offset <= path.stat().st_size else 0)
+            return f.read().decode("utf-8", errors="replace")
+    except OSError:
+        return ""
+
+
+def log_size(path: Path) -> int:
+    """Where a phase's part of a log begins (:func:`log_since`): its size now, 0 where there is none yet."""
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
 
 
 def duplicate_claims(claims: list[dict[str, Any]]) -> int:
@@ -595,6 +634,8 @@ class Fleet:
         the components' own histograms (the scrape of those outside the CPU window)."""
         spent0 = await self.scraper.snapshot()
         not_ready0 = await self.items(client, NOT_READY_EVENTS)
+        apiserver_log = self.handle.layout.log_path("apiserver")
+        log0 = log_size(apiserver_log)
         cpu0, req0, started = self.meter.read(), self.requests(), time.monotonic()
         burst = await work
         cpu1, req1, elapsed = self.meter.read(), self.requests(), time.monotonic() - started
@@ -628,6 +669,8 @@ class Fleet:
             # timeout): each a create refused and resent (``retries``); None where its metrics were not read
             "webhook_call_failures": counted(spent0, spent1, WEBHOOK_CALL_FAILURES),
         })
+        if row["webhook_call_failures"]:  # why, from the apiserver's log of the phase (its metric has no reason)
+            row["webhook_call_errors"] = webhook_call_errors(log_since(apiserver_log, log0))
         row["driver_work_cpu_ms_per_pod"] = driver_work(row["spent_per_pod"])
         set_rest_figures(row, self.idle_ms_per_s)
         return row

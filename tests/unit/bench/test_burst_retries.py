@@ -44,6 +44,8 @@ def test_a_refused_create_is_resent_until_it_is_admitted() -> None:
     burst = Burst(n=1)
     assert _send(runner, burst) is True
     assert (len(sent), burst.retries, burst.failures) == (3, 2, 0)
+    assert burst.first_refusal.startswith("HTTP 504: ") and "retry the pod" in burst.first_refusal  # the first kept
+    assert burst.first_error == ""  # resent and created: not a failure
 
 
 def test_a_resend_meeting_the_pod_already_made_counts_as_created() -> None:

@@ -514,6 +514,48 @@ def test_the_section_names_admission_calls_that_failed_in_transport_or_says_none
     assert "admission call" not in text
 
 
+APISERVER_LOG = """\
+I1205 15:01:02.000001  4242 controller.go:667] quota admission added evaluator for: resourceclaims
+W1205 15:01:03.000002  4242 dispatcher.go:217] Failed calling webhook, failing closed mutate.dralab.io: \
+failed calling webhook "mutate.dralab.io": failed to call webhook: Post \
+"https://127.0.0.1:10734/mutate?timeout=10s": EOF
+W1205 15:01:03.000003  4242 dispatcher.go:217] Failed calling webhook, failing closed mutate.dralab.io: \
+failed calling webhook "mutate.dralab.io": failed to call webhook: Post \
+"https://127.0.0.1:10734/mutate?timeout=10s": context deadline exceeded
+W1205 15:01:04.000004  4242 dispatcher.go:217] Failed calling webhook, failing closed mutate.dralab.io: \
+failed calling webhook "mutate.dralab.io": failed to call webhook: Post \
+"https://127.0.0.1:10734/mutate?timeout=10s": EOF
+W1205 15:01:05.000005  4242 dispatcher.go:300] rejected by webhook "mutate.dralab.io": retry the pod
+"""
+
+
+def test_the_reasons_of_failed_admission_calls_come_from_the_apiservers_log(tmp_path: Path) -> None:
+    """One line per call that failed closed (Go's error text after the URL); a refusal by the webhook
+    itself ("rejected by webhook") is not a failed call."""
+    assert fleet.webhook_call_errors(APISERVER_LOG) == {"EOF": 2, "context deadline exceeded": 1}
+    assert fleet.webhook_call_errors("") == {}
+    log = tmp_path / "apiserver.log"
+    log.write_text("before the phase\n")
+    offset = fleet.log_size(log)
+    with log.open("a") as f:
+        f.write(APISERVER_LOG)
+    assert fleet.webhook_call_errors(fleet.log_since(log, offset)) == {"EOF": 2, "context deadline exceeded": 1}
+    assert fleet.log_since(log, offset).startswith("I1205")  # the phase's lines only
+    log.write_text("replaced\n")  # shorter than the offset: a new file, read whole
+    assert fleet.log_since(log, offset) == "replaced\n"
+    assert fleet.log_since(tmp_path / "none.log", 0) == "" and fleet.log_size(tmp_path / "none.log") == 0
+
+
+def test_the_section_gives_the_apiservers_reasons_beside_the_failed_calls() -> None:
+    large = _size(500, 8.0, 10.0)
+    large["phases"]["burst"]["dralab"].update(webhook_call_failures=3,
+                                              webhook_call_errors={"EOF": 2, "context deadline exceeded": 1})
+    text = "\n".join(section(FleetResult.model_validate({"devices_per_node": 8, "sizes": [large]})))
+    assert ("- 500 nodes, burst, dralab: 3 admission call(s) to the webhook failed in transport (EOF, refused, "
+            "timed out: the apiserver's count); each create was refused and resent; the apiserver's log: "
+            "EOF (2); context deadline exceeded (1)") in text
+
+
 def test_creates_lost_in_the_fill_again_keep_the_fills_ratio_from_being_judged() -> None:
     large = _size(500, 9.5, 10.0)
     large["phases"][fleet.FILL_AGAIN] = {"baseline": {"pods_per_s": 10.0},

@@ -292,9 +292,10 @@ def section(res: FleetResult, plot: str | None = None) -> list[str]:
                                f"bound but never Running; {r.get('duplicate_claims', 0)} pod(s) owning more than "
                                "one claim (kube-controller-manager's second claim from the pod's template)")
                 if r.get("webhook_call_failures"):
+                    why = "; ".join(f"{reason} ({n})" for reason, n in (r.get("webhook_call_errors") or {}).items())
                     out.append(f"{where} {r['webhook_call_failures']} admission call(s) to the webhook failed in "
                                "transport (EOF, refused, timed out: the apiserver's count); each create was "
-                               "refused and resent")
+                               "refused and resent" + (f"; the apiserver's log: {why}" if why else ""))
                 if r.get("nodes_not_ready_events"):
                     out.append(f"{where} {r['nodes_not_ready_events']} NodeNotReady event(s): simulated nodes "
                                "whose Leases reached kube-controller-manager late, tainted in the phase (the node "
