@@ -30,9 +30,9 @@ class ServerLimits:
     """
 
     max_body_bytes: int = 4 * 1024 * 1024  # an AdmissionReview of the largest pod etcd stores (1.5 MiB), twice
-    read_timeout_seconds: float = 10.0  # from connect (or the next request's first byte) to a complete request
-    # A kept-alive connection from an answer to the next request's first byte: longer than the apiserver keeps
-    # idle connections to webhooks (90 s), so it closes them first (dralab.webhook.transport)
+    read_timeout_seconds: float = 10.0  # from a request's first byte to the complete request
+    # A connection from its handshake or an answer to the next request's first byte: longer than the apiserver
+    # keeps idle connections to webhooks (90 s), so it closes them first (dralab.webhook.transport)
     idle_timeout_seconds: float = 120.0
     handshake_timeout_seconds: float = 5.0  # TCP connect to finished TLS handshake
     max_inflight: int = 256  # admissions being read or answered at once; more get 503

@@ -4,12 +4,14 @@ uvicorn alone keeps a connection open as long as the client likes before its fir
 TLS handshake that never finishes, up to the event loop's default of 60 s), and reads headers sent one
 byte at a time forever. Here the listening server is created with the server's TLS context and a
 handshake deadline (:class:`TLSServer`), and the HTTP protocol closes any connection that has not
-delivered a complete request within ``read_timeout`` of its handshake or of the next request's first
-byte. Between an answer and that byte a kept-alive connection may wait ``idle_timeout``, longer than the
-apiserver keeps an idle connection to a webhook (90 s, Go's ``IdleConnTimeout``), so the client closes
-it first: a server that closes it as the client sends the next admission on it fails that admission
-with EOF (24 pod creates of a 500-node fill, when this was the 10 s ``read_timeout``). A request being
-answered is not cut off: the admission deadline bounds that.
+delivered a complete request within ``read_timeout`` of that request's first byte. Before that byte, after
+the handshake or after an answer, a connection may wait ``idle_timeout``, longer than the apiserver keeps
+an idle connection to a webhook (90 s, Go's ``IdleConnTimeout``), so the client closes it first: a server
+that closes it as the client sends an admission on it fails that admission with EOF. Go's transport puts
+connections it dialed for a request that another connection served into its idle pool unused, so a fresh
+connection is an idle one too: with the 10 s ``read_timeout`` after an answer, 24 pod creates of a 500-node
+fill failed with EOF (README "Scale", item 22), and with it after the handshake, 7 of a 50-node burst (item
+26). A request being answered is not cut off: the admission deadline bounds that.
 
 The listener's context picks the current certificate during each handshake
 (:meth:`dralab.webhook.tls.ReloadingTLS.listener`), so a reloaded certificate is used by the next
@@ -105,11 +107,13 @@ class _Guards(_UvicornProtocol):
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         self._deadline: asyncio.TimerHandle | None = None
-        self._idle = False  # between an answer and the next request's first byte
+        # before a request's first byte: after the handshake (a client's pool may hold a connection it
+        # has not used yet) or after an answer; idle_timeout, then read_timeout from that byte
+        self._idle = True
         if self.on_connection is not None:
             self.on_connection()
         super().connection_made(Coalescing(transport, asyncio.get_running_loop()))  # type: ignore[arg-type]
-        self._arm(self.read_timeout)
+        self._arm(self.idle_timeout)
 
     def data_received(self, data: bytes) -> None:
         if self._idle:  # the next request has begun: it has read_timeout to arrive whole

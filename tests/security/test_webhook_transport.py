@@ -146,6 +146,23 @@ def test_a_kept_alive_connection_outlives_the_request_deadline_between_requests(
         assert _read_response(sock) == 200
 
 
+def test_a_fresh_connection_outlives_the_request_deadline_before_its_first_request(tmp_path: Path) -> None:
+    """Go's transport dials a connection for an admission, and when another connection answers that
+    admission first, it pools the new one unused: closed 1 s after its handshake, the next admission
+    sent on it failed with EOF (7 of a 50-node burst, README "Scale" item 26)."""
+    body = json.dumps(review(gpu_pod())).encode()
+    with serve(tmp_path, server_kwargs={"limits": PATIENT}) as served, served.tls_socket(timeout=GIVE_UP) as sock:
+        time.sleep(2.5)  # unused past the 1 s request deadline: the case under test, not a synchronisation
+        sock.sendall(_head("/mutate", len(body)) + body)
+        assert _read_response(sock) == 200
+
+
+def test_a_first_request_begun_has_the_request_deadline_not_the_idle_one(tmp_path: Path) -> None:
+    with serve(tmp_path, server_kwargs={"limits": PATIENT}) as served, served.tls_socket(timeout=GIVE_UP) as sock:
+        sock.sendall(b"P")  # one byte of the first request, then nothing: closed after 1 s, not 60
+        assert _closed_by_server(sock), f"not closed within {GIVE_UP} s: the 60 s idle deadline held a begun request"
+
+
 def test_a_request_begun_on_a_kept_alive_connection_has_the_request_deadline_not_the_idle_one(
     tmp_path: Path,
 ) -> None:
